@@ -1,0 +1,236 @@
+//! Static tracepoint descriptors, collected at link time.
+
+use crate::field::FieldType;
+use crate::glob_match;
+use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// Every tracepoint in the program (all linked crates), gathered by the linker. A callsite's
+/// position in this slice is its event id in the trace.
+#[linkme::distributed_slice]
+pub static CALLSITES: [Callsite];
+
+/// All callsites of the program.
+///
+/// ```
+/// let n = hushtrace_core::callsites().len();
+/// assert!(n < u16::MAX as usize);
+/// ```
+pub fn callsites() -> &'static [Callsite] {
+    &CALLSITES
+}
+
+/// `interest` value of a disabled callsite.
+pub const INTEREST_DISABLED: u64 = 0;
+/// `interest` value of an enabled callsite whose field types are not yet published (it has never
+/// been hit). Any other non-zero value is the type signature of an enabled callsite.
+pub const INTEREST_NEEDS_TYPES: u64 = 1;
+/// Alias kept for readability at use sites: an enabled callsite has an interest of
+/// [`INTEREST_NEEDS_TYPES`] or its type signature (see [`Callsite::signature_of`]).
+pub const INTEREST_ENABLED: u64 = INTEREST_NEEDS_TYPES;
+
+/// Value of [`CallsiteState`]'s signature slot while a thread is publishing the field types.
+const SIG_PUBLISHING: u64 = 1;
+
+static TYPES_GENERATION: AtomicU64 = AtomicU64::new(0);
+
+/// A counter bumped each time some callsite publishes its field types; writers of trace
+/// metadata compare it to decide whether the metadata must be rewritten.
+pub fn types_generation() -> u64 {
+    TYPES_GENERATION.load(Ordering::Acquire)
+}
+
+/// What a callsite records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(u8)]
+pub enum Kind {
+    /// A point in time (`event!`).
+    Instant = 0,
+    /// The start of a span (`span!`).
+    SpanBegin = 1,
+    /// The end of a span (the `span!` guard dropping).
+    SpanEnd = 2,
+    /// A counter sample (`counter!`), with one field `value`.
+    Counter = 3,
+}
+
+impl Kind {
+    /// The name used in trace metadata (`model.emf.uri` of the event class).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Instant => "instant",
+            Kind::SpanBegin => "span_begin",
+            Kind::SpanEnd => "span_end",
+            Kind::Counter => "counter",
+        }
+    }
+
+    /// Inverse of [`Kind::as_str`].
+    pub fn parse(s: &str) -> Option<Kind> {
+        [Kind::Instant, Kind::SpanBegin, Kind::SpanEnd, Kind::Counter]
+            .into_iter()
+            .find(|k| k.as_str() == s)
+    }
+}
+
+/// The mutable part of a callsite, kept in an ordinary static (not in the link section).
+///
+/// `interest` is the single word the tracepoint loads: 0 when disabled, 1 when enabled but the
+/// field types are not yet known, otherwise the type signature of the enabled callsite.
+#[derive(Debug)]
+pub struct CallsiteState {
+    interest: AtomicU64,
+    /// 0 = types unknown, [`SIG_PUBLISHING`] = being published, else the published signature.
+    signature: AtomicU64,
+}
+
+impl CallsiteState {
+    /// A new, enabled callsite state with unknown field types.
+    #[allow(clippy::new_without_default)]
+    pub const fn new() -> Self {
+        CallsiteState {
+            interest: AtomicU64::new(INTEREST_NEEDS_TYPES),
+            signature: AtomicU64::new(0),
+        }
+    }
+
+    /// The enabled check: one relaxed load. 0 means disabled.
+    ///
+    /// Relaxed is enough: enabling is advisory and needs no ordering with the record written
+    /// after it; the field types it guards are published with their own Release/Acquire pair.
+    #[inline(always)]
+    pub fn interest(&self) -> u64 {
+        self.interest.load(Ordering::Relaxed)
+    }
+}
+
+/// The static descriptor of one tracepoint. Created by the `hushtrace` macros; never by hand.
+#[derive(Debug)]
+pub struct Callsite {
+    /// Category, the part before `:` in patterns.
+    pub category: &'static str,
+    /// Event name, the part after `:` in patterns.
+    pub name: &'static str,
+    /// What the callsite records.
+    pub kind: Kind,
+    /// Field names, in record order.
+    pub field_names: &'static [&'static str],
+    /// Field types, one slot per name: 0 until the first hit publishes the types, then a
+    /// [`FieldType`] discriminant. (Rust cannot name the type of an arbitrary expression in a
+    /// static, so the types are learnt from the monomorphised record code the first time it runs.)
+    pub field_types: &'static [AtomicU8],
+    /// Interest and type signature.
+    pub state: &'static CallsiteState,
+    /// Source file of the tracepoint.
+    pub file: &'static str,
+    /// Source line of the tracepoint.
+    pub line: u32,
+}
+
+impl Callsite {
+    /// This callsite's event id: its index in [`CALLSITES`].
+    #[inline(always)]
+    pub fn id(&'static self) -> u16 {
+        let base = CALLSITES.as_ptr() as usize;
+        ((self as *const Callsite as usize - base) / core::mem::size_of::<Callsite>()) as u16
+    }
+
+    /// `"category:name"`.
+    pub fn full_name(&self) -> String {
+        format!("{}:{}", self.category, self.name)
+    }
+
+    /// The type signature of a list of field types: never 0 or 1, equal for equal lists.
+    pub const fn signature_of(types: &[FieldType]) -> u64 {
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325 ^ types.len() as u64;
+        let mut i = 0;
+        while i < types.len() {
+            h = (h ^ types[i] as u64).wrapping_mul(0x0000_0100_0000_01b3);
+            i += 1;
+        }
+        h | (1 << 63)
+    }
+
+    /// The published field types, or `None` while unknown.
+    pub fn types(&self) -> Option<Vec<FieldType>> {
+        let sig = self.state.signature.load(Ordering::Acquire);
+        if sig == 0 || sig == SIG_PUBLISHING {
+            return None;
+        }
+        self.field_types
+            .iter()
+            .map(|t| FieldType::from_u8(t.load(Ordering::Relaxed)))
+            .collect()
+    }
+
+    /// Cold path of a tracepoint whose interest is not its signature: publishes the field types
+    /// on the first hit. Returns true when the record may be written with these types.
+    ///
+    /// Makes no system call and does not allocate: a few atomic operations.
+    #[cold]
+    #[inline(never)]
+    pub fn publish_types(&'static self, sig: u64, types: &[FieldType]) -> bool {
+        debug_assert_eq!(types.len(), self.field_types.len());
+        let st = self.state;
+        match st
+            .signature
+            .compare_exchange(0, SIG_PUBLISHING, Ordering::Acquire, Ordering::Acquire)
+        {
+            Ok(_) => {
+                for (slot, t) in self.field_types.iter().zip(types) {
+                    slot.store(*t as u8, Ordering::Relaxed);
+                }
+                st.signature.store(sig, Ordering::Release);
+                TYPES_GENERATION.fetch_add(1, Ordering::AcqRel);
+                let _ = st.interest.compare_exchange(
+                    INTEREST_NEEDS_TYPES,
+                    sig,
+                    Ordering::Relaxed,
+                    Ordering::Relaxed,
+                );
+                true
+            }
+            // Another thread is publishing right now: drop rather than wait.
+            Err(SIG_PUBLISHING) => false,
+            // Already published: fine if it is ours (we raced an enable), else a generic
+            // callsite instantiated with other types, which the metadata cannot describe.
+            Err(other) => other == sig,
+        }
+    }
+
+    fn set_enabled(&self, on: bool) {
+        let st = self.state;
+        if on {
+            let sig = st.signature.load(Ordering::Acquire);
+            let v = if sig == 0 || sig == SIG_PUBLISHING {
+                INTEREST_NEEDS_TYPES
+            } else {
+                sig
+            };
+            st.interest.store(v, Ordering::Relaxed);
+        } else {
+            st.interest.store(INTEREST_DISABLED, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Enables (`on = true`) or disables every callsite whose `"category:name"` matches the glob
+/// `pattern`; returns how many matched. Safe to call at any time from any thread.
+///
+/// ```
+/// let matched = hushtrace_core::set_enabled("no-such-category:*", false);
+/// assert_eq!(matched, 0);
+/// ```
+pub fn set_enabled(pattern: &str, on: bool) -> usize {
+    let mut n = 0;
+    for cs in callsites() {
+        let matches = match pattern.split_once(':') {
+            Some((pc, pn)) => glob_match(pc, cs.category) && glob_match(pn, cs.name),
+            None => glob_match(pattern, &cs.full_name()),
+        };
+        if matches {
+            cs.set_enabled(on);
+            n += 1;
+        }
+    }
+    n
+}

@@ -1,0 +1,33 @@
+//! Core types of hushtrace that change very rarely.
+//!
+//! * [`Callsite`]: the static descriptor of one tracepoint (category, name, kind, field names and
+//!   field types), collected at link time into [`CALLSITES`] so the trace metadata can list every
+//!   event before any is recorded.
+//! * [`Field`] / [`FieldType`]: how a field value is encoded into a record.
+//! * [`glob_match`] and [`set_enabled`]: run-time enabling of callsites by `"category:name"` glob.
+//!
+//! This crate has no runtime: it never allocates on the hot path, never locks and never makes a
+//! system call. The `hushtrace` facade crate builds the tracer on top of it.
+//!
+//! ```
+//! use hushtrace_core::{glob_match, FieldType, Field};
+//! assert!(glob_match("bench:*", "bench:tick"));
+//! assert_eq!(<u64 as Field>::TYPE, FieldType::U64);
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod callsite;
+mod field;
+mod glob;
+
+pub use callsite::{
+    callsites, set_enabled, types_generation, Callsite, CallsiteState, Kind, CALLSITES,
+    INTEREST_DISABLED, INTEREST_ENABLED, INTEREST_NEEDS_TYPES,
+};
+pub use field::{Field, FieldType, STR_CAP};
+pub use glob::glob_match;
+
+#[doc(hidden)]
+pub mod __private {
+    pub use linkme;
+}

@@ -1,0 +1,20 @@
+//! The on-disk format of hushtrace: CTF 1.8.
+//!
+//! * [`layout`]: byte offsets of the packet header/context and the event header, shared by the
+//!   writer in the `hushtrace` runtime and by the reader.
+//! * [`metadata`]: the TSDL `metadata` text describing a trace.
+//! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
+//!   the byte offset and the problem.
+//!
+//! ```
+//! use hushtrace_ctf::layout::{PACKET_HEADER_LEN, EVENT_HEADER_LEN};
+//! assert_eq!(PACKET_HEADER_LEN, 112);
+//! assert_eq!(EVENT_HEADER_LEN, 10);
+//! ```
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod layout;
+pub mod metadata;
+pub mod reader;
+
+pub use hushtrace_core::{FieldType, Kind};

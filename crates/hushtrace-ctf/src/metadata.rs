@@ -1,0 +1,220 @@
+//! TSDL (CTF 1.8 metadata) for hushtrace traces.
+//!
+//! The text is generated in a fixed, line-oriented shape so that [`crate::reader`] can parse it
+//! back without a general TSDL parser; anything else is rejected as foreign.
+
+use crate::layout::PROCNAME_LEN;
+use hushtrace_core::{FieldType, Kind};
+use std::fmt::Write as _;
+
+/// The clock of a trace: cycles at `freq` Hz since `offset_s` seconds + `offset` cycles after the
+/// Unix epoch.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockDesc {
+    /// Frequency in Hz.
+    pub freq: u64,
+    /// Whole seconds of the offset from the Unix epoch to cycle 0.
+    pub offset_s: i64,
+    /// Sub-second part of that offset, in cycles (`0 .. freq`).
+    pub offset: u64,
+    /// Where the timestamps come from (`"tsc"`, `"cntvct"` or `"clock_gettime"`).
+    pub source: String,
+}
+
+impl ClockDesc {
+    /// Converts a timestamp in cycles to nanoseconds since the Unix epoch.
+    ///
+    /// ```
+    /// use hushtrace_ctf::metadata::ClockDesc;
+    /// let c = ClockDesc { freq: 2_000_000_000, offset_s: 10, offset: 1_000_000_000, source: "tsc".into() };
+    /// assert_eq!(c.to_epoch_ns(2), 10_500_000_001);
+    /// ```
+    pub fn to_epoch_ns(&self, cycles: u64) -> i128 {
+        let total = self.offset as i128 + cycles as i128;
+        let freq = self.freq.max(1) as i128;
+        self.offset_s as i128 * 1_000_000_000 + total / freq * 1_000_000_000
+            + (total % freq) * 1_000_000_000 / freq
+    }
+}
+
+/// One event class: a callsite.
+#[derive(Clone, Debug, PartialEq)]
+pub struct EventClass {
+    /// Event id (the callsite's index).
+    pub id: u16,
+    /// `"category:name"`.
+    pub name: String,
+    /// What the event records.
+    pub kind: Kind,
+    /// Field names and types; `None` when the types are not known yet (never hit).
+    pub fields: Option<Vec<(String, FieldType)>>,
+}
+
+/// Everything the metadata says about one process's trace.
+#[derive(Clone, Debug, PartialEq)]
+pub struct TraceDesc {
+    /// Trace UUID (one per process trace).
+    pub uuid: [u8; 16],
+    /// UUID of the clock, shared by all processes of a session so readers merge them.
+    pub clock_uuid: [u8; 16],
+    /// The clock.
+    pub clock: ClockDesc,
+    /// Process id of the process that wrote the trace.
+    pub vpid: u32,
+    /// Name of that process.
+    pub procname: String,
+    /// Host name.
+    pub hostname: String,
+    /// Event classes.
+    pub events: Vec<EventClass>,
+}
+
+/// Formats a UUID in the canonical 8-4-4-4-12 form.
+pub fn uuid_string(u: &[u8; 16]) -> String {
+    let mut s = String::with_capacity(36);
+    for (i, b) in u.iter().enumerate() {
+        if matches!(i, 4 | 6 | 8 | 10) {
+            s.push('-');
+        }
+        let _ = write!(s, "{b:02x}");
+    }
+    s
+}
+
+/// Parses the canonical UUID form.
+pub fn parse_uuid(s: &str) -> Option<[u8; 16]> {
+    let hex: String = s.chars().filter(|&c| c != '-').collect();
+    if hex.len() != 32 || s.len() != 36 {
+        return None;
+    }
+    let mut u = [0u8; 16];
+    for (i, b) in u.iter_mut().enumerate() {
+        *b = u8::from_str_radix(hex.get(2 * i..2 * i + 2)?, 16).ok()?;
+    }
+    Some(u)
+}
+
+/// Escapes a string for a TSDL string literal.
+pub fn escape(s: &str) -> String {
+    let mut o = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '"' => o.push_str("\\\""),
+            '\\' => o.push_str("\\\\"),
+            c if (c as u32) < 0x20 || c == '\u{7f}' => o.push(' '),
+            c => o.push(c),
+        }
+    }
+    o
+}
+
+/// Prefix of the `model.emf.uri` attribute carrying the event kind.
+pub const KIND_URI_PREFIX: &str = "hushtrace:";
+
+/// Renders the TSDL text.
+///
+/// Field names are written with a leading underscore, which CTF readers (babeltrace2 included)
+/// strip: it keeps user names such as `string` or `event` from clashing with TSDL keywords.
+///
+/// ```
+/// use hushtrace_ctf::metadata::*;
+/// use hushtrace_ctf::{FieldType, Kind};
+/// let t = TraceDesc {
+///     uuid: [1; 16], clock_uuid: [2; 16],
+///     clock: ClockDesc { freq: 1_000_000_000, offset_s: 0, offset: 0, source: "tsc".into() },
+///     vpid: 42, procname: "app".into(), hostname: "h".into(),
+///     events: vec![EventClass { id: 0, name: "bench:tick".into(), kind: Kind::Instant,
+///                               fields: Some(vec![("seq".into(), FieldType::U64)]) }],
+/// };
+/// let text = to_tsdl(&t);
+/// assert!(text.starts_with("/* CTF 1.8 */"));
+/// assert!(text.contains("uint64_t _seq;"));
+/// ```
+pub fn to_tsdl(t: &TraceDesc) -> String {
+    let mut s = String::with_capacity(4096 + t.events.len() * 160);
+    s.push_str("/* CTF 1.8 */\n\n");
+    for (alias, size, signed) in [
+        ("uint8_t", 8, false),
+        ("uint16_t", 16, false),
+        ("uint32_t", 32, false),
+        ("uint64_t", 64, false),
+        ("int8_t", 8, true),
+        ("int16_t", 16, true),
+        ("int32_t", 32, true),
+        ("int64_t", 64, true),
+        ("bool_t", 8, false),
+    ] {
+        let _ = writeln!(
+            s,
+            "typealias integer {{ size = {size}; align = 8; signed = {signed}; }} := {alias};"
+        );
+    }
+    s.push_str(
+        "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double;\n\n",
+    );
+    let _ = writeln!(
+        s,
+        "trace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n\
+         \tpacket.header := struct {{\n\t\tuint32_t magic;\n\t\tuint8_t uuid[16];\n\
+         \t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t}};\n}};\n",
+        uuid_string(&t.uuid)
+    );
+    let _ = writeln!(
+        s,
+        "env {{\n\tdomain = \"ust\";\n\ttracer_name = \"hushtrace\";\n\ttracer_major = 0;\n\
+         \ttracer_minor = 1;\n\thostname = \"{}\";\n\tvpid = {};\n\tprocname = \"{}\";\n\
+         \tclock_source = \"{}\";\n}};\n",
+        escape(&t.hostname),
+        t.vpid,
+        escape(&t.procname),
+        escape(&t.clock.source)
+    );
+    let _ = writeln!(
+        s,
+        "clock {{\n\tname = \"hushtrace\";\n\tuuid = \"{}\";\n\
+         \tdescription = \"cycle counter ({}) calibrated against CLOCK_REALTIME\";\n\
+         \tfreq = {};\n\tprecision = 1;\n\toffset_s = {};\n\toffset = {};\n\tabsolute = TRUE;\n}};\n",
+        uuid_string(&t.clock_uuid),
+        escape(&t.clock.source),
+        t.clock.freq,
+        t.clock.offset_s,
+        t.clock.offset
+    );
+    s.push_str(
+        "typealias integer { size = 64; align = 8; signed = false; map = clock.hushtrace.value; } \
+         := uint64_clock_t;\n\n",
+    );
+    let _ = writeln!(
+        s,
+        "stream {{\n\tid = 0;\n\tevent.header := struct {{\n\t\tuint16_t id;\n\
+         \t\tuint64_clock_t timestamp;\n\t}};\n\tpacket.context := struct {{\n\
+         \t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n\
+         \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n\
+         \t\tuint64_t events_discarded;\n\t\tuint32_t vpid;\n\t\tuint32_t vtid;\n\
+         \t\tinteger {{ size = 8; align = 8; signed = false; encoding = UTF8; }} procname[{PROCNAME_LEN}];\n\
+         \t\tuint64_t pthread_id;\n\t}};\n}};\n"
+    );
+    for e in &t.events {
+        let _ = writeln!(
+            s,
+            "event {{\n\tname = \"{}\";\n\tid = {};\n\tstream_id = 0;\n\tmodel.emf.uri = \"{}{}\";",
+            escape(&e.name),
+            e.id,
+            KIND_URI_PREFIX,
+            e.kind.as_str()
+        );
+        match &e.fields {
+            Some(fields) if !fields.is_empty() => {
+                s.push_str("\tfields := struct {\n");
+                for (name, ty) in fields {
+                    let _ = writeln!(s, "\t\t{} _{};", ty.tsdl_alias(), name);
+                }
+                s.push_str("\t};\n");
+            }
+            Some(_) => s.push_str("\tfields := struct { };\n"),
+            None => s.push_str("\tfields := struct { }; /* types unknown: never hit */\n"),
+        }
+        s.push_str("};\n\n");
+    }
+    s
+}
