@@ -5,6 +5,7 @@
 //! * [`metadata`]: the TSDL `metadata` text describing a trace.
 //! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
 //!   the byte offset and the problem.
+//! * [`synth`]: writes synthetic traces in the same format, for tests, fuzzing and benchmarks.
 //!
 //! ```
 //! use hushtrace_ctf::layout::{PACKET_HEADER_LEN, EVENT_HEADER_LEN};
@@ -16,5 +17,6 @@
 pub mod layout;
 pub mod metadata;
 pub mod reader;
+pub mod synth;
 
 pub use hushtrace_core::{FieldType, Kind};

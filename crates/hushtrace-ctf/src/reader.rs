@@ -1,1 +1,245 @@
-//! Trace reader (in progress).
+//! A streaming reader for the traces hushtrace writes.
+//!
+//! The reader understands exactly what the `hushtrace` runtime writes (see [`crate::layout`] and
+//! [`crate::metadata`]), not CTF in general:
+//!
+//! * [`parse_metadata`] parses the TSDL text in the shape [`crate::metadata::to_tsdl`] emits and
+//!   rejects anything else as "not a hushtrace trace", naming the file and line.
+//! * [`Session::open`] discovers the per-process traces of a session directory
+//!   (`<dir>/<pid>/metadata`, `<dir>/<pid>/stream_<k>`, `<dir>/<pid>.stats.json`).
+//! * [`StreamReader`] walks one stream file packet by packet with one reusable buffer, so memory
+//!   stays bounded by the largest packet, and decodes events into borrowed [`EventRef`]s.
+//! * [`Merged`] is a k-way merge of every stream of every process by wall-clock time.
+//!
+//! Every problem with the input is an [`Error`] naming the file, the byte offset (or metadata
+//! line) and what was wrong; the reader never panics on bad input and never returns partial
+//! output silently. The one tolerated defect is a truncated last packet (a process killed while
+//! its consumer was writing): its whole events are read and a [`Warning`] is recorded.
+//!
+//! ```
+//! use hushtrace_ctf::reader::Session;
+//! use hushtrace_ctf::synth::{SynthTrace, SynthEvent};
+//!
+//! let dir = std::env::temp_dir().join(format!("hushtrace-reader-doc-{}", std::process::id()));
+//! let mut t = SynthTrace::new(100, "app");
+//! let tick = t.instant("demo:tick", &[("n", hushtrace_ctf::FieldType::U32)]);
+//! t.thread(101, "worker").event(SynthEvent::new(tick, 5).u32(7));
+//! t.write_session(&dir).unwrap();
+//!
+//! let session = Session::open(&dir).unwrap();
+//! let mut merged = session.merged().unwrap();
+//! let mut n = 0;
+//! while let Some(ev) = merged.next().unwrap() {
+//!     assert_eq!(ev.event.class.name, "demo:tick");
+//!     assert_eq!(ev.event.packet.vtid, 101);
+//!     n += 1;
+//! }
+//! assert_eq!(n, 1);
+//! std::fs::remove_dir_all(&dir).unwrap();
+//! ```
+
+mod merge;
+mod session;
+mod stream;
+mod tsdl;
+
+use std::fmt;
+use std::io;
+use std::path::{Path, PathBuf};
+
+pub use merge::{Merged, MergedEvent};
+pub use session::{ProcessStats, ProcessTrace, Session};
+pub use stream::{EventRef, Fields, PacketContext, StreamReader, MAX_PACKET_BYTES};
+pub use tsdl::{parse_metadata, read_metadata, MAX_METADATA_BYTES};
+
+/// Where in the input a problem was found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Location {
+    /// Nowhere more precise than the file (or directory) itself.
+    File,
+    /// A byte offset in a binary file.
+    Offset(u64),
+    /// A 1-based line of a metadata file.
+    Line(usize),
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::File => Ok(()),
+            Location::Offset(o) => write!(f, ": byte offset {o}"),
+            Location::Line(l) => write!(f, ":{l}"),
+        }
+    }
+}
+
+/// What was wrong with the input.
+#[derive(Debug)]
+pub enum ErrorKind {
+    /// The file could not be read (missing, permission denied, I/O error...).
+    Io(io::Error),
+    /// The metadata is not the TSDL hushtrace writes.
+    NotHushtrace(String),
+    /// A stream file does not match its metadata.
+    Corrupt(String),
+    /// A session directory holds no hushtrace trace.
+    NoTraces,
+}
+
+/// An error reading a trace: the file, where in it, and what was wrong.
+///
+/// ```
+/// use hushtrace_ctf::reader::{Error, ErrorKind, Location};
+/// let e = Error::corrupt("/t/1/stream_0", 112, "unknown event id 9");
+/// assert_eq!(e.to_string(), "/t/1/stream_0: byte offset 112: corrupt trace: unknown event id 9");
+/// assert!(matches!(e.kind, ErrorKind::Corrupt(_)));
+/// assert_eq!(e.location, Location::Offset(112));
+/// ```
+#[derive(Debug)]
+pub struct Error {
+    /// The file or directory concerned.
+    pub path: PathBuf,
+    /// Where in it.
+    pub location: Location,
+    /// What was wrong.
+    pub kind: ErrorKind,
+}
+
+impl Error {
+    /// An I/O error on `path`.
+    pub fn io(path: impl Into<PathBuf>, e: io::Error) -> Self {
+        Error {
+            path: path.into(),
+            location: Location::File,
+            kind: ErrorKind::Io(e),
+        }
+    }
+
+    /// Corrupt stream data at byte `offset` of `path`.
+    pub fn corrupt(path: impl Into<PathBuf>, offset: u64, what: impl Into<String>) -> Self {
+        Error {
+            path: path.into(),
+            location: Location::Offset(offset),
+            kind: ErrorKind::Corrupt(what.into()),
+        }
+    }
+
+    /// Metadata that is not what hushtrace writes, at `location` of `path`.
+    pub fn not_hushtrace(
+        path: impl Into<PathBuf>,
+        location: Location,
+        what: impl Into<String>,
+    ) -> Self {
+        Error {
+            path: path.into(),
+            location,
+            kind: ErrorKind::NotHushtrace(what.into()),
+        }
+    }
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}{}: ", self.path.display(), self.location)?;
+        match &self.kind {
+            ErrorKind::Io(e) => write!(f, "{e}"),
+            ErrorKind::NotHushtrace(w) => write!(f, "not a hushtrace trace: {w}"),
+            ErrorKind::Corrupt(w) => write!(f, "corrupt trace: {w}"),
+            ErrorKind::NoTraces => {
+                write!(
+                    f,
+                    "no hushtrace trace here (expected <pid>/metadata and <pid>/stream_*)"
+                )
+            }
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match &self.kind {
+            ErrorKind::Io(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+/// A tolerated defect in the input (for example a truncated last packet), for the caller to
+/// print.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Warning {
+    /// The file concerned.
+    pub path: PathBuf,
+    /// Byte offset in it.
+    pub offset: u64,
+    /// What was found and what the reader did about it.
+    pub message: String,
+}
+
+impl Warning {
+    fn new(path: &Path, offset: u64, message: String) -> Self {
+        Warning {
+            path: path.to_path_buf(),
+            offset,
+            message,
+        }
+    }
+}
+
+impl fmt::Display for Warning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}: byte offset {}: {}",
+            self.path.display(),
+            self.offset,
+            self.message
+        )
+    }
+}
+
+/// A decoded field value. Integers are widened to 64 bits; strings borrow from the packet buffer.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    /// `uint8_t` .. `uint64_t`.
+    U64(u64),
+    /// `int8_t` .. `int64_t`.
+    I64(i64),
+    /// `double`.
+    F64(f64),
+    /// `bool_t`.
+    Bool(bool),
+    /// `string`.
+    Str(&'a str),
+}
+
+impl Value<'_> {
+    /// The value as a number, if it is one (booleans are 0 or 1), for counters and statistics.
+    ///
+    /// ```
+    /// use hushtrace_ctf::reader::Value;
+    /// assert_eq!(Value::I64(-3).as_f64(), Some(-3.0));
+    /// assert_eq!(Value::Str("x").as_f64(), None);
+    /// ```
+    pub fn as_f64(&self) -> Option<f64> {
+        match *self {
+            Value::U64(v) => Some(v as f64),
+            Value::I64(v) => Some(v as f64),
+            Value::F64(v) => Some(v),
+            Value::Bool(b) => Some(b as u8 as f64),
+            Value::Str(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for Value<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Value::U64(v) => write!(f, "{v}"),
+            Value::I64(v) => write!(f, "{v}"),
+            Value::F64(v) => write!(f, "{v}"),
+            Value::Bool(v) => write!(f, "{v}"),
+            Value::Str(v) => write!(f, "{v:?}"),
+        }
+    }
+}

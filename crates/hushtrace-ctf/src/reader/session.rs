@@ -1,0 +1,227 @@
+//! Discovering the process traces of a session directory.
+
+use super::{read_metadata, Error, ErrorKind, Location, Merged, StreamReader, Warning};
+use crate::layout::{METADATA_FILE, STATS_SUFFIX, STREAM_PREFIX};
+use crate::metadata::TraceDesc;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// The per-process statistics file `<dir>/<name>.stats.json`, written when the process stops
+/// tracing (missing if it crashed).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ProcessStats {
+    /// Process id.
+    pub pid: u64,
+    /// Events written.
+    pub written: u64,
+    /// Events discarded (buffers full) or overwritten.
+    pub discarded: u64,
+}
+
+impl ProcessStats {
+    /// Parses `{"pid":P,"written":W,"discarded":D}` (keys in any order, whitespace allowed).
+    ///
+    /// ```
+    /// use hushtrace_ctf::reader::ProcessStats;
+    /// let s = ProcessStats::parse(r#"{"pid": 7, "written":10,"discarded":0}"#).unwrap();
+    /// assert_eq!((s.pid, s.written, s.discarded), (7, 10, 0));
+    /// assert!(ProcessStats::parse("{}").is_none());
+    /// ```
+    pub fn parse(text: &str) -> Option<ProcessStats> {
+        let body = text.trim().strip_prefix('{')?.strip_suffix('}')?;
+        let (mut pid, mut written, mut discarded) = (None, None, None);
+        for item in body.split(',') {
+            let (k, v) = item.split_once(':')?;
+            let v: u64 = v.trim().parse().ok()?;
+            match k.trim().strip_prefix('"')?.strip_suffix('"')? {
+                "pid" => pid = Some(v),
+                "written" => written = Some(v),
+                "discarded" => discarded = Some(v),
+                _ => {}
+            }
+        }
+        Some(ProcessStats {
+            pid: pid?,
+            written: written?,
+            discarded: discarded?,
+        })
+    }
+}
+
+/// The trace of one process: `<session>/<name>/`.
+#[derive(Clone, Debug)]
+pub struct ProcessTrace {
+    /// Directory name (the pid, possibly `<pid>.<n>`).
+    pub name: String,
+    /// The trace directory.
+    pub dir: PathBuf,
+    /// Its metadata.
+    pub desc: Arc<TraceDesc>,
+    /// Its stream files, by stream instance number.
+    pub streams: Vec<PathBuf>,
+    /// The statistics file, if present and well-formed.
+    pub stats: Option<ProcessStats>,
+}
+
+/// A session directory: one trace per traced process.
+#[derive(Clone, Debug)]
+pub struct Session {
+    /// The session directory.
+    pub dir: PathBuf,
+    /// Process traces, ordered by pid.
+    pub traces: Vec<ProcessTrace>,
+    /// Problems found while opening (malformed stats files, directories without metadata).
+    pub warnings: Vec<Warning>,
+}
+
+impl Session {
+    /// Opens a session directory, or a single process trace directory (one with a `metadata`
+    /// file, as `babeltrace2` accepts).
+    ///
+    /// Reads every metadata file; stream files are only opened by [`Session::merged`] or
+    /// [`ProcessTrace::stream_readers`].
+    pub fn open(dir: &Path) -> Result<Session, Error> {
+        let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
+        if !meta.is_dir() {
+            return Err(Error::io(dir, std::io::Error::other("not a directory")));
+        }
+        let mut warnings = Vec::new();
+        let mut traces = Vec::new();
+        if dir.join(METADATA_FILE).is_file() {
+            let name = dir
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let stats_dir = dir.parent().unwrap_or(dir).to_path_buf();
+            traces.push(open_trace(dir, name, &stats_dir, &mut warnings)?);
+        } else {
+            let entries = std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))?;
+            for entry in entries {
+                let entry = entry.map_err(|e| Error::io(dir, e))?;
+                let path = entry.path();
+                let ft = entry.file_type().map_err(|e| Error::io(&path, e))?;
+                if !ft.is_dir() {
+                    continue;
+                }
+                let name = entry.file_name().to_string_lossy().into_owned();
+                if path.join(METADATA_FILE).is_file() {
+                    traces.push(open_trace(&path, name, dir, &mut warnings)?);
+                } else if has_streams(&path) {
+                    warnings.push(Warning::new(
+                        &path,
+                        0,
+                        "stream files without a metadata file: skipped".into(),
+                    ));
+                }
+            }
+        }
+        if traces.is_empty() {
+            return Err(Error {
+                path: dir.to_path_buf(),
+                location: Location::File,
+                kind: ErrorKind::NoTraces,
+            });
+        }
+        traces.sort_by_key(|t| sort_key(&t.name));
+        Ok(Session {
+            dir: dir.to_path_buf(),
+            traces,
+            warnings,
+        })
+    }
+
+    /// Total size of all stream files, in bytes.
+    pub fn stream_bytes(&self) -> u64 {
+        self.traces
+            .iter()
+            .flat_map(|t| &t.streams)
+            .filter_map(|p| std::fs::metadata(p).ok())
+            .map(|m| m.len())
+            .sum()
+    }
+
+    /// A merge of all events of all processes by time.
+    pub fn merged(&self) -> Result<Merged, Error> {
+        let mut streams = Vec::new();
+        for (i, t) in self.traces.iter().enumerate() {
+            for s in t.stream_readers()? {
+                streams.push((i, s));
+            }
+        }
+        Merged::new(
+            self.traces.iter().map(|t| t.desc.clone()).collect(),
+            streams,
+        )
+    }
+}
+
+impl ProcessTrace {
+    /// Opens a reader on each stream file.
+    pub fn stream_readers(&self) -> Result<Vec<StreamReader>, Error> {
+        self.streams
+            .iter()
+            .map(|p| StreamReader::open(self.desc.clone(), p))
+            .collect()
+    }
+}
+
+fn has_streams(dir: &Path) -> bool {
+    std::fs::read_dir(dir).is_ok_and(|rd| {
+        rd.flatten()
+            .any(|e| e.file_name().to_string_lossy().starts_with(STREAM_PREFIX))
+    })
+}
+
+/// `"1234.2"` sorts as `(1234, 2)`; anything else after all numeric names.
+fn sort_key(name: &str) -> (u64, u64, String) {
+    let (a, b) = name.split_once('.').unwrap_or((name, "0"));
+    match (a.parse(), b.parse()) {
+        (Ok(a), Ok(b)) => (a, b, String::new()),
+        _ => (u64::MAX, u64::MAX, name.to_string()),
+    }
+}
+
+fn open_trace(
+    dir: &Path,
+    name: String,
+    stats_dir: &Path,
+    warnings: &mut Vec<Warning>,
+) -> Result<ProcessTrace, Error> {
+    let desc = Arc::new(read_metadata(&dir.join(METADATA_FILE))?);
+    let mut streams: Vec<(u64, PathBuf)> = Vec::new();
+    for entry in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+        let entry = entry.map_err(|e| Error::io(dir, e))?;
+        let fname = entry.file_name();
+        let fname = fname.to_string_lossy();
+        let Some(k) = fname
+            .strip_prefix(STREAM_PREFIX)
+            .and_then(|k| k.parse::<u64>().ok())
+        else {
+            continue;
+        };
+        streams.push((k, entry.path()));
+    }
+    streams.sort();
+    let stats_path = stats_dir.join(format!("{name}{STATS_SUFFIX}"));
+    let stats = match std::fs::read_to_string(&stats_path) {
+        Ok(text) => {
+            let s = ProcessStats::parse(&text);
+            if s.is_none() {
+                warnings.push(Warning::new(
+                    &stats_path,
+                    0,
+                    "malformed statistics file: ignored".into(),
+                ));
+            }
+            s
+        }
+        Err(_) => None,
+    };
+    Ok(ProcessTrace {
+        name,
+        dir: dir.to_path_buf(),
+        desc,
+        streams: streams.into_iter().map(|(_, p)| p).collect(),
+        stats,
+    })
+}

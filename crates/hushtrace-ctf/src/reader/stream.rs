@@ -1,0 +1,567 @@
+//! Reading one stream file, packet by packet.
+
+use super::{Error, Value, Warning};
+use crate::layout::*;
+use crate::metadata::{EventClass, TraceDesc};
+use hushtrace_core::FieldType;
+use std::fs::File;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+/// Packets larger than this are rejected as corrupt: the reader holds one packet in memory at a
+/// time, and hushtrace sub-buffers are far smaller.
+pub const MAX_PACKET_BYTES: u64 = 1 << 30;
+
+/// The header and context of one packet.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PacketContext {
+    /// Byte offset of the packet in its stream file.
+    pub offset: u64,
+    /// Stream instance id (one per stream file).
+    pub stream_instance_id: u64,
+    /// Time of the first event, in clock cycles.
+    pub timestamp_begin: u64,
+    /// Time of the last event, in clock cycles.
+    pub timestamp_end: u64,
+    /// Size of header and events, in bits.
+    pub content_size: u64,
+    /// Size of the packet in the file, in bits.
+    pub packet_size: u64,
+    /// Per-stream packet sequence number; a gap means whole packets were lost (overwrite mode).
+    pub seq_num: u64,
+    /// Events discarded in this stream so far (cumulative).
+    pub events_discarded: u64,
+    /// Process id.
+    pub vpid: u32,
+    /// Thread id.
+    pub vtid: u32,
+    /// Thread name.
+    pub procname: String,
+    /// `pthread_t` of the thread.
+    pub pthread_id: u64,
+}
+
+/// One decoded event, borrowing from its [`StreamReader`].
+#[derive(Clone, Copy, Debug)]
+pub struct EventRef<'a> {
+    /// Its event class (name, kind, field names and types).
+    pub class: &'a EventClass,
+    /// Timestamp in clock cycles.
+    pub timestamp: u64,
+    /// The packet it is in (process and thread identity).
+    pub packet: &'a PacketContext,
+    /// Byte offset of the event in the stream file.
+    pub offset: u64,
+    /// The packet bytes.
+    buf: &'a [u8],
+    /// Start offsets in `buf` of each field (for strings: first byte; the NUL follows).
+    field_offsets: &'a [usize],
+}
+
+impl<'a> EventRef<'a> {
+    /// The fields, in declaration order, as `(name, value)`.
+    pub fn fields(&self) -> Fields<'a> {
+        Fields { ev: *self, i: 0 }
+    }
+
+    /// The value of field number `i`.
+    pub fn field(&self, i: usize) -> Option<Value<'a>> {
+        let (_, ty) = self.class.fields.as_ref()?.get(i)?;
+        let off = *self.field_offsets.get(i)?;
+        let b = self.buf;
+        Some(match ty {
+            FieldType::U8 => Value::U64(*b.get(off)? as u64),
+            FieldType::U16 => Value::U64(read_u16(b, off)? as u64),
+            FieldType::U32 => Value::U64(read_u32(b, off)? as u64),
+            FieldType::U64 => Value::U64(read_u64(b, off)?),
+            FieldType::I8 => Value::I64(*b.get(off)? as i8 as i64),
+            FieldType::I16 => Value::I64(read_u16(b, off)? as i16 as i64),
+            FieldType::I32 => Value::I64(read_u32(b, off)? as i32 as i64),
+            FieldType::I64 => Value::I64(read_u64(b, off)? as i64),
+            FieldType::F64 => Value::F64(f64::from_bits(read_u64(b, off)?)),
+            FieldType::Bool => Value::Bool(*b.get(off)? != 0),
+            FieldType::Str => {
+                let rest = b.get(off..)?;
+                let len = rest.iter().position(|&c| c == 0)?;
+                // Validated when the event was read; this cannot fail.
+                Value::Str(std::str::from_utf8(&rest[..len]).ok()?)
+            }
+        })
+    }
+}
+
+/// Iterator over the fields of an [`EventRef`].
+#[derive(Clone, Debug)]
+pub struct Fields<'a> {
+    ev: EventRef<'a>,
+    i: usize,
+}
+
+impl<'a> Iterator for Fields<'a> {
+    type Item = (&'a str, Value<'a>);
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let name = self.ev.class.fields.as_ref()?.get(self.i)?.0.as_str();
+        let v = self.ev.field(self.i)?;
+        self.i += 1;
+        Some((name, v))
+    }
+}
+
+/// The event currently decoded by a [`StreamReader`].
+#[derive(Clone, Copy, Debug)]
+struct Current {
+    class: usize,
+    timestamp: u64,
+    pos: usize,
+}
+
+/// Why decoding an event stopped.
+enum Stop {
+    /// The event runs past the end of the available bytes.
+    PastEnd(usize, &'static str),
+    /// The bytes are not a valid event.
+    Bad(usize, String),
+}
+
+/// A cursor over the events of one stream file.
+///
+/// Call [`StreamReader::advance`] to move to the next event, then [`StreamReader::current`] to
+/// look at it. Memory is one packet buffer, reused.
+///
+/// ```no_run
+/// use hushtrace_ctf::reader::{read_metadata, StreamReader};
+/// use std::sync::Arc;
+/// let desc = Arc::new(read_metadata("/tmp/t/1/metadata".as_ref())?);
+/// let mut s = StreamReader::open(desc, "/tmp/t/1/stream_0".as_ref())?;
+/// while s.advance()? {
+///     let ev = s.current().unwrap();
+///     println!("{} {} {:?}", ev.timestamp, ev.class.name, ev.fields().collect::<Vec<_>>());
+/// }
+/// # Ok::<(), hushtrace_ctf::reader::Error>(())
+/// ```
+#[derive(Debug)]
+pub struct StreamReader {
+    path: PathBuf,
+    desc: Arc<TraceDesc>,
+    /// Index into `desc.events` by event id.
+    class_by_id: Vec<Option<usize>>,
+    file: File,
+    file_len: u64,
+    /// File offset of the next packet.
+    next_packet: u64,
+    /// Current packet bytes (header included); `buf.len()` is the number of bytes available.
+    buf: Vec<u8>,
+    /// Content end within `buf` (`<= buf.len()` except for a truncated packet).
+    content_end: usize,
+    truncated: bool,
+    packet: PacketContext,
+    in_packet: bool,
+    /// Offset in `buf` of the next event.
+    pos: usize,
+    current: Option<Current>,
+    field_offsets: Vec<usize>,
+    last_seq: Option<u64>,
+    last_discarded: u64,
+    last_timestamp: u64,
+    lost_packets: u64,
+    packets: u64,
+    events: u64,
+    done: bool,
+    warnings: Vec<Warning>,
+}
+
+impl StreamReader {
+    /// Opens the stream file `path` of the trace described by `desc`.
+    pub fn open(desc: Arc<TraceDesc>, path: &Path) -> Result<Self, Error> {
+        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let max_id = desc
+            .events
+            .iter()
+            .map(|e| e.id as usize + 1)
+            .max()
+            .unwrap_or(0);
+        let mut class_by_id = vec![None; max_id];
+        for (i, e) in desc.events.iter().enumerate() {
+            class_by_id[e.id as usize] = Some(i);
+        }
+        Ok(StreamReader {
+            path: path.to_path_buf(),
+            desc,
+            class_by_id,
+            file,
+            file_len,
+            next_packet: 0,
+            buf: Vec::new(),
+            content_end: 0,
+            truncated: false,
+            packet: PacketContext::default(),
+            in_packet: false,
+            pos: 0,
+            current: None,
+            field_offsets: Vec::new(),
+            last_seq: None,
+            last_discarded: 0,
+            last_timestamp: 0,
+            lost_packets: 0,
+            packets: 0,
+            events: 0,
+            done: false,
+            warnings: Vec::new(),
+        })
+    }
+
+    /// The stream file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The trace metadata.
+    pub fn desc(&self) -> &Arc<TraceDesc> {
+        &self.desc
+    }
+
+    /// Size of the stream file in bytes.
+    pub fn file_len(&self) -> u64 {
+        self.file_len
+    }
+
+    /// Bytes of the file consumed so far (whole packets), for progress reporting.
+    pub fn bytes_read(&self) -> u64 {
+        self.next_packet.min(self.file_len)
+    }
+
+    /// The context of the current packet (meaningful once a packet has been read).
+    pub fn packet(&self) -> &PacketContext {
+        &self.packet
+    }
+
+    /// Packets read so far.
+    pub fn packets(&self) -> u64 {
+        self.packets
+    }
+
+    /// Events read so far.
+    pub fn events(&self) -> u64 {
+        self.events
+    }
+
+    /// Whole packets known lost so far (gaps in packet sequence numbers: overwrite mode).
+    pub fn lost_packets(&self) -> u64 {
+        self.lost_packets
+    }
+
+    /// Events discarded in this stream so far, as the packets say.
+    pub fn events_discarded(&self) -> u64 {
+        self.last_discarded
+    }
+
+    /// Warnings so far.
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// Removes and returns the warnings so far.
+    pub fn take_warnings(&mut self) -> Vec<Warning> {
+        std::mem::take(&mut self.warnings)
+    }
+
+    /// The event the cursor is on, after [`StreamReader::advance`] returned `true`.
+    pub fn current(&self) -> Option<EventRef<'_>> {
+        let c = self.current?;
+        Some(EventRef {
+            class: &self.desc.events[c.class],
+            timestamp: c.timestamp,
+            packet: &self.packet,
+            offset: self.packet.offset + c.pos as u64,
+            buf: &self.buf,
+            field_offsets: &self.field_offsets,
+        })
+    }
+
+    /// Timestamp (cycles) of the current event.
+    pub fn current_timestamp(&self) -> Option<u64> {
+        self.current.map(|c| c.timestamp)
+    }
+
+    /// Moves to the next event; `Ok(false)` at the end of the stream.
+    pub fn advance(&mut self) -> Result<bool, Error> {
+        self.current = None;
+        loop {
+            if self.done {
+                return Ok(false);
+            }
+            if !self.in_packet && !self.next_packet()? {
+                self.done = true;
+                return Ok(false);
+            }
+            if self.pos >= self.content_end {
+                self.in_packet = false;
+                if self.truncated {
+                    self.done = true;
+                }
+                continue;
+            }
+            match self.decode_event() {
+                Ok(c) => {
+                    if c.timestamp < self.last_timestamp {
+                        let m = format!(
+                            "timestamp goes backwards ({} < {} cycles); merged output may be out of order",
+                            c.timestamp, self.last_timestamp
+                        );
+                        self.warn(self.packet.offset + c.pos as u64, m);
+                    }
+                    self.last_timestamp = c.timestamp;
+                    self.current = Some(c);
+                    self.events += 1;
+                    return Ok(true);
+                }
+                Err(Stop::PastEnd(..)) if self.truncated => {
+                    // Already warned about when the packet was read.
+                    self.in_packet = false;
+                    self.done = true;
+                    return Ok(false);
+                }
+                Err(Stop::PastEnd(at, what)) => {
+                    return Err(self.corrupt(at, format!("{what} runs past the packet content end")))
+                }
+                Err(Stop::Bad(at, what)) => return Err(self.corrupt(at, what)),
+            }
+        }
+    }
+
+    fn warn(&mut self, offset: u64, message: String) {
+        // One stream with a systematic problem should not flood the caller.
+        if self.warnings.len() < 100 {
+            self.warnings
+                .push(Warning::new(&self.path, offset, message));
+        }
+    }
+
+    fn corrupt(&self, at_in_packet: usize, what: String) -> Error {
+        Error::corrupt(&self.path, self.packet.offset + at_in_packet as u64, what)
+    }
+
+    /// Reads the next packet into `buf`; `Ok(false)` at end of file.
+    fn next_packet(&mut self) -> Result<bool, Error> {
+        let off = self.next_packet;
+        if off >= self.file_len {
+            return Ok(false);
+        }
+        let remaining = self.file_len - off;
+        let io_err = |e: io::Error, path: &Path| Error::io(path, e);
+        if remaining < PACKET_HEADER_LEN as u64 {
+            self.warn(
+                off,
+                format!("truncated packet header: {remaining} trailing bytes ignored"),
+            );
+            self.next_packet = self.file_len;
+            return Ok(false);
+        }
+        self.buf.resize(PACKET_HEADER_LEN, 0);
+        self.read_at(off, PACKET_HEADER_LEN)
+            .map_err(|e| io_err(e, &self.path))?;
+        let h = &self.buf[..PACKET_HEADER_LEN];
+        let u64_at = |o| read_u64(h, o).unwrap_or(0);
+        let u32_at = |o| read_u32(h, o).unwrap_or(0);
+        let bad = |rel: usize, what: String| Error::corrupt(&self.path, off + rel as u64, what);
+        let magic = u32_at(OFF_MAGIC);
+        if magic != MAGIC {
+            return Err(bad(
+                OFF_MAGIC,
+                format!("bad packet magic {magic:#010x} (expected {MAGIC:#010x})"),
+            ));
+        }
+        if h[OFF_UUID..OFF_UUID + 16] != self.desc.uuid {
+            return Err(bad(
+                OFF_UUID,
+                "packet uuid differs from the metadata's trace uuid".into(),
+            ));
+        }
+        let stream_id = u32_at(OFF_STREAM_ID);
+        if stream_id != 0 {
+            return Err(bad(
+                OFF_STREAM_ID,
+                format!("unknown stream class id {stream_id}"),
+            ));
+        }
+        let content_size = u64_at(OFF_CONTENT_SIZE);
+        let packet_size = u64_at(OFF_PACKET_SIZE);
+        if content_size % 8 != 0 || packet_size % 8 != 0 {
+            return Err(bad(
+                OFF_CONTENT_SIZE,
+                "packet size not a whole number of bytes".into(),
+            ));
+        }
+        if content_size < PACKET_HEADER_LEN as u64 * 8 {
+            return Err(bad(
+                OFF_CONTENT_SIZE,
+                format!("content_size {content_size} bits is smaller than the packet header"),
+            ));
+        }
+        if content_size > packet_size {
+            return Err(bad(
+                OFF_CONTENT_SIZE,
+                format!("content_size {content_size} > packet_size {packet_size}"),
+            ));
+        }
+        if packet_size / 8 > MAX_PACKET_BYTES {
+            return Err(bad(
+                OFF_PACKET_SIZE,
+                format!(
+                    "packet_size {} bytes exceeds the {MAX_PACKET_BYTES}-byte limit",
+                    packet_size / 8
+                ),
+            ));
+        }
+        let ts_begin = u64_at(OFF_TIMESTAMP_BEGIN);
+        let ts_end = u64_at(OFF_TIMESTAMP_END);
+        if ts_end < ts_begin {
+            return Err(bad(
+                OFF_TIMESTAMP_END,
+                format!("timestamp_end {ts_end} < timestamp_begin {ts_begin}"),
+            ));
+        }
+        let procname_bytes = &h[OFF_PROCNAME..OFF_PROCNAME + PROCNAME_LEN];
+        let name_len = procname_bytes
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(PROCNAME_LEN);
+        let procname = String::from_utf8_lossy(&procname_bytes[..name_len]).into_owned();
+        let packet = PacketContext {
+            offset: off,
+            stream_instance_id: u64_at(OFF_STREAM_INSTANCE_ID),
+            timestamp_begin: ts_begin,
+            timestamp_end: ts_end,
+            content_size,
+            packet_size,
+            seq_num: u64_at(OFF_PACKET_SEQ_NUM),
+            events_discarded: u64_at(OFF_EVENTS_DISCARDED),
+            vpid: u32_at(OFF_VPID),
+            vtid: u32_at(OFF_VTID),
+            procname,
+            pthread_id: u64_at(OFF_PTHREAD_ID),
+        };
+
+        // Sequence and discard accounting.
+        if let Some(prev) = self.last_seq {
+            if packet.seq_num <= prev {
+                let m = format!("packet_seq_num {} does not follow {prev}", packet.seq_num);
+                self.warn(off + OFF_PACKET_SEQ_NUM as u64, m);
+            } else {
+                self.lost_packets += packet.seq_num - prev - 1;
+            }
+        }
+        self.last_seq = Some(packet.seq_num);
+        if packet.events_discarded < self.last_discarded {
+            let m = format!(
+                "events_discarded went down from {} to {}",
+                self.last_discarded, packet.events_discarded
+            );
+            self.warn(off + OFF_EVENTS_DISCARDED as u64, m);
+        }
+        self.last_discarded = packet.events_discarded;
+
+        // Content: the whole packet, or what is left of a truncated last packet.
+        let content = content_size / 8;
+        let avail = content.min(remaining);
+        self.truncated = avail < content;
+        if self.truncated {
+            self.next_packet = self.file_len;
+        } else {
+            // packet_size may exceed the file for the last packet only by its padding.
+            self.next_packet = off.saturating_add(packet_size / 8);
+        }
+        if self.truncated {
+            let m = format!(
+                "truncated last packet: {avail} of {content} bytes in the file; reading its whole events only"
+            );
+            self.warn(off, m);
+        }
+        let avail = avail as usize;
+        self.buf.resize(avail, 0);
+        self.read_at(off + PACKET_HEADER_LEN as u64, avail - PACKET_HEADER_LEN)
+            .map_err(|e| io_err(e, &self.path))?;
+        self.content_end = if self.truncated {
+            avail
+        } else {
+            content as usize
+        };
+        self.packet = packet;
+        self.pos = PACKET_HEADER_LEN;
+        self.in_packet = true;
+        self.packets += 1;
+        Ok(true)
+    }
+
+    /// Reads `len` bytes at file offset `off` into the last `len` bytes of `buf`.
+    fn read_at(&mut self, off: u64, len: usize) -> io::Result<()> {
+        use std::os::unix::fs::FileExt;
+        let start = self.buf.len() - len;
+        self.file.read_exact_at(&mut self.buf[start..], off)
+    }
+
+    /// Decodes the event at `self.pos`, recording field offsets.
+    fn decode_event(&mut self) -> Result<Current, Stop> {
+        let start = self.pos;
+        let end = self.content_end.min(self.buf.len());
+        let b = &self.buf[..end];
+        if start + EVENT_HEADER_LEN > end {
+            return Err(Stop::PastEnd(start, "event header"));
+        }
+        let id = read_u16(b, start + OFF_EVENT_ID).unwrap_or(0);
+        let timestamp = read_u64(b, start + OFF_EVENT_TIMESTAMP).unwrap_or(0);
+        let class = match self.class_by_id.get(id as usize).copied().flatten() {
+            Some(c) => c,
+            None => return Err(Stop::Bad(start, format!("unknown event id {id}"))),
+        };
+        let ec = &self.desc.events[class];
+        let Some(fields) = ec.fields.as_ref() else {
+            return Err(Stop::Bad(
+                start,
+                format!(
+                    "event {:?} (id {id}) has no field types in the metadata",
+                    ec.name
+                ),
+            ));
+        };
+        self.field_offsets.clear();
+        let mut p = start + EVENT_HEADER_LEN;
+        for (name, ty) in fields {
+            self.field_offsets.push(p);
+            match ty.fixed_size() {
+                Some(n) => {
+                    if p + n > end {
+                        return Err(Stop::PastEnd(p, "field"));
+                    }
+                    p += n;
+                }
+                None => {
+                    let rest = &b[p..];
+                    let Some(len) = rest.iter().position(|&c| c == 0) else {
+                        return Err(if self.truncated {
+                            Stop::PastEnd(p, "string")
+                        } else {
+                            Stop::Bad(p, format!("string field `{name}` without NUL terminator"))
+                        });
+                    };
+                    if let Err(e) = std::str::from_utf8(&rest[..len]) {
+                        return Err(Stop::Bad(
+                            p + e.valid_up_to(),
+                            format!("string field `{name}` is not valid UTF-8"),
+                        ));
+                    }
+                    p += len + 1;
+                }
+            }
+        }
+        self.pos = p;
+        Ok(Current {
+            class,
+            timestamp,
+            pos: start,
+        })
+    }
+}
