@@ -32,7 +32,8 @@ impl ClockDesc {
     pub fn to_epoch_ns(&self, cycles: u64) -> i128 {
         let total = self.offset as i128 + cycles as i128;
         let freq = self.freq.max(1) as i128;
-        self.offset_s as i128 * 1_000_000_000 + total / freq * 1_000_000_000
+        self.offset_s as i128 * 1_000_000_000
+            + total / freq * 1_000_000_000
             + (total % freq) * 1_000_000_000 / freq
     }
 }

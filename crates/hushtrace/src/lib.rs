@@ -1,1 +1,206 @@
-//! stub
+//! # hushtrace
+//!
+//! A userspace tracer that is safe to call from hard real-time threads and correct across
+//! `fork()`.
+//!
+//! * A tracepoint costs a cycle-counter read and a few stores into a buffer owned by the calling
+//!   thread: no lock, no allocation, no formatting, no shared cache line written. A disabled
+//!   tracepoint costs one relaxed load and a branch.
+//! * A thread in *no-syscall mode* ([`set_thread_no_syscall`]) never enters the kernel because
+//!   of tracing — not for its identity, its timestamps, a packet hand-over, a callsite enabled
+//!   later, or a session that starts or stops meanwhile.
+//! * After `fork()` the child reports its own pid/tid, never duplicates the parent's buffered
+//!   events, cannot deadlock on tracer locks, and the reset costs O(threads).
+//! * Output is CTF 1.8, read by `babeltrace2` and Trace Compass; the `hushtrace` command
+//!   converts it to Chrome/Perfetto JSON.
+//!
+//! ```no_run
+//! let session = hushtrace::Session::builder().output_dir("/tmp/trace").start()?;
+//! hushtrace::event!("app", "started", version = 3u32, name = "demo");
+//! {
+//!     let _span = hushtrace::span!("app", "work", items = 10u64);
+//!     hushtrace::counter!("app", "queue_depth", 7u32);
+//! }
+//! let stats = session.stop()?;
+//! assert_eq!(stats.events_discarded, 0);
+//! # Ok::<(), hushtrace::Error>(())
+//! ```
+//!
+//! Field types: all integer types, `f32`/`f64`, `bool`, `&str`/`String` (copied, at most
+//! [`STR_CAP`] bytes). A callsite's field names are known at link time; its field types are
+//! published (a few atomic stores, no system call) by its first hit, because Rust cannot name
+//! the type of an arbitrary expression in a static. A callsite inside a generic function must
+//! record the same field types in every instantiation; other instantiations are dropped.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod clock;
+mod consumer;
+mod context;
+mod fork;
+mod local;
+mod lock;
+mod nosyscall;
+mod platform;
+mod ring;
+mod session;
+
+pub use hushtrace_core::STR_CAP;
+pub use nosyscall::{
+    clear_thread_no_syscall, init_thread, load_policy as load_no_syscall_policy, set_thread_name,
+    set_thread_no_syscall, thread_in_no_syscall, NoSyscallGuard, Policy,
+};
+pub use ring::Mode;
+pub use session::{
+    start_from_env, Error, Session, SessionBuilder, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER,
+    DEFAULT_SUBBUF_SIZE,
+};
+
+use std::marker::PhantomData;
+
+/// Enables every callsite whose `"category:name"` matches the glob `pattern` (`*` and `?`);
+/// returns how many matched. Takes effect immediately on every thread.
+///
+/// ```
+/// hushtrace::disable("noisy:*");
+/// hushtrace::enable("noisy:important");
+/// ```
+pub fn enable(pattern: &str) -> usize {
+    hushtrace_core::set_enabled(pattern, true)
+}
+
+/// Disables every callsite whose `"category:name"` matches the glob `pattern`; returns how many
+/// matched. A disabled callsite costs one relaxed load and a branch.
+///
+/// ```
+/// hushtrace::disable("*");
+/// hushtrace::enable("*");
+/// ```
+pub fn disable(pattern: &str) -> usize {
+    hushtrace_core::set_enabled(pattern, false)
+}
+
+/// Ends a span when dropped (see [`span!`]). Not `Send`: the end is recorded on the thread that
+/// began the span.
+#[must_use = "a span ends when its guard drops; bind it with `let _guard = span!(...)`"]
+#[derive(Debug)]
+pub struct SpanGuard {
+    end: Option<&'static hushtrace_core::Callsite>,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl SpanGuard {
+    #[doc(hidden)]
+    pub fn __new(end: Option<&'static hushtrace_core::Callsite>) -> SpanGuard {
+        SpanGuard {
+            end,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Drop for SpanGuard {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(cs) = self.end {
+            // The begin was recorded: record the end even if the callsite was disabled since,
+            // so begin/end stay balanced.
+            let i = cs.state.interest();
+            context::emit(cs, if i == 0 { 1 } else { i }, ());
+        }
+    }
+}
+
+#[doc(hidden)]
+pub mod __private {
+    pub use crate::context::{emit, Payload};
+    pub use core::sync::atomic::AtomicU8;
+    pub use hushtrace_core::{Callsite, CallsiteState, Kind, CALLSITES};
+    pub use linkme;
+}
+
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __callsite {
+    ($cs:ident, $kind:ident, $cat:expr, $name:expr, [$($field:expr),*]) => {
+        #[$crate::__private::linkme::distributed_slice($crate::__private::CALLSITES)]
+        #[linkme(crate = $crate::__private::linkme)]
+        static $cs: $crate::__private::Callsite = {
+            const N: usize = {
+                let names: &[&str] = &[$($field),*];
+                names.len()
+            };
+            static STATE: $crate::__private::CallsiteState =
+                $crate::__private::CallsiteState::new();
+            static TYPES: [$crate::__private::AtomicU8; N] =
+                [const { $crate::__private::AtomicU8::new(0) }; N];
+            $crate::__private::Callsite {
+                category: $cat,
+                name: $name,
+                kind: $crate::__private::Kind::$kind,
+                field_names: &[$($field),*],
+                field_types: &TYPES,
+                state: &STATE,
+                file: file!(),
+                line: line!(),
+            }
+        };
+    };
+}
+
+/// Records an instant event: `event!("category", "name", field = expr, ...)`.
+///
+/// Field expressions are evaluated only when the callsite is enabled.
+///
+/// ```
+/// let user = String::from("ada");
+/// hushtrace::event!("app", "login", user = user.as_str(), attempt = 2u8, ok = true);
+/// ```
+#[macro_export]
+macro_rules! event {
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        $crate::__callsite!(__HT_CS, Instant, $cat, $name, [$(stringify!($k)),*]);
+        let interest = __HT_CS.state.interest();
+        if interest != 0 {
+            $crate::__private::emit(&__HT_CS, interest, ($($v,)*));
+        }
+    }};
+}
+
+/// Begins a span and returns a guard that ends it when dropped:
+/// `let _g = span!("category", "name", field = expr, ...)`.
+///
+/// ```
+/// fn step(i: u64) {
+///     let _g = hushtrace::span!("rt", "cycle", i = i);
+///     // ... work ...
+/// }
+/// step(1);
+/// ```
+#[macro_export]
+macro_rules! span {
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        $crate::__callsite!(__HT_BEGIN, SpanBegin, $cat, $name, [$(stringify!($k)),*]);
+        $crate::__callsite!(__HT_END, SpanEnd, $cat, $name, []);
+        let interest = __HT_BEGIN.state.interest();
+        let begun = interest != 0
+            && $crate::__private::emit(&__HT_BEGIN, interest, ($($v,)*));
+        $crate::SpanGuard::__new(if begun { Some(&__HT_END) } else { None })
+    }};
+}
+
+/// Records a counter sample: `counter!("category", "name", value)` (an integer or float).
+///
+/// ```
+/// hushtrace::counter!("audio", "xruns", 3u64);
+/// hushtrace::counter!("audio", "load", 0.42f64);
+/// ```
+#[macro_export]
+macro_rules! counter {
+    ($cat:expr, $name:expr, $v:expr $(,)?) => {{
+        $crate::__callsite!(__HT_CS, Counter, $cat, $name, ["value"]);
+        let interest = __HT_CS.state.interest();
+        if interest != 0 {
+            $crate::__private::emit(&__HT_CS, interest, ($v,));
+        }
+    }};
+}

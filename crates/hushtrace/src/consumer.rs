@@ -1,0 +1,246 @@
+//! The in-process consumer: a thread that wakes on the read timer (or when a thread that allows
+//! system calls hands over a packet), writes full packets to one stream file per buffer, drains
+//! and recycles the buffers of exited threads, keeps the TSDL metadata current and, when the
+//! session stops, flushes everything.
+
+use crate::platform;
+use crate::ring::{self, Buffer, Mode};
+use crate::session::{create_private_dir, Error, Shared};
+use hushtrace_core::callsites;
+use hushtrace_ctf::layout::{METADATA_FILE, STATS_SUFFIX, STREAM_PREFIX};
+use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+/// Buffers of exited threads kept for reuse; beyond this they are freed.
+const POOL_MAX: usize = 64;
+
+#[derive(Debug)]
+pub(crate) struct Consumer {
+    shared: Arc<Shared>,
+    dir: PathBuf,
+    files: HashMap<u64, File>,
+    types_gen: Option<u64>,
+}
+
+fn create_file(path: &Path) -> std::io::Result<File> {
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
+        .open(path)
+}
+
+impl Consumer {
+    /// Creates this process's trace directory (`<output>/<pid>`, or `<pid>.<n>` if an earlier
+    /// process with the same pid — e.g. before an `exec` — already has it) and writes the
+    /// metadata.
+    pub(crate) fn create(shared: Arc<Shared>) -> Result<Consumer, Error> {
+        let root = shared.cfg.output_dir.clone();
+        create_private_dir(&root)?;
+        let pid = shared.pid.load(Ordering::Relaxed);
+        let mut n = 0;
+        let dir = loop {
+            let name = if n == 0 {
+                pid.to_string()
+            } else {
+                format!("{pid}.{n}")
+            };
+            let d = root.join(name);
+            use std::os::unix::fs::DirBuilderExt;
+            match std::fs::DirBuilder::new().mode(0o700).create(&d) {
+                Ok(()) => break d,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
+                Err(source) => return Err(Error::Io { path: d, source }),
+            }
+        };
+        *shared.trace_dir.lock() = dir.clone();
+        let mut c = Consumer {
+            shared,
+            dir,
+            files: HashMap::new(),
+            types_gen: None,
+        };
+        c.write_metadata()?;
+        Ok(c)
+    }
+
+    fn write_metadata(&mut self) -> Result<(), Error> {
+        let gen = hushtrace_core::types_generation();
+        let events = callsites()
+            .iter()
+            .enumerate()
+            .map(|(i, cs)| EventClass {
+                id: i as u16,
+                name: cs.full_name(),
+                kind: cs.kind,
+                fields: cs.types().map(|t| {
+                    cs.field_names
+                        .iter()
+                        .map(|n| n.to_string())
+                        .zip(t)
+                        .collect()
+                }),
+            })
+            .collect();
+        let desc = TraceDesc {
+            uuid: *self.shared.uuid.lock(),
+            clock_uuid: self.shared.clock_uuid,
+            clock: crate::clock::calibrate().clone(),
+            vpid: self.shared.pid.load(Ordering::Relaxed),
+            procname: std::fs::read_to_string("/proc/self/comm")
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default(),
+            hostname: platform::hostname(),
+            events,
+        };
+        let text = to_tsdl(&desc);
+        let tmp = self.dir.join(".metadata.tmp");
+        let path = self.dir.join(METADATA_FILE);
+        let io = |p: &Path, source| Error::Io {
+            path: p.to_path_buf(),
+            source,
+        };
+        let _ = std::fs::remove_file(&tmp);
+        let mut f = create_file(&tmp).map_err(|e| io(&tmp, e))?;
+        f.write_all(text.as_bytes()).map_err(|e| io(&tmp, e))?;
+        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        self.types_gen = Some(gen);
+        Ok(())
+    }
+
+    fn note_error(&self, e: impl std::fmt::Display) {
+        let mut slot = self.shared.io_error.lock();
+        if slot.is_none() {
+            *slot = Some(e.to_string());
+        }
+    }
+
+    /// Writes one packet of `b` to its stream file. Returns true when the packet may be
+    /// released (written, or lost and counted).
+    fn write_packet(&mut self, b: &Buffer, bytes: &[u8], events: u64) -> bool {
+        let file = match self.files.entry(b.instance) {
+            std::collections::hash_map::Entry::Occupied(o) => Some(o.into_mut()),
+            std::collections::hash_map::Entry::Vacant(v) => {
+                let path = self.dir.join(format!("{STREAM_PREFIX}{}", b.instance));
+                match create_file(&path) {
+                    Ok(f) => Some(v.insert(f)),
+                    Err(e) => {
+                        let msg = format!("{}: {e}", path.display());
+                        let mut slot = self.shared.io_error.lock();
+                        if slot.is_none() {
+                            *slot = Some(msg);
+                        }
+                        None
+                    }
+                }
+            }
+        };
+        match file.map(|f| f.write_all(bytes)) {
+            Some(Ok(())) => {
+                self.shared.written.fetch_add(events, Ordering::Relaxed);
+            }
+            Some(Err(e)) => {
+                self.note_error(format!("{}: {e}", self.dir.display()));
+                self.shared.lost.fetch_add(events, Ordering::Relaxed);
+            }
+            None => {
+                self.shared.lost.fetch_add(events, Ordering::Relaxed);
+            }
+        }
+        true
+    }
+
+    /// One pass over all buffers. `last` = the session is stopping and every buffer is
+    /// quiescent.
+    fn cycle(&mut self, last: bool) {
+        if self.types_gen != Some(hushtrace_core::types_generation()) {
+            if let Err(e) = self.write_metadata() {
+                self.note_error(e);
+            }
+        }
+        let bufs: Vec<Arc<Buffer>> = self.shared.buffers.lock().clone();
+        let mut retired = Vec::new();
+        for b in &bufs {
+            match b.state.load(Ordering::Acquire) {
+                ring::state::ATTACHED if last => b.finish(|p, n| self.write_packet(b, p, n)),
+                ring::state::ATTACHED if self.shared.cfg.mode == Mode::Discard => {
+                    b.drain(|p, n| self.write_packet(b, p, n));
+                }
+                ring::state::EXITED => {
+                    b.finish(|p, n| self.write_packet(b, p, n));
+                    b.recycle();
+                }
+                ring::state::DETACHED => b.finish(|p, n| self.write_packet(b, p, n)),
+                ring::state::ABANDONED => retired.push(b.clone()),
+                _ => {}
+            }
+        }
+        // Free abandoned buffers and pooled buffers beyond the pool size; their loss counts
+        // move to the session (abandoned ones belong to the parent process: not counted).
+        let mut list = self.shared.buffers.lock();
+        let mut pooled = 0;
+        list.retain(|b| {
+            let st = b.state.load(Ordering::Acquire);
+            if st == ring::state::ABANDONED {
+                return false;
+            }
+            if st == ring::state::POOLED {
+                pooled += 1;
+                if pooled > POOL_MAX {
+                    self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
+                    self.files.remove(&b.instance);
+                    return false;
+                }
+            }
+            true
+        });
+        drop(list);
+        drop(retired);
+    }
+
+    fn write_stats(&mut self) {
+        let name = self
+            .dir
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let path = self.dir.with_file_name(format!("{name}{STATS_SUFFIX}"));
+        let body = format!(
+            "{{\"pid\":{},\"written\":{},\"discarded\":{}}}\n",
+            self.shared.pid.load(Ordering::Relaxed),
+            self.shared.written.load(Ordering::Relaxed),
+            self.shared.total_lost()
+        );
+        let r = create_file(&path).and_then(|mut f| f.write_all(body.as_bytes()));
+        if let Err(e) = r {
+            self.note_error(format!("{}: {e}", path.display()));
+        }
+    }
+
+    /// The consumer loop; returns after the final flush once the session's stop flag is set.
+    pub(crate) fn run(mut self) {
+        let timer = self.shared.cfg.read_timer;
+        loop {
+            let stopping = self.shared.stop.load(Ordering::Acquire);
+            self.cycle(stopping);
+            if stopping {
+                break;
+            }
+            std::thread::park_timeout(timer);
+        }
+        if let Err(e) = self.write_metadata() {
+            self.note_error(e);
+        }
+        for f in self.files.values_mut() {
+            let _ = f.flush();
+        }
+        self.write_stats();
+    }
+}

@@ -1,0 +1,192 @@
+//! No-syscall mode for real-time threads.
+
+use crate::context::{self, REGISTRY};
+use crate::session::Error;
+use hushtrace_core::{Callsite, CallsiteState, Kind};
+use std::marker::PhantomData;
+use std::sync::atomic::{AtomicU8, Ordering};
+
+/// What a tracepoint on a no-syscall thread does when it would still need a system call
+/// (`HUSHTRACE_NO_SYSCALL_POLICY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Record zeros instead of the missing value (the default).
+    #[default]
+    Zero,
+    /// Record a `hushtrace:no_syscall_violation` event naming what was needed (once per thread
+    /// and kind of violation), itself without a system call; the missing value is zero.
+    Log,
+    /// Abort the process.
+    Abort,
+}
+
+/// 0 = not loaded yet (acts as `Zero`), else `Policy as u8 + 1`.
+static POLICY: AtomicU8 = AtomicU8::new(0);
+
+/// Reads `HUSHTRACE_NO_SYSCALL_POLICY` (`zero` | `log` | `abort`; unset = `zero`). An unknown
+/// value is an error naming the variable; session start calls this.
+///
+/// ```
+/// std::env::set_var("HUSHTRACE_NO_SYSCALL_POLICY", "log");
+/// assert_eq!(hushtrace::load_no_syscall_policy().unwrap(), hushtrace::Policy::Log);
+/// std::env::set_var("HUSHTRACE_NO_SYSCALL_POLICY", "sometimes");
+/// let err = hushtrace::load_no_syscall_policy().unwrap_err().to_string();
+/// assert!(err.contains("HUSHTRACE_NO_SYSCALL_POLICY") && err.contains("sometimes"));
+/// ```
+pub fn load_policy() -> Result<Policy, Error> {
+    let p = match std::env::var("HUSHTRACE_NO_SYSCALL_POLICY") {
+        Err(_) => Policy::Zero,
+        Ok(v) => match v.trim() {
+            "zero" | "" => Policy::Zero,
+            "log" => Policy::Log,
+            "abort" => Policy::Abort,
+            _ => {
+                return Err(Error::Config {
+                    var: Some("HUSHTRACE_NO_SYSCALL_POLICY"),
+                    value: v,
+                    reason: "expected `zero`, `log` or `abort`".into(),
+                })
+            }
+        },
+    };
+    POLICY.store(p as u8 + 1, Ordering::Relaxed);
+    Ok(p)
+}
+
+/// The policy in force (a relaxed load; no system call).
+pub(crate) fn policy() -> Policy {
+    match POLICY.load(Ordering::Relaxed) {
+        2 => Policy::Log,
+        3 => Policy::Abort,
+        _ => Policy::Zero,
+    }
+}
+
+static VIOLATION_STATE: CallsiteState = CallsiteState::new();
+static VIOLATION_TYPES: [AtomicU8; 1] = [AtomicU8::new(0)];
+#[linkme::distributed_slice(hushtrace_core::CALLSITES)]
+static VIOLATION: Callsite = Callsite {
+    category: "hushtrace",
+    name: "no_syscall_violation",
+    kind: Kind::Instant,
+    field_names: &["what"],
+    field_types: &VIOLATION_TYPES,
+    state: &VIOLATION_STATE,
+    file: file!(),
+    line: line!(),
+};
+
+pub(crate) fn log_violation(what: &'static str) {
+    context::record_violation(&VIOLATION, what);
+}
+
+/// Prepares the calling thread for tracing now: registers it, fills its context caches (vpid,
+/// vtid, procname = the kernel thread name from `prctl(PR_GET_NAME)`, pthread id) and, if a
+/// session is running, allocates its buffer. Without it all of this happens lazily on the
+/// thread's first tracepoint.
+///
+/// ```
+/// hushtrace::init_thread();
+/// ```
+pub fn init_thread() {
+    let _ = context::current();
+}
+
+/// Renames the calling thread (`prctl(PR_SET_NAME)`, cut to 15 bytes) and updates the tracer's
+/// procname cache, so the name in later packets is right without another lookup.
+///
+/// ```
+/// std::thread::spawn(|| hushtrace::set_thread_name("worker-1")).join().unwrap();
+/// ```
+pub fn set_thread_name(name: &str) {
+    let procname = crate::platform::set_thread_name(name);
+    context::with_current(|ctx| {
+        let mut id = ctx.ident.get();
+        id.procname = procname;
+        ctx.ident.set(id);
+        let b = ctx.buffer.load(Ordering::Acquire);
+        if !b.is_null() {
+            // SAFETY: we are the owner of the attached buffer, which stays alive while attached
+            // to us; `set_ident` touches owner-only state.
+            unsafe { (*b).set_ident(id) };
+        }
+    });
+}
+
+/// Enters no-syscall mode: does everything [`init_thread`] does, touches (and `mlock`s where
+/// permitted) every page of the thread's buffer, then promises that no tracepoint on this thread
+/// makes a system call or allocates — including packet hand-overs (the consumer finds them on
+/// its read timer), first hits of callsites, callsites enabled later, and sessions that start or
+/// stop meanwhile (a starting session prepares this thread's buffer from the starting thread).
+///
+/// ```
+/// hushtrace::set_thread_no_syscall();
+/// hushtrace::event!("rt", "tick", n = 1u32); // no system call, no allocation
+/// hushtrace::clear_thread_no_syscall();
+/// ```
+pub fn set_thread_no_syscall() {
+    if POLICY.load(Ordering::Relaxed) == 0 {
+        let _ = load_policy();
+    }
+    let ctx = match context::current() {
+        Some(c) => c,
+        None => return,
+    };
+    // Under the registry lock so that a concurrent session start either sees the flag (and
+    // prefaults the buffer it attaches) or attached before we look at the buffer here.
+    let _reg = REGISTRY.lock();
+    ctx.no_syscall.store(true, Ordering::Relaxed);
+    let b = ctx.buffer.load(Ordering::Acquire);
+    if !b.is_null() {
+        // SAFETY: the attached buffer is alive while attached; we hold the registry lock, so
+        // no session stop detaches and frees it meanwhile.
+        unsafe { (*b).prefault() };
+    }
+}
+
+/// Leaves no-syscall mode.
+pub fn clear_thread_no_syscall() {
+    context::with_current(|ctx| ctx.no_syscall.store(false, Ordering::Relaxed));
+}
+
+/// Whether the calling thread is in no-syscall mode.
+pub fn thread_in_no_syscall() -> bool {
+    context::with_current(|ctx| ctx.no_syscall.load(Ordering::Relaxed)).unwrap_or(false)
+}
+
+/// RAII form of [`set_thread_no_syscall`]: the mode ends (or returns to what it was) when the
+/// guard drops. Not `Send`: it belongs to the thread that created it.
+///
+/// ```
+/// {
+///     let _rt = hushtrace::NoSyscallGuard::new();
+///     assert!(hushtrace::thread_in_no_syscall());
+/// }
+/// assert!(!hushtrace::thread_in_no_syscall());
+/// ```
+#[derive(Debug)]
+pub struct NoSyscallGuard {
+    was: bool,
+    _not_send: PhantomData<*const ()>,
+}
+
+impl NoSyscallGuard {
+    /// Enters no-syscall mode on the calling thread.
+    #[allow(clippy::new_without_default)]
+    pub fn new() -> NoSyscallGuard {
+        let was = thread_in_no_syscall();
+        set_thread_no_syscall();
+        NoSyscallGuard {
+            was,
+            _not_send: PhantomData,
+        }
+    }
+}
+
+impl Drop for NoSyscallGuard {
+    fn drop(&mut self) {
+        if !self.was {
+            clear_thread_no_syscall();
+        }
+    }
+}

@@ -1,0 +1,181 @@
+//! Linux system calls used by the tracer. None of these is called from a tracepoint of a thread
+//! in no-syscall mode.
+
+use std::io;
+
+/// `getpid()`: the process id in the caller's pid namespace.
+pub fn getpid() -> u32 {
+    // SAFETY: getpid has no preconditions and cannot fail.
+    unsafe { libc::getpid() as u32 }
+}
+
+/// `gettid()`: the calling thread's id.
+pub fn gettid() -> u32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::syscall(libc::SYS_gettid) as u32 }
+}
+
+/// `pthread_self()`: no system call (reads the thread pointer).
+pub fn pthread_self() -> u64 {
+    // SAFETY: pthread_self has no preconditions.
+    unsafe { libc::pthread_self() as u64 }
+}
+
+/// The calling thread's kernel name (`comm`, at most 15 bytes), via `prctl(PR_GET_NAME)`.
+pub fn thread_name() -> [u8; 16] {
+    let mut buf = [0u8; 16];
+    // SAFETY: PR_GET_NAME writes at most 16 bytes (NUL included) into the buffer we pass.
+    unsafe {
+        libc::prctl(
+            libc::PR_GET_NAME,
+            buf.as_mut_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
+    buf[15] = 0;
+    buf
+}
+
+/// Sets the calling thread's kernel name via `prctl(PR_SET_NAME)`; `name` is cut to 15 bytes.
+/// Returns the 16-byte NUL-padded name the kernel now has.
+pub fn set_thread_name(name: &str) -> [u8; 16] {
+    let mut buf = [0u8; 16];
+    let bytes = name.as_bytes();
+    let mut n = bytes.len().min(15);
+    if let Some(z) = bytes[..n].iter().position(|&b| b == 0) {
+        n = z;
+    }
+    buf[..n].copy_from_slice(&bytes[..n]);
+    // SAFETY: `buf` is NUL-terminated (buf[15] == 0 at least) and lives across the call.
+    unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
+    buf
+}
+
+/// The host name, for the trace environment.
+pub fn hostname() -> String {
+    let mut buf = [0u8; 256];
+    // SAFETY: we pass the buffer and its length; gethostname NUL-terminates within it or
+    // truncates, and we force a final NUL.
+    unsafe { libc::gethostname(buf.as_mut_ptr() as *mut libc::c_char, buf.len() - 1) };
+    let n = buf.iter().position(|&b| b == 0).unwrap_or(0);
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+fn clock_ns(clock: libc::clockid_t) -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: `ts` is a valid out-pointer; CLOCK_MONOTONIC / CLOCK_REALTIME always exist.
+    unsafe { libc::clock_gettime(clock, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+/// `clock_gettime(CLOCK_MONOTONIC)` in nanoseconds.
+pub fn monotonic_ns() -> u64 {
+    clock_ns(libc::CLOCK_MONOTONIC)
+}
+
+/// `clock_gettime(CLOCK_REALTIME)` in nanoseconds since the Unix epoch.
+pub fn realtime_ns() -> u64 {
+    clock_ns(libc::CLOCK_REALTIME)
+}
+
+/// Locks `len` bytes at `ptr` into RAM; errors (typically EPERM / ENOMEM under RLIMIT_MEMLOCK)
+/// are returned so the caller can carry on without the lock.
+pub fn mlock(ptr: *const u8, len: usize) -> io::Result<()> {
+    // SAFETY: mlock only reads the address range; an invalid range yields an error, not UB.
+    if unsafe { libc::mlock(ptr as *const libc::c_void, len) } == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Unlocks a range locked by [`mlock`].
+pub fn munlock(ptr: *const u8, len: usize) {
+    // SAFETY: as for mlock; errors are irrelevant when unlocking.
+    unsafe { libc::munlock(ptr as *const libc::c_void, len) };
+}
+
+const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+
+/// Issues a full memory barrier on every running thread of the system (`membarrier(2)`,
+/// `MEMBARRIER_CMD_GLOBAL`), so that producers can use compiler-only fences on their fast path
+/// (the asymmetric-fence scheme of liburcu's `urcu-memb`). Returns false when the kernel or a
+/// sandbox refuses; the caller then falls back to a sleep.
+pub fn membarrier_global() -> bool {
+    // SAFETY: membarrier with a valid command and flags 0 has no memory-safety preconditions.
+    unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0 }
+}
+
+/// Registers fork handlers with `pthread_atfork`.
+pub fn atfork(prepare: extern "C" fn(), parent: extern "C" fn(), child: extern "C" fn()) {
+    // SAFETY: the handlers are plain `extern "C" fn()` with 'static lifetime.
+    unsafe { libc::pthread_atfork(Some(prepare), Some(parent), Some(child)) };
+}
+
+/// Registers a process-exit handler with `atexit`.
+pub fn atexit(f: extern "C" fn()) {
+    // SAFETY: `f` is a plain `extern "C" fn()` with 'static lifetime.
+    unsafe { libc::atexit(f) };
+}
+
+/// Anonymous private zero-filled memory of `len` bytes (`mmap`), or `None`.
+pub fn map_anon(len: usize) -> Option<*mut u8> {
+    // SAFETY: an anonymous private mapping with no address hint has no preconditions; the
+    // result is checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+}
+
+/// Releases a mapping made by [`map_anon`].
+///
+/// # Safety
+/// `ptr`/`len` must be exactly a live mapping returned by `map_anon`, no longer used.
+pub unsafe fn unmap(ptr: *mut u8, len: usize) {
+    // SAFETY: guaranteed by the caller.
+    unsafe { libc::munmap(ptr as *mut libc::c_void, len) };
+}
+
+/// The system page size.
+pub fn page_size() -> usize {
+    // SAFETY: sysconf has no preconditions.
+    let p = unsafe { libc::sysconf(libc::_SC_PAGESIZE) };
+    if p > 0 {
+        p as usize
+    } else {
+        4096
+    }
+}
+
+/// 16 random bytes for UUIDs, from `getrandom(2)`, mixed with time and pid if that fails.
+pub fn random_uuid() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    // SAFETY: getrandom writes at most `u.len()` bytes into `u`.
+    let n = unsafe { libc::getrandom(u.as_mut_ptr() as *mut libc::c_void, u.len(), 0) };
+    if n != 16 {
+        let seed = realtime_ns() ^ ((getpid() as u64) << 32) ^ monotonic_ns().rotate_left(17);
+        u[..8].copy_from_slice(&seed.to_le_bytes());
+        u[8..].copy_from_slice(&seed.wrapping_mul(0x9E37_79B9_7F4A_7C15).to_le_bytes());
+    }
+    u[6] = (u[6] & 0x0f) | 0x40; // version 4
+    u[8] = (u[8] & 0x3f) | 0x80; // RFC 4122 variant
+    u
+}
+
+/// Aborts the process (the `abort` no-syscall policy).
+pub fn abort() -> ! {
+    std::process::abort()
+}

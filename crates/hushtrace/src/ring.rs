@@ -1,0 +1,525 @@
+//! The per-thread ring buffer: `num_subbufs` sub-buffers, each one CTF packet.
+//!
+//! # Protocol
+//! One producer (the owning thread) and one consumer (the consumer thread). Packets are numbered
+//! per stream; packet `s` lives in slot `s % n`.
+//!
+//! * The producer fills the open packet with events, each reserved with a signal-safe local
+//!   compare-and-swap on `off` (so a signal handler that traces on the same thread gets its own
+//!   bytes), then finalizes it: writes `timestamp_end`, sizes and the discarded count into the
+//!   header, records the packet's event count and length in `meta`, and publishes it with a
+//!   Release store of `committed = s + 1`. That store is the only write of the producer to a
+//!   line another thread reads in the steady state.
+//! * The consumer owns `consumed`: packets in `consumed .. committed` are ready. It Acquire-loads
+//!   `committed`, writes the packets to disk and Release-stores `consumed`.
+//! * Before opening packet `s` the producer Acquire-loads `consumed`. If `s - consumed == n`
+//!   the ring is full: in discard mode the event is dropped and counted; in overwrite mode the
+//!   oldest packet is overwritten and its events counted (the consumer does not read an
+//!   overwrite-mode ring while it is attached, so the slot is not being read).
+//! * Producer state ([`Producer`]) is touched only by the owner while the buffer is attached to
+//!   its thread, and only by the consumer once the buffer is quiescent (thread exited, session
+//!   stopped: see `session.rs`), with the hand-over ordered by the buffer `state`.
+
+use crate::clock;
+use crate::local::LocalU64;
+use crate::platform;
+use crossbeam_utils::CachePadded;
+use hushtrace_ctf::layout::*;
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+
+/// What happens when the ring is full.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum Mode {
+    /// Drop new events and count them (the default).
+    #[default]
+    Discard,
+    /// Flight recorder: overwrite the oldest packets, count their events, keep the newest.
+    Overwrite,
+}
+
+/// The identity a packet context carries.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(crate) struct Ident {
+    pub vpid: u32,
+    pub vtid: u32,
+    pub procname: [u8; 16],
+    pub pthread: u64,
+}
+
+/// Buffer life cycle, stored in [`Buffer::state`].
+pub(crate) mod state {
+    /// Attached to a live thread; the thread is the producer.
+    pub const ATTACHED: u8 = 0;
+    /// The thread exited after its last event (Release); the consumer owns the producer side.
+    pub const EXITED: u8 = 1;
+    /// Taken from its thread by a session stop; quiescent once the stop has waited for it.
+    pub const DETACHED: u8 = 2;
+    /// Drained and waiting in the pool for another thread.
+    pub const POOLED: u8 = 3;
+    /// Inherited across `fork()` from a thread that does not exist in this process: never read.
+    pub const ABANDONED: u8 = 4;
+}
+
+/// Producer-side state. See the module docs for who may touch it when.
+#[derive(Debug)]
+pub(crate) struct Producer {
+    /// Reservation offset inside the open packet.
+    off: LocalU64,
+    /// Events in the open packet.
+    events: LocalU64,
+    /// Cumulative events dropped in this stream (CTF `events_discarded`).
+    discarded: LocalU64,
+    /// Events lost with overwritten packets (overwrite mode), not in the CTF field: readers see
+    /// those as gaps in `packet_seq_num`.
+    overwritten: Cell<u64>,
+    /// `subbuf_size` while a packet is open, 0 otherwise (every reservation then fails).
+    end: Cell<u64>,
+    /// Start of the open packet's slot.
+    base: Cell<*mut u8>,
+    /// Sequence number of the open packet, or of the next one to open.
+    seq: Cell<u64>,
+    /// Whether a packet is open.
+    open: Cell<bool>,
+    /// `discarded` as written in the last committed packet.
+    discarded_reported: Cell<u64>,
+    /// Identity written into packet contexts.
+    ident: Cell<Ident>,
+    /// Trace UUID written into packet headers.
+    uuid: Cell<[u8; 16]>,
+}
+
+#[derive(Debug, Default)]
+struct SlotMeta {
+    events: AtomicU64,
+    len: AtomicU64,
+}
+
+/// A per-thread ring of packets. Memory is an anonymous mapping allocated when the buffer is
+/// created (never inside a tracepoint).
+///
+/// Invariants: `mem` is a live mapping of `subbuf_size * num_subbufs` bytes owned by this value;
+/// `producer` is accessed as described in the module docs.
+#[derive(Debug)]
+pub(crate) struct Buffer {
+    producer: CachePadded<Producer>,
+    committed: CachePadded<AtomicU64>,
+    consumed: CachePadded<AtomicU64>,
+    meta: Box<[SlotMeta]>,
+    /// One of [`state`].
+    pub state: AtomicU8,
+    mem: *mut u8,
+    subbuf_size: usize,
+    num_subbufs: usize,
+    mode: Mode,
+    /// Stream instance id: names the stream file.
+    pub instance: u64,
+    locked: Cell<bool>,
+}
+
+// SAFETY: `mem` is owned by the buffer and only accessed through the protocol in the module
+// docs; the `Cell`s of `producer` and `locked` are touched by one thread at a time (the owner,
+// or the consumer after a Release/Acquire hand-over through `state`).
+unsafe impl Send for Buffer {}
+// SAFETY: as above.
+unsafe impl Sync for Buffer {}
+
+/// Outcome of a failed reservation.
+pub(crate) enum Full {
+    /// The event was dropped and counted.
+    Dropped,
+}
+
+impl Buffer {
+    /// Allocates a buffer (an `mmap`: a system call; never called from a tracepoint of a
+    /// no-syscall thread).
+    pub fn new(
+        subbuf_size: usize,
+        num_subbufs: usize,
+        mode: Mode,
+        instance: u64,
+        uuid: [u8; 16],
+    ) -> Option<Buffer> {
+        let mem = platform::map_anon(subbuf_size * num_subbufs)?;
+        Some(Buffer {
+            producer: CachePadded::new(Producer {
+                off: LocalU64::new(0),
+                events: LocalU64::new(0),
+                discarded: LocalU64::new(0),
+                overwritten: Cell::new(0),
+                end: Cell::new(0),
+                base: Cell::new(mem),
+                seq: Cell::new(0),
+                open: Cell::new(false),
+                discarded_reported: Cell::new(0),
+                ident: Cell::new(Ident::default()),
+                uuid: Cell::new(uuid),
+            }),
+            committed: CachePadded::new(AtomicU64::new(0)),
+            consumed: CachePadded::new(AtomicU64::new(0)),
+            meta: (0..num_subbufs).map(|_| SlotMeta::default()).collect(),
+            state: AtomicU8::new(state::ATTACHED),
+            mem,
+            subbuf_size,
+            num_subbufs,
+            mode,
+            instance,
+            locked: Cell::new(false),
+        })
+    }
+
+    /// Total bytes of the ring.
+    pub fn capacity(&self) -> usize {
+        self.subbuf_size * self.num_subbufs
+    }
+
+    /// Writes to every page so no page fault happens later, and `mlock`s the ring where the
+    /// process may (ignoring EPERM/ENOMEM). Called by the owner before it enters no-syscall
+    /// mode, or by a session start for such a thread before the buffer is published to it.
+    pub fn prefault(&self) {
+        let page = platform::page_size();
+        let mut i = 0;
+        while i < self.capacity() {
+            // SAFETY: `i < capacity`, inside our mapping; the buffer is not yet (or no longer)
+            // being written by a producer concurrently when this is called, and writing 0 to a
+            // byte that will be overwritten before being read is harmless.
+            unsafe { core::ptr::write_volatile(self.mem.add(i), 0) };
+            i += page;
+        }
+        if !self.locked.get() && platform::mlock(self.mem, self.capacity()).is_ok() {
+            self.locked.set(true);
+        }
+    }
+
+    /// Sets the identity used for the next packets (owner, or before publication).
+    pub fn set_ident(&self, ident: Ident) {
+        self.producer.ident.set(ident);
+    }
+
+    /// Reserves `len` bytes for an event and reads its timestamp, atomically with respect to
+    /// signal handlers on this thread: the timestamp is re-read if a handler reserved in between,
+    /// so timestamps stay ordered in the stream. `depth` is the tracepoint nesting depth
+    /// (1 = not nested). Returns the event's address and timestamp.
+    #[inline(always)]
+    pub fn reserve(
+        &self,
+        len: usize,
+        depth: u32,
+        now: impl Fn() -> u64,
+        on_commit: impl Fn(),
+    ) -> Result<(*mut u8, u64), Full> {
+        let p = &*self.producer;
+        loop {
+            let o = p.off.get();
+            let ts = now();
+            if o + len as u64 > p.end.get() {
+                return self.reserve_slow(len, depth, now, on_commit);
+            }
+            if p.off.cas(o, o + len as u64) {
+                p.events.add(1);
+                // SAFETY: `o + len <= end <= subbuf_size`, so the range is inside the open slot.
+                return Ok((unsafe { p.base.get().add(o as usize) }, ts));
+            }
+        }
+    }
+
+    #[cold]
+    #[inline(never)]
+    fn reserve_slow(
+        &self,
+        len: usize,
+        depth: u32,
+        now: impl Fn() -> u64,
+        on_commit: impl Fn(),
+    ) -> Result<(*mut u8, u64), Full> {
+        let p = &*self.producer;
+        // A nested (signal-handler) event must not switch packets under the interrupted one.
+        if depth > 1 || len > self.subbuf_size - PACKET_HEADER_LEN {
+            p.discarded.add(1);
+            return Err(Full::Dropped);
+        }
+        if p.open.get() {
+            self.finalize(now());
+            on_commit();
+        }
+        if !self.open_next(now()) {
+            p.discarded.add(1);
+            return Err(Full::Dropped);
+        }
+        let o = p.off.get();
+        let ts = now();
+        p.off.set(o + len as u64);
+        p.events.add(1);
+        // SAFETY: a fresh packet has `subbuf_size - PACKET_HEADER_LEN >= len` bytes free.
+        Ok((unsafe { p.base.get().add(o as usize) }, ts))
+    }
+
+    /// Closes the open packet at the current offset and hands it to the consumer.
+    fn finalize(&self, ts_end: u64) {
+        let p = &*self.producer;
+        let len = p.off.get();
+        let base = p.base.get();
+        let seq = p.seq.get();
+        let discarded = p.discarded.get();
+        // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
+        // producer until `committed` is published below.
+        unsafe {
+            put_u64(base, OFF_TIMESTAMP_END, ts_end);
+            put_u64(base, OFF_CONTENT_SIZE, len * 8);
+            put_u64(base, OFF_PACKET_SIZE, len * 8);
+            put_u64(base, OFF_EVENTS_DISCARDED, discarded);
+        }
+        let m = &self.meta[(seq % self.num_subbufs as u64) as usize];
+        m.events.store(p.events.get(), Ordering::Relaxed);
+        m.len.store(len, Ordering::Relaxed);
+        p.discarded_reported.set(discarded);
+        p.open.set(false);
+        p.end.set(0);
+        p.seq.set(seq + 1);
+        // Release: the packet bytes and `meta` above happen-before the consumer's Acquire load.
+        self.committed.store(seq + 1, Ordering::Release);
+    }
+
+    /// Opens packet `seq` if its slot is free (or overwritable). No system call.
+    fn open_next(&self, ts_begin: u64) -> bool {
+        let p = &*self.producer;
+        let seq = p.seq.get();
+        let slot = (seq % self.num_subbufs as u64) as usize;
+        // Acquire: the consumer's reads of the slot happen-before our overwriting it.
+        let consumed = self.consumed.load(Ordering::Acquire);
+        if seq - consumed >= self.num_subbufs as u64 {
+            match self.mode {
+                Mode::Discard => return false,
+                Mode::Overwrite => {
+                    let lost = self.meta[slot].events.load(Ordering::Relaxed);
+                    p.overwritten.set(p.overwritten.get() + lost);
+                }
+            }
+        }
+        // SAFETY: slot index < num_subbufs, so the slot is inside the mapping.
+        let base = unsafe { self.mem.add(slot * self.subbuf_size) };
+        let id = p.ident.get();
+        // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long.
+        unsafe {
+            put_u32(base, OFF_MAGIC, MAGIC);
+            core::ptr::copy_nonoverlapping(p.uuid.get().as_ptr(), base.add(OFF_UUID), 16);
+            put_u32(base, OFF_STREAM_ID, 0);
+            put_u64(base, OFF_STREAM_INSTANCE_ID, self.instance);
+            put_u64(base, OFF_TIMESTAMP_BEGIN, ts_begin);
+            put_u64(base, OFF_PACKET_SEQ_NUM, seq);
+            put_u32(base, OFF_VPID, id.vpid);
+            put_u32(base, OFF_VTID, id.vtid);
+            core::ptr::copy_nonoverlapping(id.procname.as_ptr(), base.add(OFF_PROCNAME), 16);
+            put_u64(base, OFF_PTHREAD_ID, id.pthread);
+        }
+        p.base.set(base);
+        p.off.set(PACKET_HEADER_LEN as u64);
+        p.events.set(0);
+        p.end.set(self.subbuf_size as u64);
+        p.open.set(true);
+        true
+    }
+
+    /// Calls `write` for every packet ready for the consumer (in order) and releases the slots
+    /// after each successful write. Discard mode only while attached. Consumer thread only.
+    pub fn drain(&self, mut write: impl FnMut(&[u8], u64) -> bool) {
+        let committed = self.committed.load(Ordering::Acquire);
+        let mut c = self.consumed.load(Ordering::Relaxed);
+        while c < committed {
+            let slot = (c % self.num_subbufs as u64) as usize;
+            let m = &self.meta[slot];
+            let len = m.len.load(Ordering::Relaxed) as usize;
+            // SAFETY: packet `c` is committed and not yet consumed, so the producer does not
+            // touch its slot; `len <= subbuf_size` (set by `finalize`).
+            let bytes =
+                unsafe { std::slice::from_raw_parts(self.mem.add(slot * self.subbuf_size), len) };
+            if !write(bytes, m.events.load(Ordering::Relaxed)) {
+                break;
+            }
+            c += 1;
+            self.consumed.store(c, Ordering::Release);
+        }
+    }
+
+    /// Writes out everything a quiescent buffer holds: ready packets, the partly filled open
+    /// packet, and an empty trailing packet when events were discarded after the last one (so the
+    /// final discarded count is in the trace). In overwrite mode, only the newest `n` packets
+    /// exist. Caller: the consumer, after the buffer became quiescent.
+    pub fn finish(&self, mut write: impl FnMut(&[u8], u64) -> bool) {
+        let p = &*self.producer;
+        let n = self.num_subbufs as u64;
+        if self.mode == Mode::Overwrite {
+            let committed = self.committed.load(Ordering::Acquire);
+            let open_slot_lost = u64::from(p.open.get());
+            // The open packet's slot no longer holds packet `seq - n`.
+            let oldest = committed.saturating_sub(n - open_slot_lost);
+            if self.consumed.load(Ordering::Relaxed) < oldest {
+                self.consumed.store(oldest, Ordering::Release);
+            }
+        }
+        self.drain(&mut write);
+        let now = clock::cycles_or_fallback();
+        if p.open.get() {
+            if p.events.get() > 0 || p.discarded.get() != p.discarded_reported.get() {
+                self.finalize(now);
+            } else {
+                p.open.set(false);
+                p.end.set(0);
+            }
+        } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(now) {
+            self.finalize(now);
+        }
+        self.drain(&mut write);
+    }
+
+    /// Events dropped in this stream so far (discarded plus overwritten).
+    pub fn lost(&self) -> u64 {
+        self.producer.discarded.get() + self.producer.overwritten.get()
+    }
+
+    /// Prepares a drained buffer for another thread: the stream (sequence numbers, cumulative
+    /// discarded count) continues, so readers see one well-formed stream.
+    pub fn recycle(&self) {
+        let p = &*self.producer;
+        p.open.set(false);
+        p.end.set(0);
+        p.off.set(0);
+        self.state.store(state::POOLED, Ordering::Release);
+    }
+
+    /// O(`num_subbufs`) reset of the forking thread's buffer in the child of a `fork()`: the
+    /// inherited packets belong to the parent, which writes them; the child starts a new, empty
+    /// stream. Only stores: async-signal-safe.
+    pub fn reset_after_fork(&self, uuid: [u8; 16], ident: Ident) {
+        let p = &*self.producer;
+        p.off.set(0);
+        p.events.set(0);
+        p.discarded.set(0);
+        p.overwritten.set(0);
+        p.end.set(0);
+        p.open.set(false);
+        p.seq.set(0);
+        p.discarded_reported.set(0);
+        p.ident.set(ident);
+        p.uuid.set(uuid);
+        for m in self.meta.iter() {
+            m.events.store(0, Ordering::Relaxed);
+            m.len.store(0, Ordering::Relaxed);
+        }
+        self.committed.store(0, Ordering::Relaxed);
+        self.consumed.store(0, Ordering::Relaxed);
+    }
+}
+
+impl Drop for Buffer {
+    fn drop(&mut self) {
+        if self.locked.get() {
+            platform::munlock(self.mem, self.capacity());
+        }
+        // SAFETY: `mem` is our live mapping of `capacity()` bytes and nothing uses it any more
+        // (we are being dropped).
+        unsafe { platform::unmap(self.mem, self.capacity()) };
+    }
+}
+
+/// # Safety
+/// `base + off .. base + off + 8` must be writable.
+#[inline(always)]
+pub(crate) unsafe fn put_u64(base: *mut u8, off: usize, v: u64) {
+    // SAFETY: guaranteed by the caller; unaligned write.
+    unsafe { (base.add(off) as *mut [u8; 8]).write_unaligned(v.to_le_bytes()) }
+}
+
+/// # Safety
+/// `base + off .. base + off + 4` must be writable.
+#[inline(always)]
+unsafe fn put_u32(base: *mut u8, off: usize, v: u32) {
+    // SAFETY: guaranteed by the caller; unaligned write.
+    unsafe { (base.add(off) as *mut [u8; 4]).write_unaligned(v.to_le_bytes()) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn buf(mode: Mode) -> Buffer {
+        let b = Buffer::new(4096, 4, mode, 7, [9; 16]).unwrap();
+        b.set_ident(Ident {
+            vpid: 1,
+            vtid: 2,
+            procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            pthread: 3,
+        });
+        b
+    }
+
+    fn write_n(b: &Buffer, n: u64) -> u64 {
+        let mut ok = 0;
+        for i in 0..n {
+            if let Ok((ptr, _)) = b.reserve(18, 1, || i, || {}) {
+                // SAFETY: 18 bytes reserved.
+                unsafe { put_u64(ptr, 10, i) };
+                ok += 1;
+            }
+        }
+        ok
+    }
+
+    fn collect(b: &Buffer, finish: bool) -> Vec<(u64, u64)> {
+        let mut out = vec![];
+        let mut f = |bytes: &[u8], ev: u64| {
+            out.push((read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap(), ev));
+            assert_eq!(read_u32(bytes, OFF_MAGIC), Some(MAGIC));
+            assert_eq!(
+                read_u64(bytes, OFF_CONTENT_SIZE).unwrap() / 8,
+                bytes.len() as u64
+            );
+            true
+        };
+        if finish {
+            b.finish(&mut f)
+        } else {
+            b.drain(&mut f)
+        }
+        out
+    }
+
+    #[test]
+    fn discard_mode_counts_every_event() {
+        let b = buf(Mode::Discard);
+        let per_packet = (4096 - PACKET_HEADER_LEN as u64) / 18;
+        let ok = write_n(&b, 10_000);
+        assert_eq!(ok, per_packet * 4);
+        assert_eq!(b.lost(), 10_000 - ok);
+        let pk = collect(&b, true);
+        assert_eq!(pk.iter().map(|p| p.1).sum::<u64>(), ok);
+        // three full packets handed over, the open one flushed, then a tail carrying discards
+        assert_eq!(
+            pk.iter().map(|p| p.0).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+    }
+
+    #[test]
+    fn overwrite_mode_keeps_the_newest() {
+        let b = buf(Mode::Overwrite);
+        let ok = write_n(&b, 10_000);
+        assert_eq!(ok, 10_000);
+        let pk = collect(&b, true);
+        let kept: u64 = pk.iter().map(|p| p.1).sum();
+        assert_eq!(kept + b.lost(), 10_000);
+        let seqs: Vec<u64> = pk.iter().map(|p| p.0).collect();
+        let last = *seqs.last().unwrap();
+        assert_eq!(seqs, (last - 3..=last).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn consumer_frees_slots() {
+        let b = buf(Mode::Discard);
+        for _ in 0..10 {
+            write_n(&b, 500);
+            collect(&b, false);
+        }
+        assert_eq!(b.lost(), 0);
+    }
+}
