@@ -1,0 +1,180 @@
+//! Shared helpers of the integration tests: run the real `babeltrace2` on a trace and parse its
+//! text output, make temporary directories.
+#![allow(dead_code)]
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// One event as `babeltrace2 --clock-seconds` prints it.
+#[derive(Clone, Debug)]
+pub struct BtEvent {
+    /// Wall-clock time in ns since the Unix epoch.
+    pub ts_ns: i128,
+    /// `category:name`.
+    pub name: String,
+    pub vpid: u32,
+    pub vtid: u32,
+    pub procname: String,
+    /// Payload fields, values as printed (strings without quotes).
+    pub fields: BTreeMap<String, String>,
+}
+
+impl BtEvent {
+    /// A field parsed as an integer.
+    pub fn int(&self, k: &str) -> i128 {
+        self.fields
+            .get(k)
+            .unwrap_or_else(|| panic!("no field {k} in {self:?}"))
+            .parse()
+            .unwrap_or_else(|_| panic!("field {k} not an integer in {self:?}"))
+    }
+}
+
+/// Whether tests that need external tools may skip when the tool is missing.
+pub fn skip_external() -> bool {
+    std::env::var("HUSHTRACE_SKIP_EXTERNAL").as_deref() == Ok("1")
+}
+
+/// Runs `babeltrace2 --clock-seconds <dir>`; returns its stdout and stderr. Panics (fails the
+/// test) when babeltrace2 is missing, unless `HUSHTRACE_SKIP_EXTERNAL=1` (then `None`).
+pub fn babeltrace_raw(dir: &Path) -> Option<(String, String)> {
+    let out = match Command::new("babeltrace2")
+        .arg("--clock-seconds")
+        .arg(dir)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if skip_external() => {
+            eprintln!("skipping babeltrace2 check ({e}); HUSHTRACE_SKIP_EXTERNAL=1");
+            return None;
+        }
+        Err(e) => panic!(
+            "babeltrace2 is required for this test ({e}); install it (apt-get install babeltrace2) \
+             or set HUSHTRACE_SKIP_EXTERNAL=1"
+        ),
+    };
+    let stdout = String::from_utf8(out.stdout).expect("babeltrace2 output is UTF-8");
+    let stderr = String::from_utf8_lossy(&out.stderr).into_owned();
+    assert!(
+        out.status.success(),
+        "babeltrace2 failed on {}: {stderr}",
+        dir.display()
+    );
+    Some((stdout, stderr))
+}
+
+/// Runs babeltrace2 and parses every event. Fails on any warning or error babeltrace2 prints,
+/// unless `allow_warnings` (discarded-event notices are warnings).
+pub fn babeltrace(dir: &Path, allow_warnings: bool) -> Option<Vec<BtEvent>> {
+    let (stdout, stderr) = babeltrace_raw(dir)?;
+    if !allow_warnings {
+        assert!(
+            stderr.trim().is_empty(),
+            "babeltrace2 printed diagnostics: {stderr}"
+        );
+    }
+    Some(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with('['))
+            .map(|l| parse_line(l).unwrap_or_else(|| panic!("unparsable line: {l}")))
+            .collect(),
+    )
+}
+
+fn parse_fields(s: &str) -> BTreeMap<String, String> {
+    // `a = 1, b = "x, y", c = 2.5`
+    let mut m = BTreeMap::new();
+    let mut rest = s.trim();
+    while !rest.is_empty() {
+        let eq = match rest.find(" = ") {
+            Some(i) => i,
+            None => break,
+        };
+        let key = rest[..eq].trim().to_string();
+        let after = &rest[eq + 3..];
+        let (val, next) = if let Some(stripped) = after.strip_prefix('"') {
+            let end = stripped.find('"').unwrap_or(stripped.len());
+            (
+                stripped[..end].to_string(),
+                stripped.get(end + 1..).unwrap_or(""),
+            )
+        } else {
+            let end = after.find(", ").unwrap_or(after.len());
+            (after[..end].trim().to_string(), &after[end..])
+        };
+        m.insert(key, val);
+        rest = next.trim_start_matches(", ").trim();
+    }
+    m
+}
+
+/// Parses one `babeltrace2 --clock-seconds` line.
+pub fn parse_line(l: &str) -> Option<BtEvent> {
+    let close = l.find(']')?;
+    let ts = &l[1..close];
+    let (secs, frac) = ts.split_once('.')?;
+    let ts_ns = secs.parse::<i128>().ok()? * 1_000_000_000 + frac.parse::<i128>().ok()?;
+    // after "(+delta) host:proc:(pid) "
+    let rest = &l[close + 1..];
+    let rest = &rest[rest.find(") ")? + 2..];
+    let rest = &rest[rest.find(") ")? + 2..];
+    let colon = rest.find(": ")?;
+    let name = rest[..colon].to_string();
+    let body = &rest[colon + 2..];
+    // `{ ctx }, { fields }` or `{ ctx }`
+    let ctx_end = body.find('}')?;
+    let ctx = parse_fields(&body[1..ctx_end]);
+    let fields = match body[ctx_end..].find('{') {
+        Some(i) => {
+            let f = &body[ctx_end + i + 1..];
+            parse_fields(&f[..f.rfind('}')?])
+        }
+        None => BTreeMap::new(),
+    };
+    Some(BtEvent {
+        ts_ns,
+        name,
+        vpid: ctx.get("vpid")?.parse().ok()?,
+        vtid: ctx.get("vtid")?.parse().ok()?,
+        procname: ctx.get("procname")?.clone(),
+        fields,
+    })
+}
+
+/// A fresh, empty directory under the system temp dir.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "hushtrace-test-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// Runs an example binary built by cargo for these tests (`cargo test` builds examples).
+pub fn example_path(name: &str) -> PathBuf {
+    let mut p = std::env::current_exe().expect("test exe path");
+    p.pop();
+    if p.ends_with("deps") {
+        p.pop();
+    }
+    p.join("examples").join(name)
+}
+
+#[test]
+fn parses_a_babeltrace_line() {
+    let l = r#"[1795992268.032900318] (+?.?????????) vm:count:(7369) bench:tick: { vpid = 7369, vtid = 7371, procname = "count", pthread_id = 1 }, { thread = 0, s = "a, b", seq = 12 }"#;
+    let e = parse_line(l).unwrap();
+    assert_eq!(e.ts_ns, 1_795_992_268_032_900_318);
+    assert_eq!(e.name, "bench:tick");
+    assert_eq!((e.vpid, e.vtid), (7369, 7371));
+    assert_eq!(e.procname, "count");
+    assert_eq!(e.int("seq"), 12);
+    assert_eq!(e.fields["s"], "a, b");
+}
