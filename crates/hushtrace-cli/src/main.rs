@@ -1,1 +1,280 @@
-fn main() {}
+//! The `hushtrace` command. See `hushtrace --help`.
+
+use anyhow::Context as _;
+use clap::{Parser, Subcommand, ValueEnum};
+use hushtrace_cli::record::{self, Mode, RecordOptions};
+use hushtrace_cli::{chrome, flame, report};
+use hushtrace_ctf::reader::Session;
+use std::ffi::OsString;
+use std::io::{IsTerminal, Write};
+use std::path::{Path, PathBuf};
+use std::process::ExitCode;
+
+/// hushtrace: record, convert and summarise traces of the hushtrace userspace tracer.
+#[derive(Parser, Debug)]
+#[command(name = "hushtrace", version, about, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Cmd,
+}
+
+#[derive(Subcommand, Debug)]
+enum Cmd {
+    /// Run a command with tracing enabled (HUSHTRACE_* environment) and report what it wrote.
+    Record {
+        /// Session directory to write the trace into.
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+        /// Buffer mode: drop new events when full, or overwrite the oldest (flight recorder).
+        #[arg(long, value_enum)]
+        mode: Option<ModeArg>,
+        /// Sub-buffer (packet) size in bytes.
+        #[arg(long, value_name = "N")]
+        subbuf_size: Option<u64>,
+        /// Number of sub-buffers per thread.
+        #[arg(long, value_name = "N")]
+        num_subbufs: Option<u64>,
+        /// The command to run, after `--`.
+        #[arg(last = true, required = true, value_name = "CMD")]
+        command: Vec<OsString>,
+    },
+    /// Convert a trace to Chrome trace-event JSON (Perfetto UI, chrome://tracing).
+    Convert {
+        /// Session (or single process) trace directory.
+        dir: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "chrome")]
+        to: Format,
+        /// Output file: `.json`, `.json.gz` (gzip) or `-` for stdout.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+        /// No progress bar.
+        #[arg(short, long)]
+        quiet: bool,
+    },
+    /// Summarise a trace: time range, events per thread, span durations, counters.
+    Report {
+        /// Session (or single process) trace directory.
+        dir: PathBuf,
+        /// Output format.
+        #[arg(long, value_enum, default_value = "text")]
+        format: ReportFormat,
+    },
+    /// Draw the spans of a trace as a flame graph SVG (widths by inclusive time).
+    Flamegraph {
+        /// Session (or single process) trace directory.
+        dir: PathBuf,
+        /// Output SVG file.
+        #[arg(short, long, value_name = "OUT")]
+        output: PathBuf,
+        /// One root frame per process instead of merging all processes.
+        #[arg(long)]
+        per_process: bool,
+    },
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ModeArg {
+    Discard,
+    Overwrite,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum Format {
+    /// Chrome trace-event JSON.
+    Chrome,
+}
+
+#[derive(Clone, Copy, Debug, ValueEnum)]
+enum ReportFormat {
+    Text,
+    Json,
+}
+
+fn main() -> ExitCode {
+    // Usage errors exit 2 (clap's default), --help/--version exit 0.
+    let cli = Cli::parse();
+    match run(cli) {
+        Ok(code) => code,
+        Err(e) => {
+            eprintln!("hushtrace: error: {e:#}");
+            ExitCode::from(1)
+        }
+    }
+}
+
+fn open_session(dir: &Path) -> anyhow::Result<Session> {
+    let s = Session::open(dir).with_context(|| format!("cannot read trace {}", dir.display()))?;
+    for w in &s.warnings {
+        eprintln!("hushtrace: warning: {w}");
+    }
+    Ok(s)
+}
+
+fn run(cli: Cli) -> anyhow::Result<ExitCode> {
+    match cli.command {
+        Cmd::Record {
+            output,
+            mode,
+            subbuf_size,
+            num_subbufs,
+            command,
+        } => {
+            let output = std::path::absolute(&output)
+                .with_context(|| format!("bad output directory {}", output.display()))?;
+            let opts = RecordOptions {
+                output,
+                mode: mode.map(|m| match m {
+                    ModeArg::Discard => Mode::Discard,
+                    ModeArg::Overwrite => Mode::Overwrite,
+                }),
+                subbuf_size,
+                num_subbufs,
+                command,
+            };
+            let code = record::run(&opts)?;
+            print_record_summary(&opts.output);
+            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+        }
+        Cmd::Convert {
+            dir,
+            to: Format::Chrome,
+            output,
+            quiet,
+        } => {
+            let session = open_session(&dir)?;
+            convert(&session, &output, quiet)?;
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Report { dir, format } => {
+            let session = open_session(&dir)?;
+            let r = report::compute(&session)?;
+            let mut out = std::io::stdout().lock();
+            match format {
+                ReportFormat::Text => out.write_all(r.to_text().as_bytes())?,
+                ReportFormat::Json => {
+                    serde_json::to_writer_pretty(&mut out, &r)?;
+                    writeln!(out)?;
+                }
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Flamegraph {
+            dir,
+            output,
+            per_process,
+        } => {
+            let session = open_session(&dir)?;
+            write_atomically(&output, |w| Ok(flame::write_svg(&session, per_process, w)?))?;
+            eprintln!("wrote {}", output.display());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn print_record_summary(dir: &Path) {
+    println!("trace: {}", dir.display());
+    let stats = record::session_stats(dir);
+    if stats.is_empty() {
+        println!("  no process stats (did the program call hushtrace::start_from_env()?)");
+    }
+    for (name, s) in stats {
+        match s {
+            Some(s) => println!(
+                "  process {} ({}): {} events written, {} discarded",
+                s.pid, name, s.written, s.discarded
+            ),
+            None => println!("  process {name}: malformed stats file"),
+        }
+    }
+}
+
+/// Writes `path` through a temporary file renamed on success, so a failure never leaves a
+/// partial output behind. `-` writes to stdout.
+fn write_atomically(
+    path: &Path,
+    f: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
+) -> anyhow::Result<()> {
+    if path.as_os_str() == "-" {
+        let mut out = std::io::stdout().lock();
+        f(&mut out)?;
+        return Ok(out.flush()?);
+    }
+    let mut tmp = path.as_os_str().to_owned();
+    tmp.push(".partial");
+    let tmp = PathBuf::from(tmp);
+    let result = (|| {
+        let file = std::fs::File::create(&tmp)
+            .with_context(|| format!("cannot create {}", tmp.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        f(&mut w)?;
+        let file = w.into_inner().map_err(|e| e.into_error())?;
+        file.sync_all()?;
+        std::fs::rename(&tmp, path).with_context(|| format!("cannot write {}", path.display()))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+fn convert(session: &Session, output: &Path, quiet: bool) -> anyhow::Result<()> {
+    let gz = output.extension().is_some_and(|e| e == "gz");
+    let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+        let bar = indicatif::ProgressBar::new(session.stream_bytes());
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{spinner} converting [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .progress_chars("=> "),
+        );
+        bar
+    });
+    let mut progress = |done: u64, total: u64| {
+        if let Some(b) = &bar {
+            b.set_length(total);
+            b.set_position(done);
+        }
+    };
+    let mut summary = None;
+    write_atomically(output, |w| {
+        let s = if gz {
+            let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
+            let s = chrome::convert(session, &mut enc, &mut progress)?;
+            enc.finish()?;
+            s
+        } else {
+            chrome::convert(session, w, &mut progress)?
+        };
+        summary = Some(s);
+        Ok(())
+    })?;
+    if let Some(b) = &bar {
+        b.finish_and_clear();
+    }
+    if let Some(s) = summary {
+        for w in &s.warnings {
+            eprintln!("hushtrace: warning: {w}");
+        }
+        if !quiet {
+            eprintln!(
+                "wrote {}: {} events, {} process(es), {} thread(s){}",
+                if output.as_os_str() == "-" {
+                    "stdout".into()
+                } else {
+                    output.display().to_string()
+                },
+                s.events,
+                s.processes,
+                s.threads,
+                if s.unmatched_ends > 0 {
+                    format!(", {} span end(s) without begin dropped", s.unmatched_ends)
+                } else {
+                    String::new()
+                }
+            );
+        }
+    }
+    Ok(())
+}

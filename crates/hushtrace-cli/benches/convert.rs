@@ -1,0 +1,143 @@
+//! Throughput of `hushtrace convert --to chrome` against `babeltrace2` text output, on the same
+//! synthetic trace, in the same run.
+//!
+//! ```text
+//! cargo bench -p hushtrace-cli --bench convert            # 512 MB of CTF
+//! HUSHTRACE_BENCH_MB=64 cargo bench -p hushtrace-cli --bench convert
+//! ```
+//!
+//! The trace is generated once under `$HUSHTRACE_BENCH_DIR` (default: the system temporary
+//! directory) and reused by later runs of the same size. `babeltrace2` is skipped with a note
+//! if it is not installed.
+
+use hushtrace_cli::chrome;
+use hushtrace_ctf::reader::Session;
+use hushtrace_ctf::synth::{PacketIdentity, StreamWriter, SynthEvent, SynthTrace};
+use hushtrace_ctf::FieldType;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Instant;
+
+const PROCESSES: u32 = 2;
+const THREADS: u32 = 4;
+const PACKET_BYTES: usize = 256 << 10;
+
+/// Writes about `mb` MB of CTF: per thread, nested spans with fields, an instant and a counter.
+fn generate(dir: &Path, mb: u64) -> std::io::Result<()> {
+    let per_stream = (mb << 20) / (PROCESSES * THREADS) as u64;
+    for p in 0..PROCESSES {
+        let pid = 1000 + p * 100;
+        let mut t = SynthTrace::new(pid, "bench");
+        let (job_b, job_e) = t.span("bench:job", &[("id", FieldType::U64)]);
+        let (step_b, step_e) = t.span(
+            "bench:step",
+            &[("n", FieldType::U32), ("what", FieldType::Str)],
+        );
+        let tick = t.instant(
+            "bench:tick",
+            &[("load", FieldType::F64), ("ok", FieldType::Bool)],
+        );
+        let mem = t.counter("bench:mem", FieldType::I64);
+        // Metadata and stats via SynthTrace; the streams are written incrementally below.
+        t.write_session(dir)?;
+        for th in 0..THREADS {
+            let vtid = pid + 1 + th;
+            let path = dir.join(format!("{pid}/stream_{th}"));
+            let file = std::io::BufWriter::new(std::fs::File::create(path)?);
+            let id = PacketIdentity {
+                uuid: t.desc.uuid,
+                stream_instance_id: th as u64,
+                vpid: pid,
+                vtid,
+                procname: format!("worker-{th}"),
+                pthread_id: vtid as u64,
+            };
+            let mut w = StreamWriter::new(file, id, PACKET_BYTES);
+            let mut ts = 1_000 + th as u64 * 3 + p as u64;
+            let mut written = 0u64;
+            let mut k = 0u64;
+            while written < per_stream {
+                let evs = [
+                    SynthEvent::new(job_b, ts).u64(k),
+                    SynthEvent::new(step_b, ts + 50)
+                        .u32(k as u32)
+                        .str("parse request"),
+                    SynthEvent::new(tick, ts + 80)
+                        .f64(k as f64 * 0.5)
+                        .bool(k % 3 == 0),
+                    SynthEvent::new(step_e, ts + 300),
+                    SynthEvent::new(mem, ts + 310).i64(k as i64 * 64),
+                    SynthEvent::new(job_e, ts + 400),
+                ];
+                for e in &evs {
+                    let mut v = Vec::new();
+                    e.encode(&mut v);
+                    written += v.len() as u64;
+                    w.event(e)?;
+                }
+                ts += 500;
+                k += 1;
+            }
+            w.finish()?;
+        }
+    }
+    Ok(())
+}
+
+fn main() {
+    let mb: u64 = std::env::var("HUSHTRACE_BENCH_MB")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(512);
+    let base =
+        std::env::var_os("HUSHTRACE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
+    let dir = base.join(format!("hushtrace-bench-{mb}mb"));
+    let done = dir.join(".complete");
+    if !done.exists() {
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).expect("create bench dir");
+        let t = Instant::now();
+        generate(&dir, mb).expect("generate trace");
+        std::fs::write(&done, b"").expect("mark complete");
+        eprintln!(
+            "generated {} in {:.1} s",
+            dir.display(),
+            t.elapsed().as_secs_f64()
+        );
+    }
+    let session = Session::open(&dir).expect("open bench trace");
+    let bytes = session.stream_bytes();
+    let mb_read = bytes as f64 / (1 << 20) as f64;
+    println!("trace: {} ({mb_read:.0} MB of CTF)", dir.display());
+
+    let t = Instant::now();
+    let summary = chrome::convert(&session, std::io::sink(), &mut |_, _| {}).expect("convert");
+    let ours = t.elapsed().as_secs_f64();
+    println!(
+        "hushtrace convert --to chrome: {:>8.1} MB/s  ({} events in {ours:.2} s, {:.1} M events/s)",
+        mb_read / ours,
+        summary.events,
+        summary.events as f64 / ours / 1e6
+    );
+
+    let t = Instant::now();
+    match Command::new("babeltrace2")
+        .arg(&dir)
+        .stdout(Stdio::null())
+        .status()
+    {
+        Ok(st) if st.success() => {
+            let theirs = t.elapsed().as_secs_f64();
+            println!(
+                "babeltrace2 <dir> > /dev/null: {:>8.1} MB/s  ({theirs:.2} s)",
+                mb_read / theirs
+            );
+            println!(
+                "ratio: hushtrace convert is {:.1}x babeltrace2",
+                theirs / ours
+            );
+        }
+        Ok(st) => println!("babeltrace2 failed: {st}"),
+        Err(e) => println!("babeltrace2 not run: {e}"),
+    }
+}

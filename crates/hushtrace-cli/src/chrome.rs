@@ -1,0 +1,306 @@
+//! Chrome trace-event JSON, as loaded by the Perfetto UI and chrome://tracing.
+//!
+//! Output shape: `{"traceEvents":[...],"displayTimeUnit":"ns"}` with
+//!
+//! * spans as `B`/`E` pairs, instants as `i` (thread scoped), counters as `C` with
+//!   `args: {"<name>": value}`;
+//! * `M` events `process_name` and `thread_name` for every process and thread, written when it
+//!   first appears;
+//! * `ts` in microseconds since the earliest event of the session, with three decimals
+//!   (nanosecond precision); `pid`/`tid` from the packet context; `cat` the category and `name`
+//!   the event name without it; fields in `args`.
+//!
+//! Events are written as the merge yields them, so memory does not depend on trace size. An end
+//! whose begin is not in the trace (lost in overwrite mode) is left out, so every `E` has its
+//! `B`.
+
+use crate::split_name;
+use hushtrace_ctf::reader::{Error as ReadError, MergedEvent, Session, Value, Warning};
+use hushtrace_ctf::Kind;
+use std::collections::HashSet;
+use std::io::{self, Write};
+
+/// What a conversion wrote.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Summary {
+    /// Trace events written (metadata events excluded).
+    pub events: u64,
+    /// Processes seen.
+    pub processes: u64,
+    /// Threads seen.
+    pub threads: u64,
+    /// Span ends dropped because their begin was not in the trace.
+    pub unmatched_ends: u64,
+    /// Bytes of CTF read.
+    pub bytes_read: u64,
+    /// Warnings from the reader.
+    pub warnings: Vec<Warning>,
+}
+
+/// A conversion failure: reading the trace or writing the output.
+#[derive(Debug)]
+pub enum ConvertError {
+    /// The trace is unreadable or corrupt.
+    Read(ReadError),
+    /// The output could not be written.
+    Write(io::Error),
+}
+
+impl std::fmt::Display for ConvertError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ConvertError::Read(e) => write!(f, "{e}"),
+            ConvertError::Write(e) => write!(f, "writing output: {e}"),
+        }
+    }
+}
+
+impl std::error::Error for ConvertError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            ConvertError::Read(e) => Some(e),
+            ConvertError::Write(e) => Some(e),
+        }
+    }
+}
+
+impl From<ReadError> for ConvertError {
+    fn from(e: ReadError) -> Self {
+        ConvertError::Read(e)
+    }
+}
+
+impl From<io::Error> for ConvertError {
+    fn from(e: io::Error) -> Self {
+        ConvertError::Write(e)
+    }
+}
+
+/// How often (in events) `progress` is called.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// Per-stream state: last thread seen and span depth (to drop unmatched ends).
+#[derive(Clone, Copy, Debug, Default)]
+struct StreamState {
+    vpid: u32,
+    vtid: u32,
+    seen: bool,
+    depth: u64,
+}
+
+/// Converts `session` to Chrome JSON on `out` (buffer it: many small writes are made).
+///
+/// `progress(bytes_read, total_bytes)` is called now and then.
+pub fn convert<W: Write>(
+    session: &Session,
+    out: W,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Summary, ConvertError> {
+    let mut out = io::BufWriter::with_capacity(1 << 16, out);
+    let mut merged = session.merged()?;
+    let total = merged.total_bytes();
+    let mut summary = Summary::default();
+    let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
+    let mut processes: HashSet<u32> = HashSet::new();
+    let mut threads: HashSet<(u32, u32)> = HashSet::new();
+    let mut t0: Option<i128> = None;
+    let mut first = true;
+    let mut line = Vec::with_capacity(256);
+
+    out.write_all(b"{\"traceEvents\":[")?;
+    while let Some(ev) = merged.next()? {
+        line.clear();
+        let st = &mut streams[ev.stream];
+        let p = ev.event.packet;
+        if !st.seen || (st.vpid, st.vtid) != (p.vpid, p.vtid) {
+            *st = StreamState {
+                vpid: p.vpid,
+                vtid: p.vtid,
+                seen: true,
+                depth: 0,
+            };
+            if processes.insert(p.vpid) {
+                let name = if ev.desc.vpid == p.vpid {
+                    ev.desc.procname.as_str()
+                } else {
+                    ""
+                };
+                metadata_event(&mut line, "process_name", p.vpid, 0, name);
+            }
+            if threads.insert((p.vpid, p.vtid)) {
+                metadata_event(&mut line, "thread_name", p.vpid, p.vtid, &p.procname);
+            }
+        }
+        match ev.event.class.kind {
+            Kind::SpanBegin => st.depth += 1,
+            Kind::SpanEnd if st.depth == 0 => {
+                summary.unmatched_ends += 1;
+                write_separated(&mut out, &line, &mut first)?;
+                continue;
+            }
+            Kind::SpanEnd => st.depth -= 1,
+            _ => {}
+        }
+        let t0 = *t0.get_or_insert(ev.time_ns);
+        trace_event(&mut line, &ev, ev.time_ns - t0);
+        write_separated(&mut out, &line, &mut first)?;
+        summary.events += 1;
+        if summary.events % PROGRESS_EVERY == 0 {
+            progress(merged.bytes_read(), total);
+        }
+    }
+    out.write_all(b"\n],\"displayTimeUnit\":\"ns\"}\n")?;
+    out.flush()?;
+    summary.processes = processes.len() as u64;
+    summary.threads = threads.len() as u64;
+    summary.bytes_read = merged.bytes_read();
+    summary.warnings = merged.take_warnings();
+    progress(summary.bytes_read, total);
+    Ok(summary)
+}
+
+/// Writes `line` (zero or more comma-separated JSON objects) after a separator if needed.
+fn write_separated<W: Write>(out: &mut W, line: &[u8], first: &mut bool) -> io::Result<()> {
+    if line.is_empty() {
+        return Ok(());
+    }
+    if !*first {
+        out.write_all(b",")?;
+    }
+    *first = false;
+    out.write_all(b"\n")?;
+    out.write_all(line)
+}
+
+fn sep(line: &mut Vec<u8>) {
+    if !line.is_empty() {
+        line.extend_from_slice(b",\n");
+    }
+}
+
+fn metadata_event(line: &mut Vec<u8>, what: &str, pid: u32, tid: u32, name: &str) {
+    sep(line);
+    let _ = write!(
+        line,
+        "{{\"name\":\"{what}\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{tid},\"args\":{{\"name\":"
+    );
+    json_str(line, name);
+    line.extend_from_slice(b"}}");
+}
+
+fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, rel_ns: i128) {
+    sep(line);
+    let (cat, name) = split_name(&ev.event.class.name);
+    let kind = ev.event.class.kind;
+    let ph = match kind {
+        Kind::SpanBegin => "B",
+        Kind::SpanEnd => "E",
+        Kind::Instant => "i",
+        Kind::Counter => "C",
+    };
+    line.extend_from_slice(b"{\"name\":");
+    json_str(line, name);
+    line.extend_from_slice(b",\"cat\":");
+    json_str(line, cat);
+    let _ = write!(line, ",\"ph\":\"{ph}\",\"ts\":");
+    write_us(line, rel_ns);
+    let p = ev.event.packet;
+    let _ = write!(line, ",\"pid\":{},\"tid\":{}", p.vpid, p.vtid);
+    if kind == Kind::Instant {
+        line.extend_from_slice(b",\"s\":\"t\"");
+    }
+    let mut fields = ev.event.fields().peekable();
+    if kind == Kind::Counter {
+        line.extend_from_slice(b",\"args\":{");
+        json_str(line, name);
+        line.push(b':');
+        match fields.next() {
+            Some((_, v)) => json_value(line, v),
+            None => line.extend_from_slice(b"0"),
+        }
+        line.push(b'}');
+    } else if fields.peek().is_some() {
+        line.extend_from_slice(b",\"args\":{");
+        for (i, (k, v)) in fields.enumerate() {
+            if i > 0 {
+                line.push(b',');
+            }
+            json_str(line, k);
+            line.push(b':');
+            json_value(line, v);
+        }
+        line.push(b'}');
+    }
+    line.push(b'}');
+}
+
+/// Writes nanoseconds as microseconds with three decimals.
+fn write_us(line: &mut Vec<u8>, ns: i128) {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    let _ = write!(line, "{sign}{}.{:03}", a / 1000, a % 1000);
+}
+
+fn json_value(line: &mut Vec<u8>, v: Value<'_>) {
+    let _ = match v {
+        Value::U64(x) => write!(line, "{x}"),
+        Value::I64(x) => write!(line, "{x}"),
+        // JSON has no NaN or infinities: write them as strings.
+        Value::F64(x) if !x.is_finite() => write!(line, "\"{x}\""),
+        Value::F64(x) => write!(line, "{x:?}"),
+        Value::Bool(x) => write!(line, "{x}"),
+        Value::Str(s) => {
+            json_str(line, s);
+            Ok(())
+        }
+    };
+}
+
+/// Writes `s` as a JSON string literal.
+pub fn json_str(line: &mut Vec<u8>, s: &str) {
+    line.push(b'"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let esc: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0..=0x1f | 0x7f => b"",
+            _ => continue,
+        };
+        line.extend_from_slice(&bytes[start..i]);
+        if esc.is_empty() {
+            let _ = write!(line, "\\u{:04x}", b);
+        } else {
+            line.extend_from_slice(esc);
+        }
+        start = i + 1;
+    }
+    line.extend_from_slice(&bytes[start..]);
+    line.push(b'"');
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn strings_and_times_are_valid_json() {
+        let mut v = Vec::new();
+        json_str(&mut v, "a\"b\\c\nd\u{1}é");
+        let s: String = serde_json::from_slice(&v).unwrap();
+        assert_eq!(s, "a\"b\\c\nd\u{1}é");
+        let mut v = Vec::new();
+        write_us(&mut v, 1_234_567);
+        assert_eq!(v, b"1234.567");
+        let mut v = Vec::new();
+        write_us(&mut v, -5);
+        assert_eq!(v, b"-0.005");
+        let mut v = Vec::new();
+        json_value(&mut v, Value::F64(1.0));
+        assert_eq!(v, b"1.0");
+    }
+}

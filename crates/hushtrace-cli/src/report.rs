@@ -1,0 +1,543 @@
+//! Summary statistics of a trace: time range, per process and thread counts, span durations,
+//! instants and counters.
+//!
+//! Span durations are kept exactly (8 bytes per span) to compute percentiles, so memory grows
+//! with the number of spans; everything else is constant per name or thread.
+
+use crate::spans::{Names, SpanStacks};
+use hushtrace_ctf::reader::{Error, Session};
+use hushtrace_ctf::Kind;
+use serde::Serialize;
+use std::collections::BTreeMap;
+use std::fmt::Write as _;
+
+/// The whole report.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct Report {
+    /// The session directory.
+    pub dir: String,
+    /// Time of the first event, ns since the Unix epoch (0 without events).
+    pub start_ns: i64,
+    /// Time of the last event, ns since the Unix epoch.
+    pub end_ns: i64,
+    /// `end_ns - start_ns`.
+    pub duration_ns: i64,
+    /// Events read.
+    pub events: u64,
+    /// Per process, ordered by pid.
+    pub processes: Vec<ProcessReport>,
+    /// Per span name, by total time descending.
+    pub spans: Vec<SpanReport>,
+    /// Per instant event name.
+    pub instants: Vec<InstantReport>,
+    /// Per counter name.
+    pub counters: Vec<CounterReport>,
+    /// Spans begun but never ended in the trace.
+    pub unclosed_spans: u64,
+    /// Span ends whose begin is not in the trace.
+    pub unmatched_ends: u64,
+    /// Reader warnings.
+    pub warnings: Vec<String>,
+}
+
+/// One process.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct ProcessReport {
+    /// Process id.
+    pub pid: u32,
+    /// Process name (from the metadata).
+    pub name: String,
+    /// Events read from the trace.
+    pub events: u64,
+    /// Events discarded, from packet contexts.
+    pub discarded: u64,
+    /// Packets lost (sequence number gaps, overwrite mode).
+    pub lost_packets: u64,
+    /// Events written, from the statistics file (absent if the process did not stop cleanly).
+    pub stats_written: Option<u64>,
+    /// Events discarded, from the statistics file.
+    pub stats_discarded: Option<u64>,
+    /// Per thread, ordered by tid.
+    pub threads: Vec<ThreadReport>,
+}
+
+/// One thread.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct ThreadReport {
+    /// Thread id.
+    pub tid: u32,
+    /// Thread name.
+    pub name: String,
+    /// Events read.
+    pub events: u64,
+    /// Events discarded, from packet contexts.
+    pub discarded: u64,
+    /// Packets lost.
+    pub lost_packets: u64,
+}
+
+/// Durations of one span name, in ns.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct SpanReport {
+    /// `"category:name"`.
+    pub name: String,
+    /// Spans closed.
+    pub count: u64,
+    /// Sum of durations.
+    pub total_ns: i64,
+    /// Mean duration (rounded down).
+    pub mean_ns: i64,
+    /// Median (nearest rank).
+    pub p50_ns: i64,
+    /// 99th percentile (nearest rank).
+    pub p99_ns: i64,
+    /// Shortest.
+    pub min_ns: i64,
+    /// Longest.
+    pub max_ns: i64,
+}
+
+/// One instant event name.
+#[derive(Clone, Debug, Serialize, PartialEq, Eq)]
+pub struct InstantReport {
+    /// `"category:name"`.
+    pub name: String,
+    /// Occurrences.
+    pub count: u64,
+}
+
+/// One counter name.
+#[derive(Clone, Debug, Serialize, PartialEq)]
+pub struct CounterReport {
+    /// `"category:name"`.
+    pub name: String,
+    /// Samples.
+    pub count: u64,
+    /// Smallest value.
+    pub min: f64,
+    /// Largest value.
+    pub max: f64,
+    /// Last value in time order.
+    pub last: f64,
+}
+
+#[derive(Default)]
+struct ThreadAcc {
+    name: String,
+    events: u64,
+    discarded: u64,
+    lost_packets: u64,
+}
+
+/// Per stream: last packet seen and discarded count attributed so far.
+#[derive(Default, Clone)]
+struct StreamAcc {
+    packet_offset: Option<u64>,
+    discarded: u64,
+    thread: (u32, u32),
+}
+
+fn clamp(v: i128) -> i64 {
+    v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
+}
+
+/// Nearest-rank percentile of sorted `v` (not empty).
+fn percentile(v: &[i64], p: u64) -> i64 {
+    let n = v.len() as u64;
+    let rank = (p * n).div_ceil(100).max(1);
+    v[(rank - 1) as usize]
+}
+
+/// Reads the whole session and computes the report.
+pub fn compute(session: &Session) -> Result<Report, Error> {
+    let mut merged = session.merged()?;
+    let mut names = Names::default();
+    let mut stacks = SpanStacks::default();
+    let mut durations: Vec<Vec<i64>> = Vec::new();
+    let mut instants: BTreeMap<u32, u64> = BTreeMap::new();
+    let mut counters: BTreeMap<u32, CounterReport> = BTreeMap::new();
+    let mut threads: BTreeMap<(u32, u32), ThreadAcc> = BTreeMap::new();
+    let mut streams: Vec<StreamAcc> = vec![StreamAcc::default(); merged.streams().len()];
+    let (mut start, mut end, mut events) = (None, 0i128, 0u64);
+
+    while let Some(ev) = merged.next()? {
+        events += 1;
+        start.get_or_insert(ev.time_ns);
+        end = end.max(ev.time_ns);
+        let p = ev.event.packet;
+        let key = (p.vpid, p.vtid);
+        let th = threads.entry(key).or_insert_with(|| ThreadAcc {
+            name: p.procname.clone(),
+            ..Default::default()
+        });
+        th.events += 1;
+        let sa = &mut streams[ev.stream];
+        if sa.packet_offset != Some(p.offset) {
+            sa.packet_offset = Some(p.offset);
+            th.discarded += p.events_discarded.saturating_sub(sa.discarded);
+            sa.discarded = sa.discarded.max(p.events_discarded);
+            sa.thread = key;
+        }
+        let name = names.id(&ev);
+        match ev.event.class.kind {
+            Kind::Instant => *instants.entry(name).or_default() += 1,
+            Kind::Counter => {
+                let v = ev
+                    .event
+                    .field(0)
+                    .and_then(|v| v.as_f64())
+                    .unwrap_or(f64::NAN);
+                let c = counters.entry(name).or_insert_with(|| CounterReport {
+                    name: names.name(name).to_string(),
+                    count: 0,
+                    min: v,
+                    max: v,
+                    last: v,
+                });
+                c.count += 1;
+                c.min = c.min.min(v);
+                c.max = c.max.max(v);
+                c.last = v;
+            }
+            Kind::SpanBegin | Kind::SpanEnd => {
+                if let Some(closed) = stacks.feed(&ev, name) {
+                    let i = closed.name as usize;
+                    if durations.len() <= i {
+                        durations.resize_with(i + 1, Vec::new);
+                    }
+                    durations[i].push(clamp(closed.duration_ns));
+                }
+            }
+        }
+    }
+    stacks.finish();
+
+    // Discards in packets without events (not seen above) and lost packets go to the stream's
+    // last thread.
+    for ((_, s), acc) in merged.streams().iter().zip(&streams) {
+        if let Some(th) = threads.get_mut(&acc.thread) {
+            th.discarded += s.events_discarded().saturating_sub(acc.discarded);
+            th.lost_packets += s.lost_packets();
+        }
+    }
+
+    let mut processes: Vec<ProcessReport> = Vec::new();
+    for ((pid, tid), th) in threads {
+        if processes.last().map(|p| p.pid) != Some(pid) {
+            let trace = session.traces.iter().find(|t| t.desc.vpid == pid);
+            processes.push(ProcessReport {
+                pid,
+                name: trace.map(|t| t.desc.procname.clone()).unwrap_or_default(),
+                events: 0,
+                discarded: 0,
+                lost_packets: 0,
+                stats_written: trace.and_then(|t| t.stats).map(|s| s.written),
+                stats_discarded: trace.and_then(|t| t.stats).map(|s| s.discarded),
+                threads: Vec::new(),
+            });
+        }
+        if let Some(pr) = processes.last_mut() {
+            pr.events += th.events;
+            pr.discarded += th.discarded;
+            pr.lost_packets += th.lost_packets;
+            pr.threads.push(ThreadReport {
+                tid,
+                name: th.name,
+                events: th.events,
+                discarded: th.discarded,
+                lost_packets: th.lost_packets,
+            });
+        }
+    }
+    // Processes with a trace but no events still appear.
+    for t in &session.traces {
+        if !processes.iter().any(|p| p.pid == t.desc.vpid) {
+            processes.push(ProcessReport {
+                pid: t.desc.vpid,
+                name: t.desc.procname.clone(),
+                events: 0,
+                discarded: 0,
+                lost_packets: 0,
+                stats_written: t.stats.map(|s| s.written),
+                stats_discarded: t.stats.map(|s| s.discarded),
+                threads: Vec::new(),
+            });
+        }
+    }
+    processes.sort_by_key(|p| p.pid);
+
+    let mut spans: Vec<SpanReport> = durations
+        .into_iter()
+        .enumerate()
+        .filter(|(_, d)| !d.is_empty())
+        .map(|(i, mut d)| {
+            d.sort_unstable();
+            let total: i128 = d.iter().map(|&x| x as i128).sum();
+            SpanReport {
+                name: names.name(i as u32).to_string(),
+                count: d.len() as u64,
+                total_ns: clamp(total),
+                mean_ns: clamp(total / d.len() as i128),
+                p50_ns: percentile(&d, 50),
+                p99_ns: percentile(&d, 99),
+                min_ns: d[0],
+                max_ns: d[d.len() - 1],
+            }
+        })
+        .collect();
+    spans.sort_by(|a, b| {
+        b.total_ns
+            .cmp(&a.total_ns)
+            .then_with(|| a.name.cmp(&b.name))
+    });
+    let mut instants: Vec<InstantReport> = instants
+        .into_iter()
+        .map(|(n, count)| InstantReport {
+            name: names.name(n).to_string(),
+            count,
+        })
+        .collect();
+    instants.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut counters: Vec<CounterReport> = counters.into_values().collect();
+    counters.sort_by(|a, b| a.name.cmp(&b.name));
+
+    let mut warnings: Vec<String> = session.warnings.iter().map(|w| w.to_string()).collect();
+    warnings.extend(merged.take_warnings().iter().map(|w| w.to_string()));
+    let start = start.unwrap_or(0);
+    Ok(Report {
+        dir: session.dir.display().to_string(),
+        start_ns: clamp(start),
+        end_ns: clamp(end.max(start)),
+        duration_ns: clamp(end.max(start) - start),
+        events,
+        processes,
+        spans,
+        instants,
+        counters,
+        unclosed_spans: stacks.unclosed,
+        unmatched_ends: stacks.unmatched_ends,
+        warnings,
+    })
+}
+
+/// Formats a duration for people: `850 ns`, `12.345 µs`, `3.200 ms`, `1.500 s`.
+///
+/// ```
+/// use hushtrace_cli::report::fmt_duration;
+/// assert_eq!(fmt_duration(850), "850 ns");
+/// assert_eq!(fmt_duration(12_345), "12.345 µs");
+/// assert_eq!(fmt_duration(1_500_000_000), "1.500 s");
+/// ```
+pub fn fmt_duration(ns: i64) -> String {
+    let a = ns.unsigned_abs();
+    let sign = if ns < 0 { "-" } else { "" };
+    let (unit, div) = match a {
+        0..=999 => return format!("{ns} ns"),
+        1_000..=999_999 => ("µs", 1_000),
+        1_000_000..=999_999_999 => ("ms", 1_000_000),
+        _ => ("s", 1_000_000_000),
+    };
+    format!("{sign}{}.{:03} {unit}", a / div, a % div * 1000 / div)
+}
+
+/// Formats epoch nanoseconds as `seconds.nanoseconds`.
+fn fmt_epoch(ns: i64) -> String {
+    format!(
+        "{}.{:09}",
+        ns.div_euclid(1_000_000_000),
+        ns.rem_euclid(1_000_000_000)
+    )
+}
+
+/// Renders an aligned table: first column left-aligned, the others right-aligned.
+pub fn table(headers: &[&str], rows: &[Vec<String>]) -> String {
+    let mut widths: Vec<usize> = headers.iter().map(|h| h.chars().count()).collect();
+    for r in rows {
+        for (w, c) in widths.iter_mut().zip(r) {
+            *w = (*w).max(c.chars().count());
+        }
+    }
+    let mut s = String::new();
+    let mut line = |cells: &mut dyn Iterator<Item = &str>| {
+        let mut l = String::new();
+        for (i, (c, w)) in cells.zip(&widths).enumerate() {
+            let pad = w.saturating_sub(c.chars().count());
+            if i == 0 {
+                l.push_str(c);
+                l.push_str(&" ".repeat(pad));
+            } else {
+                l.push_str("  ");
+                l.push_str(&" ".repeat(pad));
+                l.push_str(c);
+            }
+        }
+        s.push_str(l.trim_end());
+        s.push('\n');
+    };
+    line(&mut headers.iter().copied());
+    for r in rows {
+        line(&mut r.iter().map(|c| c.as_str()));
+    }
+    s
+}
+
+fn opt(v: Option<u64>) -> String {
+    v.map_or_else(|| "-".into(), |v| v.to_string())
+}
+
+fn num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{v:.0}")
+    } else {
+        format!("{v:.3}")
+    }
+}
+
+impl Report {
+    /// The report as text for a terminal.
+    pub fn to_text(&self) -> String {
+        let mut s = String::new();
+        let threads: usize = self.processes.iter().map(|p| p.threads.len()).sum();
+        let _ = writeln!(
+            s,
+            "Trace {}: {} process(es), {} thread(s), {} events",
+            self.dir,
+            self.processes.len(),
+            threads,
+            self.events
+        );
+        let _ = writeln!(
+            s,
+            "Time range: {} .. {} s since the epoch ({})\n",
+            fmt_epoch(self.start_ns),
+            fmt_epoch(self.end_ns),
+            fmt_duration(self.duration_ns)
+        );
+
+        let mut rows = Vec::new();
+        for p in &self.processes {
+            rows.push(vec![
+                format!("process {}", p.name),
+                p.pid.to_string(),
+                String::new(),
+                p.events.to_string(),
+                p.discarded.to_string(),
+                p.lost_packets.to_string(),
+                opt(p.stats_written),
+                opt(p.stats_discarded),
+            ]);
+            for t in &p.threads {
+                rows.push(vec![
+                    format!("  thread {}", t.name),
+                    p.pid.to_string(),
+                    t.tid.to_string(),
+                    t.events.to_string(),
+                    t.discarded.to_string(),
+                    t.lost_packets.to_string(),
+                    String::new(),
+                    String::new(),
+                ]);
+            }
+        }
+        s.push_str(&table(
+            &[
+                "PROCESS / THREAD",
+                "PID",
+                "TID",
+                "EVENTS",
+                "DISCARDED",
+                "LOST PKTS",
+                "WRITTEN*",
+                "DISCARDED*",
+            ],
+            &rows,
+        ));
+        s.push_str("(* from the process's stats file; - if it did not stop cleanly)\n\n");
+
+        if !self.spans.is_empty() {
+            let rows: Vec<Vec<String>> = self
+                .spans
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.name.clone(),
+                        r.count.to_string(),
+                        fmt_duration(r.total_ns),
+                        fmt_duration(r.mean_ns),
+                        fmt_duration(r.p50_ns),
+                        fmt_duration(r.p99_ns),
+                        fmt_duration(r.max_ns),
+                    ]
+                })
+                .collect();
+            s.push_str(&table(
+                &["SPAN", "COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX"],
+                &rows,
+            ));
+            s.push('\n');
+        }
+        if !self.instants.is_empty() {
+            let rows: Vec<Vec<String>> = self
+                .instants
+                .iter()
+                .map(|r| vec![r.name.clone(), r.count.to_string()])
+                .collect();
+            s.push_str(&table(&["EVENT", "COUNT"], &rows));
+            s.push('\n');
+        }
+        if !self.counters.is_empty() {
+            let rows: Vec<Vec<String>> = self
+                .counters
+                .iter()
+                .map(|r| {
+                    vec![
+                        r.name.clone(),
+                        r.count.to_string(),
+                        num(r.min),
+                        num(r.max),
+                        num(r.last),
+                    ]
+                })
+                .collect();
+            s.push_str(&table(&["COUNTER", "COUNT", "MIN", "MAX", "LAST"], &rows));
+            s.push('\n');
+        }
+        if self.unclosed_spans + self.unmatched_ends > 0 {
+            let _ = writeln!(
+                s,
+                "{} span(s) not ended in the trace, {} end(s) without a begin (lost data)",
+                self.unclosed_spans, self.unmatched_ends
+            );
+        }
+        for w in &self.warnings {
+            let _ = writeln!(s, "warning: {w}");
+        }
+        s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nearest_rank_percentiles() {
+        let v: Vec<i64> = (1..=100).collect();
+        assert_eq!(percentile(&v, 50), 50);
+        assert_eq!(percentile(&v, 99), 99);
+        assert_eq!(percentile(&[7], 99), 7);
+        assert_eq!(percentile(&[1, 2], 50), 1);
+    }
+
+    #[test]
+    fn tables_align() {
+        let t = table(
+            &["A", "NUM"],
+            &[
+                vec!["long name".into(), "1".into()],
+                vec!["x".into(), "200".into()],
+            ],
+        );
+        assert_eq!(t, "A          NUM\nlong name    1\nx          200\n");
+    }
+}

@@ -1,0 +1,170 @@
+//! Matching span begin and end events per thread.
+//!
+//! Spans nest per thread: an end closes the innermost open begin of the same name on the same
+//! stream. Spans still open when their thread's stream ends (or changes thread) are *unclosed*;
+//! ends with no open begin of that name (their begin was lost) are *unmatched*.
+
+use hushtrace_ctf::reader::MergedEvent;
+use hushtrace_ctf::Kind;
+use std::collections::HashMap;
+
+/// Interns span names to small integers, caching per (trace, event class).
+#[derive(Debug, Default)]
+pub struct Names {
+    by_name: HashMap<String, u32>,
+    names: Vec<String>,
+    /// `cache[trace][class id]` = name id + 1 (0 = not cached).
+    cache: Vec<Vec<u32>>,
+}
+
+impl Names {
+    /// The id of the event's `"category:name"`.
+    pub fn id(&mut self, ev: &MergedEvent<'_>) -> u32 {
+        let class = ev.event.class;
+        let slot = self
+            .cache
+            .get(ev.trace)
+            .and_then(|c| c.get(class.id as usize))
+            .copied()
+            .unwrap_or(0);
+        if slot != 0 {
+            return slot - 1;
+        }
+        let id = match self.by_name.get(&class.name) {
+            Some(&id) => id,
+            None => {
+                let id = self.names.len() as u32;
+                self.names.push(class.name.clone());
+                self.by_name.insert(class.name.clone(), id);
+                id
+            }
+        };
+        if self.cache.len() <= ev.trace {
+            self.cache.resize(ev.trace + 1, Vec::new());
+        }
+        let c = &mut self.cache[ev.trace];
+        if c.len() <= class.id as usize {
+            c.resize(class.id as usize + 1, 0);
+        }
+        c[class.id as usize] = id + 1;
+        id
+    }
+
+    /// The name of `id`.
+    pub fn name(&self, id: u32) -> &str {
+        self.names.get(id as usize).map_or("", |s| s.as_str())
+    }
+
+    /// Number of names.
+    pub fn len(&self) -> usize {
+        self.names.len()
+    }
+
+    /// Whether no name was interned.
+    pub fn is_empty(&self) -> bool {
+        self.names.is_empty()
+    }
+}
+
+/// A span that is open on a thread.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct OpenSpan {
+    /// Interned name.
+    pub name: u32,
+    /// Begin time, ns since the epoch.
+    pub start_ns: i128,
+    /// Time spent in closed child spans, ns.
+    pub child_ns: i128,
+}
+
+/// A span that just closed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ClosedSpan {
+    /// Interned name.
+    pub name: u32,
+    /// Begin time, ns since the epoch.
+    pub start_ns: i128,
+    /// Inclusive duration, ns.
+    pub duration_ns: i128,
+    /// Duration minus closed children, ns.
+    pub self_ns: i128,
+}
+
+#[derive(Debug, Default)]
+struct Thread {
+    vpid: u32,
+    vtid: u32,
+    stack: Vec<OpenSpan>,
+}
+
+/// Per-stream span stacks.
+#[derive(Debug, Default)]
+pub struct SpanStacks {
+    /// Indexed by merged stream index.
+    threads: Vec<Thread>,
+    /// Spans left open (stream ended, or the stream moved to another thread).
+    pub unclosed: u64,
+    /// Ends without an open begin of the same name.
+    pub unmatched_ends: u64,
+}
+
+impl SpanStacks {
+    /// Feeds one event; returns the span it closes, if any. `name` is the event's interned
+    /// name (only looked at for span events).
+    pub fn feed(&mut self, ev: &MergedEvent<'_>, name: u32) -> Option<ClosedSpan> {
+        let kind = ev.event.class.kind;
+        if !matches!(kind, Kind::SpanBegin | Kind::SpanEnd) {
+            return None;
+        }
+        if self.threads.len() <= ev.stream {
+            self.threads.resize_with(ev.stream + 1, Thread::default);
+        }
+        let th = &mut self.threads[ev.stream];
+        let p = ev.event.packet;
+        if (th.vpid, th.vtid) != (p.vpid, p.vtid) {
+            self.unclosed += th.stack.len() as u64;
+            th.stack.clear();
+            th.vpid = p.vpid;
+            th.vtid = p.vtid;
+        }
+        if kind == Kind::SpanBegin {
+            th.stack.push(OpenSpan {
+                name,
+                start_ns: ev.time_ns,
+                child_ns: 0,
+            });
+            return None;
+        }
+        let Some(pos) = th.stack.iter().rposition(|s| s.name == name) else {
+            self.unmatched_ends += 1;
+            return None;
+        };
+        self.unclosed += (th.stack.len() - pos - 1) as u64;
+        th.stack.truncate(pos + 1);
+        let open = th.stack.pop()?;
+        let duration_ns = ev.time_ns - open.start_ns;
+        if let Some(parent) = th.stack.last_mut() {
+            parent.child_ns += duration_ns;
+        }
+        Some(ClosedSpan {
+            name,
+            start_ns: open.start_ns,
+            duration_ns,
+            self_ns: duration_ns - open.child_ns,
+        })
+    }
+
+    /// The spans still open on stream `stream` (outermost first): after [`SpanStacks::feed`]
+    /// returned a closed span, its parents.
+    pub fn open(&self, stream: usize) -> &[OpenSpan] {
+        self.threads.get(stream).map_or(&[], |t| &t.stack)
+    }
+
+    /// Counts every span still open as unclosed (call at the end).
+    pub fn finish(&mut self) {
+        for t in &mut self.threads {
+            self.unclosed += t.stack.len() as u64;
+            t.stack.clear();
+        }
+    }
+}
