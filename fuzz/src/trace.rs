@@ -1,0 +1,53 @@
+//! The fixed trace the stream fuzz target and the seed corpus share.
+#![allow(dead_code)]
+
+use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
+use hushtrace_ctf::{FieldType, Kind};
+
+/// Process id of the fixture (its trace directory name).
+pub const PID: u32 = 77;
+
+/// A small trace with every field type; thread 0's stream is what the fuzzer mutates.
+pub fn fixture() -> SynthTrace {
+    let mut t = SynthTrace::new(PID, "fuzz");
+    t.packet_bytes = 256;
+    let all = [
+        ("u8", FieldType::U8),
+        ("u16", FieldType::U16),
+        ("u32", FieldType::U32),
+        ("u64", FieldType::U64),
+        ("i8", FieldType::I8),
+        ("i16", FieldType::I16),
+        ("i32", FieldType::I32),
+        ("i64", FieldType::I64),
+        ("f64", FieldType::F64),
+        ("b", FieldType::Bool),
+        ("s", FieldType::Str),
+    ];
+    let every = t.instant("f:every", &all);
+    let (b, e) = t.span("f:span", &[("label", FieldType::Str)]);
+    let c = t.counter("f:ctr", FieldType::F64);
+    t.class("f:never", Kind::Instant, None);
+    let th = t.thread(PID + 1, "fz");
+    for k in 0..6u64 {
+        th.event(SynthEvent::new(b, k * 100).str("lbl"));
+        th.event(
+            SynthEvent::new(every, k * 100 + 10)
+                .u8(1)
+                .u16(2)
+                .u32(3)
+                .u64(k)
+                .i8(-1)
+                .i16(-2)
+                .i32(-3)
+                .i64(-4)
+                .f64(0.5)
+                .bool(true)
+                .str("é"),
+        );
+        th.event(SynthEvent::new(c, k * 100 + 20).f64(k as f64));
+        th.event(SynthEvent::new(e, k * 100 + 30));
+    }
+    th.discarded = 3;
+    t
+}
