@@ -5,6 +5,7 @@
 //! * [`report`]: summary statistics (time range, per thread counts, span durations, counters).
 //! * [`flame`]: flame graph SVG of spans via `inferno`.
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
+//! * [`demo`]: the built-in workload traced by the embedded tracer.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
 //!
 //! ```
@@ -29,6 +30,8 @@
 #![deny(unsafe_code)]
 
 pub mod chrome;
+#[allow(unsafe_code)] // fork() and waitpid() for the forked worker process
+pub mod demo;
 pub mod flame;
 pub mod record;
 pub mod report;

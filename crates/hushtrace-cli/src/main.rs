@@ -71,6 +71,13 @@ enum Cmd {
         #[arg(long)]
         per_process: bool,
     },
+    /// Trace a built-in workload (threads with nested spans, a real-time thread in no-syscall
+    /// mode, a forked worker process), then write trace.json and flame.svg and print the report.
+    Demo {
+        /// Directory for the trace, trace.json and flame.svg.
+        #[arg(short, long, value_name = "DIR")]
+        output: PathBuf,
+    },
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -167,6 +174,32 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             let session = open_session(&dir)?;
             write_atomically(&output, |w| Ok(flame::write_svg(&session, per_process, w)?))?;
             eprintln!("wrote {}", output.display());
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Demo { output } => {
+            let out = hushtrace_cli::demo::run(&output)?;
+            print!("{}", out.report.to_text());
+            println!(
+                "This process wrote {} events ({} discarded); the forked worker wrote its own trace.\n",
+                out.stats.events_written, out.stats.events_discarded
+            );
+            println!(
+                "CTF trace:   {}  (one directory per process)",
+                out.dir.display()
+            );
+            println!("Chrome JSON: {}", out.chrome_json.display());
+            println!("Flame graph: {}", out.flame_svg.display());
+            println!();
+            println!("Open the JSON in the Perfetto UI: https://ui.perfetto.dev -> \"Open trace file\" (or chrome://tracing).");
+            println!("Open the flame graph in a web browser.");
+            println!(
+                "Read the CTF with babeltrace2:    babeltrace2 {}",
+                out.dir.display()
+            );
+            println!(
+                "Summarise it again:               hushtrace report {}",
+                out.dir.display()
+            );
             Ok(ExitCode::SUCCESS)
         }
     }

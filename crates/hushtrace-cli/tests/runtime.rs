@@ -1,0 +1,187 @@
+//! End to end with the real runtime: `hushtrace record` a program using
+//! `hushtrace::start_from_env()` (the `traced_app` example, forking a child), then convert and
+//! report; and `hushtrace demo`.
+
+use serde_json::Value as J;
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn hushtrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// The `traced_app` example: `cargo test` builds it beside the binary, except when the run is
+/// filtered to one test target; then build it here.
+fn traced_app() -> PathBuf {
+    let bin = Path::new(env!("CARGO_BIN_EXE_hushtrace"));
+    let p = bin.parent().unwrap().join("examples/traced_app");
+    if !p.exists() {
+        let mut cmd = Command::new(env!("CARGO"));
+        cmd.args(["build", "-p", "hushtrace-cli", "--example", "traced_app"]);
+        if !cfg!(debug_assertions) {
+            cmd.arg("--release");
+        }
+        let st = cmd.status().unwrap();
+        assert!(
+            st.success() && p.exists(),
+            "could not build {}",
+            p.display()
+        );
+    }
+    p
+}
+
+fn chrome(dir: &Path) -> Vec<J> {
+    let out = dir.join("trace.json");
+    let o = hushtrace(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        "chrome",
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: J = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
+    j["traceEvents"].as_array().unwrap().clone()
+}
+
+/// Checks B/E pairing per pid/tid and returns counts per (ph, cat:name) and the pids per name.
+type Counts = HashMap<(String, String), u64>;
+type Pids = HashMap<String, Vec<u64>>;
+
+fn check_pairs(events: &[J]) -> (Counts, Pids) {
+    let mut counts = HashMap::new();
+    let mut pids: HashMap<String, Vec<u64>> = HashMap::new();
+    let mut stacks: HashMap<(u64, u64), Vec<String>> = HashMap::new();
+    for e in events {
+        let ph = e["ph"].as_str().unwrap();
+        if ph == "M" {
+            continue;
+        }
+        let name = format!(
+            "{}:{}",
+            e["cat"].as_str().unwrap(),
+            e["name"].as_str().unwrap()
+        );
+        let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
+        *counts.entry((ph.to_string(), name.clone())).or_default() += 1;
+        let p = pids.entry(name.clone()).or_default();
+        if !p.contains(&key.0) {
+            p.push(key.0);
+        }
+        match ph {
+            "B" => stacks.entry(key).or_default().push(name),
+            "E" => assert_eq!(
+                stacks.get_mut(&key).and_then(|s| s.pop()),
+                Some(name),
+                "{e}"
+            ),
+            _ => {}
+        }
+    }
+    assert!(stacks.values().all(|s| s.is_empty()), "{stacks:?}");
+    (counts, pids)
+}
+
+#[test]
+fn record_convert_report_with_the_runtime() {
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("s");
+    let app = traced_app();
+    let o = hushtrace(&[
+        "record",
+        "-o",
+        session.to_str().unwrap(),
+        "--subbuf-size",
+        "8192",
+        "--",
+        app.to_str().unwrap(),
+        "3",
+        "500",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("events written"), "{stdout}");
+
+    let events = chrome(&session);
+    let (counts, pids) = check_pairs(&events);
+    for (ph, name, n) in [
+        ("B", "app:job", 1500),
+        ("E", "app:job", 1500),
+        ("B", "app:step", 1500),
+        ("i", "app:tick", 1500),
+        ("C", "app:depth", 1500),
+        ("B", "child:job", 500),
+    ] {
+        assert_eq!(
+            counts.get(&(ph.to_string(), name.to_string())),
+            Some(&n),
+            "{ph} {name}"
+        );
+    }
+    // The forked child has its own pid.
+    assert_eq!(pids["app:job"].len(), 1);
+    assert_eq!(pids["child:job"].len(), 1);
+    assert_ne!(pids["app:job"], pids["child:job"]);
+    // Field values survive.
+    let mut jobs: Vec<u64> = events
+        .iter()
+        .filter(|e| e["name"] == "job" && e["cat"] == "app" && e["ph"] == "B")
+        .map(|e| e["args"]["job"].as_u64().unwrap())
+        .collect();
+    jobs.sort();
+    assert_eq!(jobs, (0..500).flat_map(|j| [j, j, j]).collect::<Vec<_>>());
+    assert!(events
+        .iter()
+        .any(|e| e["name"] == "step" && e["args"]["name"] == "inner"));
+
+    let o = hushtrace(&["report", session.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success());
+    let r: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["processes"].as_array().unwrap().len(), 2);
+    let written: u64 = r["processes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| p["stats_written"].as_u64().unwrap())
+        .sum();
+    assert_eq!(written, r["events"].as_u64().unwrap());
+    assert_eq!(r["unclosed_spans"], 0);
+}
+
+#[test]
+fn demo_writes_everything() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("demo");
+    let o = hushtrace(&["demo", "-o", out.to_str().unwrap()]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    assert!(stdout.contains("ui.perfetto.dev"), "{stdout}");
+    assert!(stdout.contains("babeltrace2"), "{stdout}");
+    assert!(stdout.contains("demo:job"), "{stdout}");
+    assert!(std::fs::read_to_string(out.join("flame.svg"))
+        .unwrap()
+        .contains("demo:kernel"));
+    let j: J = serde_json::from_slice(&std::fs::read(out.join("trace.json")).unwrap()).unwrap();
+    let (counts, pids) = check_pairs(j["traceEvents"].as_array().unwrap());
+    assert_eq!(counts[&("B".to_string(), "demo:job".to_string())], 900);
+    assert_eq!(counts[&("B".to_string(), "rt:cycle".to_string())], 2000);
+    assert_eq!(counts[&("B".to_string(), "child:batch".to_string())], 50);
+    assert_ne!(pids["demo:job"], pids["child:batch"]);
+    // Running it again over its own output is fine.
+    let o = hushtrace(&["demo", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
