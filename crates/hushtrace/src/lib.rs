@@ -43,6 +43,7 @@ mod nosyscall;
 mod platform;
 mod ring;
 mod session;
+pub mod verify;
 
 pub use hushtrace_core::STR_CAP;
 pub use nosyscall::{
@@ -102,8 +103,10 @@ impl Drop for SpanGuard {
     #[inline]
     fn drop(&mut self) {
         if let Some(cs) = self.end {
-            // The begin was recorded: record the end even if the callsite was disabled since,
-            // so begin/end stay balanced.
+            // The begin callsite was enabled: record the end even if it was disabled since, so
+            // begin/end stay balanced. (If the begin was dropped on a full buffer, the end is
+            // still attempted: every tracepoint call is accounted as written or discarded, and
+            // readers ignore an end without its begin.)
             let i = cs.state.interest();
             context::emit(cs, if i == 0 { 1 } else { i }, ());
         }
@@ -182,9 +185,12 @@ macro_rules! span {
         $crate::__callsite!(__HT_BEGIN, SpanBegin, $cat, $name, [$(stringify!($k)),*]);
         $crate::__callsite!(__HT_END, SpanEnd, $cat, $name, []);
         let interest = __HT_BEGIN.state.interest();
-        let begun = interest != 0
-            && $crate::__private::emit(&__HT_BEGIN, interest, ($($v,)*));
-        $crate::SpanGuard::__new(if begun { Some(&__HT_END) } else { None })
+        if interest != 0 {
+            $crate::__private::emit(&__HT_BEGIN, interest, ($($v,)*));
+            $crate::SpanGuard::__new(Some(&__HT_END))
+        } else {
+            $crate::SpanGuard::__new(None)
+        }
     }};
 }
 
