@@ -173,17 +173,17 @@ impl Buffer {
         self.subbuf_size * self.num_subbufs
     }
 
-    /// Writes to every page so no page fault happens later, and `mlock`s the ring where the
+    /// Writes every page (without changing it) so no page fault happens later, and `mlock`s the ring where the
     /// process may (ignoring EPERM/ENOMEM). Called by the owner before it enters no-syscall
     /// mode, or by a session start for such a thread before the buffer is published to it.
     pub fn prefault(&self) {
         let page = platform::page_size();
         let mut i = 0;
         while i < self.capacity() {
-            // SAFETY: `i < capacity`, inside our mapping; the buffer is not yet (or no longer)
-            // being written by a producer concurrently when this is called, and writing 0 to a
-            // byte that will be overwritten before being read is harmless.
-            unsafe { core::ptr::write_volatile(self.mem.add(i), 0) };
+            // SAFETY: `i < capacity`, inside our mapping, and a byte is always a valid AtomicU8.
+            // An atomic add of 0 writes the page (faulting it in, breaking copy-on-write) without
+            // changing any byte, so packets being written or read stay intact.
+            unsafe { AtomicU8::from_ptr(self.mem.add(i)) }.fetch_add(0, Ordering::Relaxed);
             i += page;
         }
         if !self.locked.get() && platform::mlock(self.mem, self.capacity()).is_ok() {
