@@ -201,8 +201,13 @@ fn register() -> Option<Arc<ThreadCtx>> {
         let mut reg = REGISTRY.lock();
         reg.threads.retain(|t| !t.dead.load(Ordering::Relaxed));
         reg.threads.push(ctx.clone());
-        if let Some(s) = reg.session.clone() {
+        let session = reg.session.clone();
+        if let Some(s) = &session {
             s.attach(&ctx);
+        }
+        drop(reg);
+        if session.is_some() {
+            session::ensure_consumer();
         }
     }
     REGISTERING.with(|r| r.set(false));

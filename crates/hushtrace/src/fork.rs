@@ -69,6 +69,7 @@ extern "C" fn child() {
     for t in reg.threads.iter() {
         if Some(&**t as *const _) != me {
             t.dead.store(true, Ordering::Relaxed);
+            t.buffer.store(std::ptr::null_mut(), Ordering::Relaxed);
         }
     }
     // SAFETY: `me` points to this thread's live context (held by its TLS guard).

@@ -258,8 +258,12 @@ pub(crate) fn wake_consumer() {
     }
 }
 
+/// Starts the consumer if this process has a session but no consumer (the child of a fork).
 #[cold]
-fn ensure_consumer() {
+pub(crate) fn ensure_consumer() {
+    if CONSUMER_ALIVE.load(Ordering::Acquire) {
+        return;
+    }
     let s = match REGISTRY.lock().session.clone() {
         Some(s) => s,
         None => return,
@@ -456,7 +460,7 @@ fn quiesce(threads: &[Arc<ThreadCtx>]) {
         std::thread::sleep(Duration::from_millis(20));
     }
     let deadline = Instant::now() + Duration::from_secs(2);
-    for t in threads {
+    for t in threads.iter().filter(|t| !t.dead.load(Ordering::Relaxed)) {
         while t.depth() != 0 && Instant::now() < deadline {
             std::thread::yield_now();
         }
@@ -479,7 +483,12 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
         }
         reg.session = None;
         ACTIVE.store(false, Ordering::Release);
-        for t in &reg.threads {
+        // Threads that did not survive a fork are skipped: their buffers are abandoned.
+        for t in reg
+            .threads
+            .iter()
+            .filter(|t| !t.dead.load(Ordering::Relaxed))
+        {
             let b = t.buffer.swap(std::ptr::null_mut(), Ordering::AcqRel);
             if !b.is_null() {
                 // SAFETY: attached buffers are alive in `s.buffers`.

@@ -53,7 +53,10 @@ fn control_the_filter_traps_a_deliberate_getpid() {
         verify::trap_syscalls_on_this_thread().expect("install seccomp filter");
         // SAFETY: getpid has no preconditions; here it is trapped and returns -ENOSYS.
         let ret = unsafe { libc::getpid() };
-        r.store((verify::trapped_syscalls() << 1) | u64::from(ret < 0), Ordering::SeqCst);
+        r.store(
+            (verify::trapped_syscalls() << 1) | u64::from(ret < 0),
+            Ordering::SeqCst,
+        );
         verify::exit_thread();
     });
     verify::join_raw(t);
@@ -156,8 +159,14 @@ fn many_subbuffer_switches_without_a_single_syscall() {
     let tid = tid.load(Ordering::SeqCst);
     let count = |n: &str| events.iter().filter(|e| e.name == n).count();
     assert!(count("rt:a") > 0 && count("rt:b") > 0);
-    assert!(count("rtlate:c") > 0, "callsite enabled after entry missing");
-    assert!(count("rt:fresh") > 0, "callsite first hit in the mode missing");
+    assert!(
+        count("rtlate:c") > 0,
+        "callsite enabled after entry missing"
+    );
+    assert!(
+        count("rt:fresh") > 0,
+        "callsite first hit in the mode missing"
+    );
     for e in &events {
         assert_eq!(e.vpid, std::process::id());
         assert_eq!(e.vtid, tid);
