@@ -79,13 +79,72 @@ impl From<io::Error> for ConvertError {
 /// How often (in events) `progress` is called.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
-/// Per-stream state: last thread seen and span depth (to drop unmatched ends).
-#[derive(Clone, Copy, Debug, Default)]
+/// Per-stream state: last thread seen, its `,"pid":P,"tid":T` text, and span depth (to drop
+/// unmatched ends).
+#[derive(Clone, Debug, Default)]
 struct StreamState {
     vpid: u32,
     vtid: u32,
     seen: bool,
     depth: u64,
+    ids: Vec<u8>,
+}
+
+/// Pre-rendered JSON of one event class: everything before the `ts` value, and the field keys.
+#[derive(Clone, Debug, Default)]
+struct ClassJson {
+    /// `{"name":"..","cat":"..","ph":"B","ts":`
+    prefix: Vec<u8>,
+    /// `"field":` per field (for counters: `"<name>":`).
+    keys: Vec<Vec<u8>>,
+}
+
+/// Cache of [`ClassJson`] by trace and event id.
+#[derive(Debug, Default)]
+struct ClassCache {
+    by_trace: Vec<Vec<Option<ClassJson>>>,
+}
+
+impl ClassCache {
+    fn get(&mut self, ev: &MergedEvent<'_>) -> &ClassJson {
+        if self.by_trace.len() <= ev.trace {
+            self.by_trace.resize(ev.trace + 1, Vec::new());
+        }
+        let per = &mut self.by_trace[ev.trace];
+        let id = ev.event.class.id as usize;
+        if per.len() <= id {
+            per.resize(id + 1, None);
+        }
+        per[id].get_or_insert_with(|| class_json(ev))
+    }
+}
+
+fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
+    let class = ev.event.class;
+    let (cat, name) = split_name(&class.name);
+    let ph = match class.kind {
+        Kind::SpanBegin => "B",
+        Kind::SpanEnd => "E",
+        Kind::Instant => "i",
+        Kind::Counter => "C",
+    };
+    let mut prefix = b"{\"name\":".to_vec();
+    json_str(&mut prefix, name);
+    prefix.extend_from_slice(b",\"cat\":");
+    json_str(&mut prefix, cat);
+    prefix.extend_from_slice(format!(",\"ph\":\"{ph}\",\"ts\":").as_bytes());
+    let keys = class
+        .fields
+        .iter()
+        .flatten()
+        .map(|(k, _)| {
+            let mut v = Vec::new();
+            json_str(&mut v, if class.kind == Kind::Counter { name } else { k });
+            v.push(b':');
+            v
+        })
+        .collect();
+    ClassJson { prefix, keys }
 }
 
 /// Converts `session` to Chrome JSON on `out` (buffer it: many small writes are made).
@@ -101,6 +160,7 @@ pub fn convert<W: Write>(
     let total = merged.total_bytes();
     let mut summary = Summary::default();
     let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
+    let mut classes = ClassCache::default();
     let mut processes: HashSet<u32> = HashSet::new();
     let mut threads: HashSet<(u32, u32)> = HashSet::new();
     let mut t0: Option<i128> = None;
@@ -113,11 +173,13 @@ pub fn convert<W: Write>(
         let st = &mut streams[ev.stream];
         let p = ev.event.packet;
         if !st.seen || (st.vpid, st.vtid) != (p.vpid, p.vtid) {
+            let ids = format!(",\"pid\":{},\"tid\":{}", p.vpid, p.vtid).into_bytes();
             *st = StreamState {
                 vpid: p.vpid,
                 vtid: p.vtid,
                 seen: true,
                 depth: 0,
+                ids,
             };
             if processes.insert(p.vpid) {
                 let name = if ev.desc.vpid == p.vpid {
@@ -142,7 +204,7 @@ pub fn convert<W: Write>(
             _ => {}
         }
         let t0 = *t0.get_or_insert(ev.time_ns);
-        trace_event(&mut line, &ev, ev.time_ns - t0);
+        trace_event(&mut line, &ev, classes.get(&ev), &st.ids, ev.time_ns - t0);
         write_separated(&mut out, &line, &mut first)?;
         summary.events += 1;
         if summary.events % PROGRESS_EVERY == 0 {
@@ -188,45 +250,25 @@ fn metadata_event(line: &mut Vec<u8>, what: &str, pid: u32, tid: u32, name: &str
     line.extend_from_slice(b"}}");
 }
 
-fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, rel_ns: i128) {
+fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, cj: &ClassJson, ids: &[u8], rel_ns: i128) {
     sep(line);
-    let (cat, name) = split_name(&ev.event.class.name);
     let kind = ev.event.class.kind;
-    let ph = match kind {
-        Kind::SpanBegin => "B",
-        Kind::SpanEnd => "E",
-        Kind::Instant => "i",
-        Kind::Counter => "C",
-    };
-    line.extend_from_slice(b"{\"name\":");
-    json_str(line, name);
-    line.extend_from_slice(b",\"cat\":");
-    json_str(line, cat);
-    let _ = write!(line, ",\"ph\":\"{ph}\",\"ts\":");
+    line.extend_from_slice(&cj.prefix);
     write_us(line, rel_ns);
-    let p = ev.event.packet;
-    let _ = write!(line, ",\"pid\":{},\"tid\":{}", p.vpid, p.vtid);
+    line.extend_from_slice(ids);
     if kind == Kind::Instant {
         line.extend_from_slice(b",\"s\":\"t\"");
     }
-    let mut fields = ev.event.fields().peekable();
-    if kind == Kind::Counter {
-        line.extend_from_slice(b",\"args\":{");
-        json_str(line, name);
-        line.push(b':');
-        match fields.next() {
-            Some((_, v)) => json_value(line, v),
-            None => line.extend_from_slice(b"0"),
-        }
-        line.push(b'}');
+    let mut fields = ev.event.fields().zip(&cj.keys).peekable();
+    if kind == Kind::Counter && fields.peek().is_none() {
+        line.extend_from_slice(b",\"args\":{}");
     } else if fields.peek().is_some() {
         line.extend_from_slice(b",\"args\":{");
-        for (i, (k, v)) in fields.enumerate() {
+        for (i, ((_, v), key)) in fields.enumerate() {
             if i > 0 {
                 line.push(b',');
             }
-            json_str(line, k);
-            line.push(b':');
+            line.extend_from_slice(key);
             json_value(line, v);
         }
         line.push(b'}');
@@ -234,17 +276,50 @@ fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, rel_ns: i128) {
     line.push(b'}');
 }
 
+/// Appends the decimal digits of `v`.
+fn push_u64(line: &mut Vec<u8>, mut v: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (v % 10) as u8;
+        v /= 10;
+        if v == 0 {
+            break;
+        }
+    }
+    line.extend_from_slice(&buf[i..]);
+}
+
 /// Writes nanoseconds as microseconds with three decimals.
 fn write_us(line: &mut Vec<u8>, ns: i128) {
-    let sign = if ns < 0 { "-" } else { "" };
-    let a = ns.unsigned_abs();
-    let _ = write!(line, "{sign}{}.{:03}", a / 1000, a % 1000);
+    if ns < 0 {
+        line.push(b'-');
+    }
+    let a = u64::try_from(ns.unsigned_abs()).unwrap_or(u64::MAX);
+    push_u64(line, a / 1000);
+    let frac = (a % 1000) as u16;
+    line.extend_from_slice(&[
+        b'.',
+        b'0' + (frac / 100) as u8,
+        b'0' + (frac / 10 % 10) as u8,
+        b'0' + (frac % 10) as u8,
+    ]);
 }
 
 fn json_value(line: &mut Vec<u8>, v: Value<'_>) {
     let _ = match v {
-        Value::U64(x) => write!(line, "{x}"),
-        Value::I64(x) => write!(line, "{x}"),
+        Value::U64(x) => {
+            push_u64(line, x);
+            Ok(())
+        }
+        Value::I64(x) => {
+            if x < 0 {
+                line.push(b'-');
+            }
+            push_u64(line, x.unsigned_abs());
+            Ok(())
+        }
         // JSON has no NaN or infinities: write them as strings.
         Value::F64(x) if !x.is_finite() => write!(line, "\"{x}\""),
         Value::F64(x) => write!(line, "{x:?}"),

@@ -174,7 +174,9 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         let sa = &mut streams[ev.stream];
         if sa.packet_offset != Some(p.offset) {
             sa.packet_offset = Some(p.offset);
-            th.discarded += p.events_discarded.saturating_sub(sa.discarded);
+            th.discarded = th
+                .discarded
+                .saturating_add(p.events_discarded.saturating_sub(sa.discarded));
             sa.discarded = sa.discarded.max(p.events_discarded);
             sa.thread = key;
         }
@@ -216,8 +218,10 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     // last thread.
     for ((_, s), acc) in merged.streams().iter().zip(&streams) {
         if let Some(th) = threads.get_mut(&acc.thread) {
-            th.discarded += s.events_discarded().saturating_sub(acc.discarded);
-            th.lost_packets += s.lost_packets();
+            th.discarded = th
+                .discarded
+                .saturating_add(s.events_discarded().saturating_sub(acc.discarded));
+            th.lost_packets = th.lost_packets.saturating_add(s.lost_packets());
         }
     }
 
@@ -238,8 +242,8 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         }
         if let Some(pr) = processes.last_mut() {
             pr.events += th.events;
-            pr.discarded += th.discarded;
-            pr.lost_packets += th.lost_packets;
+            pr.discarded = pr.discarded.saturating_add(th.discarded);
+            pr.lost_packets = pr.lost_packets.saturating_add(th.lost_packets);
             pr.threads.push(ThreadReport {
                 tid,
                 name: th.name,

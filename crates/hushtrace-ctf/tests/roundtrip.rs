@@ -233,3 +233,33 @@ fn missing_directory_is_an_io_error_naming_it() {
     let err = Session::open(empty.path()).unwrap_err();
     assert!(matches!(err.kind, ErrorKind::NoTraces), "{err}");
 }
+
+/// Found by the `stream` fuzz target: huge packet sequence gaps overflowed the lost-packet count.
+#[test]
+fn huge_sequence_gaps_saturate() {
+    use hushtrace_ctf::synth::{packet_header, PacketIdentity};
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = SynthTrace::new(7, "gaps");
+    let id = t.instant("x:y", &[]);
+    t.thread(8, "t").event(SynthEvent::new(id, 1));
+    t.write_session(dir.path()).unwrap();
+    let pid = PacketIdentity {
+        uuid: t.desc.uuid,
+        stream_instance_id: 0,
+        vpid: 7,
+        vtid: 8,
+        procname: "t".into(),
+        pthread_id: 0,
+    };
+    let mut bytes = Vec::new();
+    // Sequence numbers going down (a warning) then up again add up past u64::MAX.
+    for seq in [0, u64::MAX, 0, u64::MAX] {
+        bytes.extend_from_slice(&packet_header(&pid, 1, 1, 122, seq, 0));
+        SynthEvent::new(id, 1).encode(&mut bytes);
+    }
+    std::fs::write(dir.path().join("7/stream_0"), bytes).unwrap();
+    let s = Session::open(dir.path()).unwrap();
+    let mut m = s.merged().unwrap();
+    while m.next().unwrap().is_some() {}
+    assert_eq!(m.streams()[0].1.lost_packets(), u64::MAX);
+}

@@ -128,9 +128,19 @@ impl Merged {
                 self.push(i)?;
             }
         } else if let Some(i) = self.last.take() {
-            self.push(i)?;
+            // The stream returned last is still the heap's top: replace its key in place (one
+            // sift-down) instead of a pop and a push.
+            let (t, s) = &mut self.streams[i];
+            if s.advance()? {
+                let key = self.clocks[*t].to_ns(s.current_timestamp().unwrap_or(0));
+                if let Some(mut top) = self.heap.peek_mut() {
+                    *top = Reverse((key, i));
+                }
+            } else {
+                self.heap.pop();
+            }
         }
-        let Some(Reverse((time_ns, i))) = self.heap.pop() else {
+        let Some(&Reverse((time_ns, i))) = self.heap.peek() else {
             return Ok(None);
         };
         self.last = Some(i);

@@ -451,7 +451,7 @@ impl StreamReader {
                 let m = format!("packet_seq_num {} does not follow {prev}", packet.seq_num);
                 self.warn(off + OFF_PACKET_SEQ_NUM as u64, m);
             } else {
-                self.lost_packets += packet.seq_num - prev - 1;
+                self.lost_packets = self.lost_packets.saturating_add(packet.seq_num - prev - 1);
             }
         }
         self.last_seq = Some(packet.seq_num);
