@@ -83,13 +83,17 @@ pub(crate) fn log_violation(what: &'static str) {
 /// Prepares the calling thread for tracing now: registers it, fills its context caches (vpid,
 /// vtid, procname = the kernel thread name from `prctl(PR_GET_NAME)`, pthread id) and, if a
 /// session is running, allocates its buffer. Without it all of this happens lazily on the
-/// thread's first tracepoint.
+/// thread's first tracepoint. In the child of a `fork()` it also restarts the consumer thread
+/// (call it before a forked real-time thread resumes its loop).
 ///
 /// ```
 /// hushtrace::init_thread();
 /// ```
 pub fn init_thread() {
     let _ = context::current();
+    // In the child of a fork the consumer did not survive: start it now, while system calls
+    // are allowed.
+    crate::session::ensure_consumer();
 }
 
 /// Renames the calling thread (`prctl(PR_SET_NAME)`, cut to 15 bytes) and updates the tracer's
@@ -132,6 +136,7 @@ pub fn set_thread_no_syscall() {
         Some(c) => c,
         None => return,
     };
+    crate::session::ensure_consumer();
     // Under the registry lock so that a concurrent session start either sees the flag (and
     // prefaults the buffer it attaches) or attached before we look at the buffer here.
     let _reg = REGISTRY.lock();

@@ -311,3 +311,110 @@ fn fork_then_exec_of_a_traced_program_joins_the_session() {
     assert!(!m.contains_key(&(pid as u32, "exec:parent".into())));
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A page shared with forked children, for results a child under seccomp cannot write anywhere.
+struct SharedPage(*mut u64);
+
+impl SharedPage {
+    fn new() -> SharedPage {
+        // SAFETY: anonymous shared mapping of one page; checked against MAP_FAILED.
+        let p = unsafe {
+            libc::mmap(
+                std::ptr::null_mut(),
+                4096,
+                libc::PROT_READ | libc::PROT_WRITE,
+                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+                -1,
+                0,
+            )
+        };
+        assert_ne!(p, libc::MAP_FAILED);
+        SharedPage(p as *mut u64)
+    }
+    fn slot(&self, i: usize) -> &AtomicU64 {
+        assert!(i < 512);
+        // SAFETY: inside the page, aligned, and only accessed atomically.
+        unsafe { AtomicU64::from_ptr(self.0.add(i)) }
+    }
+}
+
+#[test]
+fn forking_thread_in_no_syscall_mode_stays_in_it_with_right_caches() {
+    let _g = serial();
+    let dir = temp_dir("fork-nosyscall");
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .subbuf_size(4096)
+        .num_subbufs(4)
+        .start()
+        .unwrap();
+    let page = SharedPage::new();
+    page.slot(0).store(u64::MAX, Ordering::SeqCst);
+    let page_addr = page.0 as usize;
+    let t = std::thread::spawn(move || {
+        let page = SharedPage(page_addr as *mut u64);
+        hushtrace::set_thread_name("rt-forker");
+        hushtrace::set_thread_no_syscall();
+        hushtrace::event!("nsfork", "parent", seq = 0u64);
+        // Child 1: under seccomp right after fork: still in the mode, no system call.
+        // SAFETY: fork; the child only traces, writes to the shared page and exits raw.
+        let a = unsafe { libc::fork() };
+        if a == 0 {
+            let in_mode = hushtrace::thread_in_no_syscall();
+            let before = hushtrace::verify::trapped_syscalls();
+            if hushtrace::verify::trap_syscalls_on_this_thread().is_err() {
+                // SAFETY: leaving the child.
+                unsafe { libc::_exit(3) };
+            }
+            for seq in 0..1000u64 {
+                hushtrace::event!("nsfork", "child", seq = seq);
+            }
+            let trapped = hushtrace::verify::trapped_syscalls() - before;
+            page.slot(0)
+                .store(trapped | (u64::from(in_mode) << 32), Ordering::SeqCst);
+            hushtrace::verify::exit_thread();
+        }
+        // Child 2: traces in the mode, then leaves it and flushes: identity must be the child's.
+        // SAFETY: as above; this child exits through exit(), which flushes.
+        let b = unsafe { libc::fork() };
+        if b == 0 {
+            let ok = hushtrace::thread_in_no_syscall();
+            for seq in 0..100u64 {
+                hushtrace::event!("nsfork", "child2", seq = seq);
+            }
+            hushtrace::clear_thread_no_syscall();
+            // SAFETY: exit flushes the child's trace through the atexit handler.
+            unsafe { libc::exit(if ok { 0 } else { 4 }) };
+        }
+        hushtrace::clear_thread_no_syscall();
+        (a, b, gettid())
+    });
+    let (a, b, parent_tid) = t.join().unwrap();
+    assert_eq!(wait_child(a, Duration::from_secs(20)), 0);
+    assert_eq!(wait_child(b, Duration::from_secs(20)), 0);
+    session.stop().unwrap();
+    let v = page.slot(0).load(Ordering::SeqCst);
+    assert_eq!(v >> 32, 1, "the forked thread left no-syscall mode");
+    assert_eq!(
+        v & 0xffff_ffff,
+        0,
+        "the forked no-syscall thread made system calls"
+    );
+    let Some(events) = babeltrace(&dir, false) else {
+        return;
+    };
+    let c2: Vec<_> = events
+        .iter()
+        .filter(|e| e.name == "nsfork:child2")
+        .collect();
+    assert_eq!(c2.len(), 100);
+    assert!(c2.iter().all(|e| e.vpid == b as u32 && e.vtid == b as u32));
+    assert!(c2.iter().all(|e| e.procname == "rt-forker"));
+    let p: Vec<_> = events
+        .iter()
+        .filter(|e| e.name == "nsfork:parent")
+        .collect();
+    assert_eq!(p.len(), 1);
+    assert_eq!(p[0].vtid, parent_tid);
+    let _ = std::fs::remove_dir_all(&dir);
+}
