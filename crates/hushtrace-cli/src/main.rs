@@ -223,7 +223,8 @@ fn print_record_summary(dir: &Path) {
 }
 
 /// Writes `path` through a temporary file renamed on success, so a failure never leaves a
-/// partial output behind. `-` writes to stdout.
+/// partial output behind. `-` writes to stdout; an existing non-regular file (`/dev/null`, a
+/// FIFO) is written in place: renaming over it would replace the device or pipe.
 fn write_atomically(
     path: &Path,
     f: impl FnOnce(&mut dyn Write) -> anyhow::Result<()>,
@@ -233,11 +234,29 @@ fn write_atomically(
         f(&mut out)?;
         return Ok(out.flush()?);
     }
+    if std::fs::metadata(path).is_ok_and(|m| !m.is_file()) {
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .open(path)
+            .with_context(|| format!("cannot open {}", path.display()))?;
+        let mut w = std::io::BufWriter::new(file);
+        f(&mut w)?;
+        return w
+            .flush()
+            .with_context(|| format!("cannot write {}", path.display()));
+    }
     let mut tmp = path.as_os_str().to_owned();
     tmp.push(".partial");
     let tmp = PathBuf::from(tmp);
+    // A stale temporary file from an interrupted run (never a directory or device).
+    if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file() || m.is_symlink()) {
+        let _ = std::fs::remove_file(&tmp);
+    }
     let result = (|| {
-        let file = std::fs::File::create(&tmp)
+        let file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .open(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         let mut w = std::io::BufWriter::new(file);
         f(&mut w)?;
@@ -253,7 +272,9 @@ fn write_atomically(
 
 fn convert(session: &Session, output: &Path, quiet: bool) -> anyhow::Result<()> {
     let gz = output.extension().is_some_and(|e| e == "gz");
-    let bar = (!quiet && std::io::stderr().is_terminal()).then(|| {
+    // A bar only for a person watching: stderr and stdout on a terminal, JSON not on stdout.
+    let interactive = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
+    let bar = (!quiet && interactive && output.as_os_str() != "-").then(|| {
         let bar = indicatif::ProgressBar::new(session.stream_bytes());
         bar.set_style(
             indicatif::ProgressStyle::with_template(

@@ -410,3 +410,34 @@ fn record_sets_environment_and_returns_exit_status() {
         "{text}"
     );
 }
+
+/// Output to an existing non-regular file (a FIFO here, `/dev/null` in practice) is written in
+/// place, never replaced by renaming a temporary file over it.
+#[test]
+fn convert_to_a_fifo_keeps_the_fifo() {
+    use std::os::unix::fs::FileTypeExt;
+    let dir = tempfile::tempdir().unwrap();
+    write_workload(dir.path(), 3);
+    let fifo = dir.path().join("pipe");
+    assert!(Command::new("mkfifo")
+        .arg(&fifo)
+        .status()
+        .unwrap()
+        .success());
+    let reader = {
+        let fifo = fifo.clone();
+        std::thread::spawn(move || std::fs::read(fifo).unwrap())
+    };
+    let o = hushtrace(&[
+        "convert",
+        dir.path().to_str().unwrap(),
+        "-o",
+        fifo.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let bytes = reader.join().unwrap();
+    let _: J = serde_json::from_slice(&bytes).unwrap();
+    let ft = std::fs::symlink_metadata(&fifo).unwrap().file_type();
+    assert!(ft.is_fifo(), "the FIFO was replaced");
+    assert!(!dir.path().join("pipe.partial").exists());
+}
