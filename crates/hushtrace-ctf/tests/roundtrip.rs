@@ -263,3 +263,14 @@ fn huge_sequence_gaps_saturate() {
     while m.next().unwrap().is_some() {}
     assert_eq!(m.streams()[0].1.lost_packets(), u64::MAX);
 }
+
+#[test]
+fn a_single_process_directory_opens_too() {
+    let dir = tempfile::tempdir().unwrap();
+    common::rich_trace(31, 2).write_session(dir.path()).unwrap();
+    let s = Session::open(&dir.path().join("31")).unwrap();
+    assert_eq!(s.traces.len(), 1);
+    assert_eq!(s.traces[0].name, "31");
+    assert_eq!(s.traces[0].stats.map(|s| s.written), Some(16));
+    assert_eq!(s.traces[0].streams.len(), 2);
+}
