@@ -55,14 +55,8 @@ impl std::fmt::Display for ConvertError {
     }
 }
 
-impl std::error::Error for ConvertError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            ConvertError::Read(e) => Some(e),
-            ConvertError::Write(e) => Some(e),
-        }
-    }
-}
+// No `source()`: `Display` already includes the inner error, so chains would repeat it.
+impl std::error::Error for ConvertError {}
 
 impl From<ReadError> for ConvertError {
     fn from(e: ReadError) -> Self {

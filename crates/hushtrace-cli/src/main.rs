@@ -111,7 +111,8 @@ fn main() -> ExitCode {
 }
 
 fn open_session(dir: &Path) -> anyhow::Result<Session> {
-    let s = Session::open(dir).with_context(|| format!("cannot read trace {}", dir.display()))?;
+    // The reader's errors name the directory or file already.
+    let s = Session::open(dir)?;
     for w in &s.warnings {
         eprintln!("hushtrace: warning: {w}");
     }

@@ -155,14 +155,9 @@ impl fmt::Display for Error {
     }
 }
 
-impl std::error::Error for Error {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match &self.kind {
-            ErrorKind::Io(e) => Some(e),
-            _ => None,
-        }
-    }
-}
+// `source()` stays `None`: the I/O error's text is already part of `Display`, and reporters that
+// print the whole chain would otherwise repeat it. The `io::Error` itself is in `kind`.
+impl std::error::Error for Error {}
 
 /// A tolerated defect in the input (for example a truncated last packet), for the caller to
 /// print.
