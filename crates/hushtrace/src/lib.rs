@@ -37,10 +37,16 @@ mod clock;
 mod consumer;
 mod context;
 mod fork;
+#[cfg(hushtrace_loom)]
+#[doc(hidden)]
+pub mod handover;
+#[cfg(not(hushtrace_loom))]
+mod handover;
 mod local;
 mod lock;
 mod nosyscall;
 mod platform;
+mod primitive;
 mod ring;
 mod session;
 pub mod verify;

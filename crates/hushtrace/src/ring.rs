@@ -21,6 +21,7 @@
 //!   stopped: see `session.rs`), with the hand-over ordered by the buffer `state`.
 
 use crate::clock;
+use crate::handover::Handover;
 use crate::local::LocalU64;
 use crate::platform;
 use crossbeam_utils::CachePadded;
@@ -103,8 +104,7 @@ struct SlotMeta {
 #[derive(Debug)]
 pub(crate) struct Buffer {
     producer: CachePadded<Producer>,
-    committed: CachePadded<AtomicU64>,
-    consumed: CachePadded<AtomicU64>,
+    handover: Handover,
     meta: Box<[SlotMeta]>,
     /// One of [`state`].
     pub state: AtomicU8,
@@ -155,8 +155,7 @@ impl Buffer {
                 ident: Cell::new(Ident::default()),
                 uuid: Cell::new(uuid),
             }),
-            committed: CachePadded::new(AtomicU64::new(0)),
-            consumed: CachePadded::new(AtomicU64::new(0)),
+            handover: Handover::new(num_subbufs as u64),
             meta: (0..num_subbufs).map(|_| SlotMeta::default()).collect(),
             state: AtomicU8::new(state::ATTACHED),
             mem,
@@ -277,7 +276,7 @@ impl Buffer {
         p.end.set(0);
         p.seq.set(seq + 1);
         // Release: the packet bytes and `meta` above happen-before the consumer's Acquire load.
-        self.committed.store(seq + 1, Ordering::Release);
+        self.handover.publish(seq + 1);
     }
 
     /// Opens packet `seq` if its slot is free (or overwritable). No system call.
@@ -286,8 +285,7 @@ impl Buffer {
         let seq = p.seq.get();
         let slot = (seq % self.num_subbufs as u64) as usize;
         // Acquire: the consumer's reads of the slot happen-before our overwriting it.
-        let consumed = self.consumed.load(Ordering::Acquire);
-        if seq - consumed >= self.num_subbufs as u64 {
+        if !self.handover.slot_free(seq) {
             match self.mode {
                 Mode::Discard => return false,
                 Mode::Overwrite => {
@@ -323,9 +321,7 @@ impl Buffer {
     /// Calls `write` for every packet ready for the consumer (in order) and releases the slots
     /// after each successful write. Discard mode only while attached. Consumer thread only.
     pub fn drain(&self, mut write: impl FnMut(&[u8], u64) -> bool) {
-        let committed = self.committed.load(Ordering::Acquire);
-        let mut c = self.consumed.load(Ordering::Relaxed);
-        while c < committed {
+        while let Some(c) = self.handover.ready() {
             let slot = (c % self.num_subbufs as u64) as usize;
             let m = &self.meta[slot];
             let len = m.len.load(Ordering::Relaxed) as usize;
@@ -336,8 +332,7 @@ impl Buffer {
             if !write(bytes, m.events.load(Ordering::Relaxed)) {
                 break;
             }
-            c += 1;
-            self.consumed.store(c, Ordering::Release);
+            self.handover.release(c);
         }
     }
 
@@ -349,13 +344,10 @@ impl Buffer {
         let p = &*self.producer;
         let n = self.num_subbufs as u64;
         if self.mode == Mode::Overwrite {
-            let committed = self.committed.load(Ordering::Acquire);
             let open_slot_lost = u64::from(p.open.get());
             // The open packet's slot no longer holds packet `seq - n`.
-            let oldest = committed.saturating_sub(n - open_slot_lost);
-            if self.consumed.load(Ordering::Relaxed) < oldest {
-                self.consumed.store(oldest, Ordering::Release);
-            }
+            let oldest = self.handover.committed().saturating_sub(n - open_slot_lost);
+            self.handover.skip_to(oldest);
         }
         self.drain(&mut write);
         let now = clock::cycles_or_fallback();
@@ -406,8 +398,7 @@ impl Buffer {
             m.events.store(0, Ordering::Relaxed);
             m.len.store(0, Ordering::Relaxed);
         }
-        self.committed.store(0, Ordering::Relaxed);
-        self.consumed.store(0, Ordering::Relaxed);
+        self.handover.reset();
     }
 }
 
