@@ -22,9 +22,15 @@
 //! * the two `idle`/`empty` configurations again with 33 threads, to show what the child reset
 //!   costs per thread.
 //!
+//! The forking thread asks for `SCHED_FIFO` priority 10 (ignored if refused) so that the child,
+//! which inherits it, is not measured waiting behind other processes for a CPU.
+//!
 //! Measured: the parent reads the cycle counter just before `fork()` (so the prepare handlers
 //! are inside), the child reads it as soon as `fork()` returns 0 (after the child handler), and
-//! sends the difference through a pipe, then times its first tracepoint and `_exit`s. The
+//! sends the difference through a pipe, then times its first tracepoint and `_exit`s. The bench
+//! also registers its own `pthread_atfork` handlers before and after the tracer's, which time the
+//! tracer's prepare handler and child handler directly (the empty bracket in the tracer-less
+//! configurations). The
 //! configurations are interleaved over several rounds. The kernel's part grows with the
 //! memory touched (page tables are copied), hence the tracer-less configuration with the same
 //! memory: tracer overhead = hushtrace − no tracer at equal memory (and thread count).
@@ -34,6 +40,7 @@
 
 use std::path::PathBuf;
 use std::process::Command;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
 use std::time::{Duration, Instant};
 
@@ -91,9 +98,42 @@ fn prepare_thread(tracer: bool, filled: bool, events: u64) -> Vec<u8> {
     }
 }
 
-/// One timed fork: (cycles from before `fork()` in the parent to its return in the child,
-/// cycles of the child's first tracepoint).
-fn fork_once(rd: libc::c_int, wr: libc::c_int) -> (u64, u64) {
+/// Counter values stamped by this bench's own `pthread_atfork` handlers, registered around the
+/// tracer's (see [`bracket_tracer_handlers`]).
+static PREPARE_FIRST: AtomicU64 = AtomicU64::new(0);
+static PREPARE_LAST: AtomicU64 = AtomicU64::new(0);
+static CHILD_FIRST: AtomicU64 = AtomicU64::new(0);
+
+extern "C" fn stamp_prepare_first() {
+    PREPARE_FIRST.store(cycles(), Ordering::Relaxed);
+}
+extern "C" fn stamp_prepare_last() {
+    PREPARE_LAST.store(cycles(), Ordering::Relaxed);
+}
+extern "C" fn stamp_child_first() {
+    CHILD_FIRST.store(cycles(), Ordering::Relaxed);
+}
+
+/// Registers handlers that bracket the tracer's: prepare handlers run in reverse order of
+/// registration and child handlers in order, so with `before` registered before the tracer's
+/// (which the first session start installs) and `after` after them, `PREPARE_LAST -
+/// PREPARE_FIRST` spans the tracer's prepare handler and, in the child, the time from
+/// `CHILD_FIRST` to the return of `fork()` spans the tracer's child handler. In the
+/// configurations without a tracer the same handlers measure the empty bracket.
+fn bracket_tracer_handlers(before: bool) {
+    // SAFETY: plain `extern "C" fn()`s with 'static lifetime that only store to atomics.
+    unsafe {
+        if before {
+            libc::pthread_atfork(Some(stamp_prepare_last), None, Some(stamp_child_first));
+        } else {
+            libc::pthread_atfork(Some(stamp_prepare_first), None, None);
+        }
+    }
+}
+
+/// One timed fork, in cycles: (parent before `fork()` -> child after it returned, the child's
+/// first tracepoint, the tracer's child handler, the tracer's prepare handler).
+fn fork_once(rd: libc::c_int, wr: libc::c_int) -> [u64; 4] {
     let t0 = cycles();
     // SAFETY: the child only does async-signal-safe work (counter reads, a tracepoint, which
     // takes no lock and does not allocate, write(2), _exit(2)) before it exits.
@@ -103,23 +143,39 @@ fn fork_once(rd: libc::c_int, wr: libc::c_int) -> (u64, u64) {
         let a = cycles();
         tracepoint(u64::MAX, t1);
         let b = cycles();
-        let msg = [t1.wrapping_sub(t0), b.wrapping_sub(a)];
-        // SAFETY: `msg` is 16 readable bytes; `wr` is the pipe's write end; _exit never returns
+        let msg = [
+            t1.wrapping_sub(t0),
+            b.wrapping_sub(a),
+            t1.wrapping_sub(CHILD_FIRST.load(Ordering::Relaxed)),
+            PREPARE_LAST
+                .load(Ordering::Relaxed)
+                .wrapping_sub(PREPARE_FIRST.load(Ordering::Relaxed)),
+        ];
+        // SAFETY: `msg` is 32 readable bytes; `wr` is the pipe's write end; _exit never returns
         // and runs no handlers, as required in the child of a multi-threaded process.
         unsafe {
-            libc::write(wr, msg.as_ptr() as *const libc::c_void, 16);
+            libc::write(wr, msg.as_ptr() as *const libc::c_void, 32);
             libc::_exit(0);
         }
     }
     assert!(pid > 0, "fork failed: {}", std::io::Error::last_os_error());
-    let mut msg = [0u64; 2];
-    // SAFETY: `msg` is 16 writable bytes; `rd` is the pipe's read end.
-    let n = unsafe { libc::read(rd, msg.as_mut_ptr() as *mut libc::c_void, 16) };
+    let mut msg = [0u64; 4];
+    // SAFETY: `msg` is 32 writable bytes; `rd` is the pipe's read end.
+    let n = unsafe { libc::read(rd, msg.as_mut_ptr() as *mut libc::c_void, 32) };
     let mut status = 0;
     // SAFETY: `pid` is our child; `status` is a valid int.
     unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert_eq!(n, 16, "short read from the child");
-    (msg[0], msg[1])
+    assert_eq!(n, 32, "short read from the child");
+    msg
+}
+
+/// Asks for SCHED_FIFO priority 10 on the calling thread (the child of `fork()` inherits it, so
+/// it runs as soon as the parent blocks instead of queueing behind other processes); returns
+/// whether it was granted.
+fn try_fifo() -> bool {
+    let param = libc::sched_param { sched_priority: 10 };
+    // SAFETY: pthread_self() is the calling thread; `param` is a valid sched_param.
+    unsafe { libc::pthread_setschedparam(libc::pthread_self(), libc::SCHED_FIFO, &param) == 0 }
 }
 
 /// Resident memory of this process, in MB (from /proc/self/status).
@@ -141,6 +197,7 @@ fn config_process(idx: usize) -> ! {
     let env_num = |var: &str| std::env::var(var).ok().and_then(|v| v.parse::<u64>().ok());
     let reps = env_num(REPS_VAR).unwrap_or(10) as usize;
     let events = env_num(EVENTS_VAR).unwrap_or(1_000_000);
+    bracket_tracer_handlers(true);
     let _session = tracer.then(|| {
         let dir = std::env::var_os(DIR_VAR).expect("bench directory");
         hushtrace::Session::builder()
@@ -151,6 +208,7 @@ fn config_process(idx: usize) -> ! {
             .start()
             .expect("start hushtrace session")
     });
+    bracket_tracer_handlers(false);
     let ready = Barrier::new(threads);
     let done = Barrier::new(threads);
     let mut out = String::new();
@@ -165,13 +223,14 @@ fn config_process(idx: usize) -> ! {
         let _mem = prepare_thread(tracer, filled, events);
         ready.wait();
         out.push_str(&format!("rss {:.1}\n", rss_mb()));
+        out.push_str(&format!("fifo {}\n", u8::from(try_fifo())));
         let mut fds = [0 as libc::c_int; 2];
         // SAFETY: `fds` has room for the two descriptors.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
         for i in 0..WARM_FORKS + reps {
-            let (fork, first) = fork_once(fds[0], fds[1]);
+            let [fork, first, child, prepare] = fork_once(fds[0], fds[1]);
             if i >= WARM_FORKS {
-                out.push_str(&format!("sample {fork} {first}\n"));
+                out.push_str(&format!("sample {fork} {first} {child} {prepare}\n"));
             }
         }
         done.wait();
@@ -198,7 +257,10 @@ fn percentile(sorted: &[f64], q: f64) -> f64 {
 struct Acc {
     fork_ns: Vec<f64>,
     first_ns: Vec<f64>,
+    child_ns: Vec<f64>,
+    prepare_ns: Vec<f64>,
     rss: f64,
+    fifo: bool,
 }
 
 fn main() {
@@ -210,7 +272,7 @@ fn main() {
     }
     let args: Vec<String> = std::env::args().collect();
     let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
-    let (rounds, reps) = if full { (10, 20) } else { (1, 3) };
+    let (rounds, reps) = if full { (15, 20) } else { (1, 3) };
     let events: u64 = std::env::var(EVENTS_VAR)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -241,11 +303,16 @@ fn main() {
                 let f: Vec<&str> = line.split_whitespace().collect();
                 match f.as_slice() {
                     ["rss", mb] => a.rss = a.rss.max(mb.parse().unwrap_or(0.0)),
-                    ["sample", fork, first] => {
-                        a.fork_ns
-                            .push(fork.parse::<f64>().unwrap_or(f64::NAN) / tpn);
-                        a.first_ns
-                            .push(first.parse::<f64>().unwrap_or(f64::NAN) / tpn);
+                    ["fifo", f] => a.fifo = *f == "1",
+                    ["sample", rest @ ..] if rest.len() == 4 => {
+                        let ns: Vec<f64> = rest
+                            .iter()
+                            .map(|v| v.parse::<f64>().unwrap_or(f64::NAN) / tpn)
+                            .collect();
+                        a.fork_ns.push(ns[0]);
+                        a.first_ns.push(ns[1]);
+                        a.child_ns.push(ns[2]);
+                        a.prepare_ns.push(ns[3]);
                     }
                     _ => {}
                 }
@@ -254,48 +321,70 @@ fn main() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 
+    let fifo = if acc.iter().all(|a| a.fifo) {
+        "granted"
+    } else if acc.iter().any(|a| a.fifo) {
+        "partly granted"
+    } else {
+        "refused"
+    };
     let mut medians = [0f64; CONFIGS.len()];
     let mut p10s = [0f64; CONFIGS.len()];
     println!();
     println!(
         "fork(): parent before fork() -> child after fork() returned (prepare + kernel + child \
          handler); {events} events per thread when buffered/touched ({:.1} MB per thread); \
-         counter {tpn:.3} ticks/ns",
+         counter {tpn:.3} ticks/ns; SCHED_FIFO for the forking thread and its child {fifo}",
         (events * EVENT_BYTES) as f64 / 1e6
     );
     println!(
-        "{:<22} {:>7} {:>6} {:>10} {:>8} {:>8} {:>20} {:>7}",
+        "{:<22} {:>7} {:>6} {:>10} {:>8} {:>8} {:>11} {:>10} {:>12} {:>7}",
         "configuration",
         "threads",
         "forks",
         "median us",
         "p10 us",
         "p90 us",
-        "child 1st event ns",
+        "prepare us",
+        "child us",
+        "1st event us",
         "RSS MB"
     );
     for (i, (a, (label, tracer, _, threads))) in acc.iter_mut().zip(CONFIGS).enumerate() {
-        a.fork_ns.sort_by(f64::total_cmp);
-        a.first_ns.sort_by(f64::total_cmp);
+        for v in [
+            &mut a.fork_ns,
+            &mut a.first_ns,
+            &mut a.child_ns,
+            &mut a.prepare_ns,
+        ] {
+            v.sort_by(f64::total_cmp);
+        }
         medians[i] = percentile(&a.fork_ns, 0.5) / 1e3;
         p10s[i] = percentile(&a.fork_ns, 0.1) / 1e3;
         let first = if tracer {
-            format!("{:.0}", percentile(&a.first_ns, 0.5))
+            format!("{:.1}", percentile(&a.first_ns, 0.5) / 1e3)
         } else {
             "-".to_string()
         };
         println!(
-            "{label:<22} {threads:>7} {:>6} {:>10.1} {:>8.1} {:>8.1} {first:>20} {:>7.1}",
+            "{label:<22} {threads:>7} {:>6} {:>10.1} {:>8.1} {:>8.1} {:>11.2} {:>10.2} {first:>12} \
+             {:>7.1}",
             a.fork_ns.len(),
             medians[i],
             p10s[i],
             percentile(&a.fork_ns, 0.9) / 1e3,
+            percentile(&a.prepare_ns, 0.5) / 1e3,
+            percentile(&a.child_ns, 0.5) / 1e3,
             a.rss
         );
     }
     let [idle, empty, touched, buffered, idle33, empty33] = medians;
     let [pidle, pempty, ptouched, pbuffered, pidle33, pempty33] = p10s;
-    println!("(3 threads unless stated; differences of medians, p10 in brackets)");
+    println!(
+        "(prepare/child: medians of the tracer's own pthread_atfork handlers, bracketed by this \
+         bench's; 1st event: the child's first tracepoint)"
+    );
+    println!("(differences of fork medians, of p10 in brackets)");
     println!(
         "ratio hushtrace buffered / hushtrace empty        = {:.2} [{:.2}]",
         buffered / empty,

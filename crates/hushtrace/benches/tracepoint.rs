@@ -25,8 +25,10 @@
 //! Every case is one `fn(iters) -> Duration` loop, measured twice in this run:
 //!
 //! 1. by criterion (`iter_custom`); the table shows the mean point estimate read back from
-//!    criterion's `estimates.json` files written by this run;
-//! 2. by 1000 interleaved rounds in which every case runs one short batch (2000 iterations;
+//!    criterion's `estimates.json` files written by this run. For the peers this includes
+//!    competing with their own background threads (fastrace's collector, tracing-chrome's
+//!    writer, which receives an unbounded backlog) on a 2-core machine;
+//! 2. before that, by 1000 interleaved rounds in which every case runs one short batch (2000 iterations;
 //!    1000 for fastrace, 100 for tracing); the table shows the per-iteration time of the median,
 //!    the 10th-percentile and the fastest batch. Interleaving exposes all cases to the same background load,
 //!    and short batches are rarely preempted, so the p10 and min columns are the undisturbed cost
@@ -437,6 +439,10 @@ fn main() {
     ];
     debug_assert!(benches.iter().zip(BENCHES).all(|(a, b)| a.0 == b.0));
 
+    // Before criterion: its long runs leave tracing-chrome's writer thread and fastrace's
+    // collector with a backlog that would compete with these short batches for the CPUs.
+    let batches = interleaved(&benches, if full { ROUNDS } else { 2 });
+
     let since = SystemTime::now();
     let mut c = Criterion::default()
         .warm_up_time(Duration::from_secs(1))
@@ -451,7 +457,6 @@ fn main() {
     }
     c.final_summary();
 
-    let batches = interleaved(&benches, if full { ROUNDS } else { 2 });
     NO_SYSCALL_WORKER.lock().unwrap().take();
     worker.join().expect("no-syscall worker");
 
