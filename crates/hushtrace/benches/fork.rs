@@ -27,7 +27,9 @@
 //!
 //! Measured: the parent reads the cycle counter just before `fork()` (so the prepare handlers
 //! are inside), the child reads it as soon as `fork()` returns 0 (after the child handler), and
-//! sends the difference through a pipe, then times its first tracepoint and `_exit`s. The bench
+//! sends the difference through a pipe, then times its first tracepoint and `_exit`s; the parent
+//! then times its own next tracepoint (the first write to each page after `fork()` faults,
+//! because `fork()` write-protected the parent's pages for copy-on-write). The bench
 //! also registers its own `pthread_atfork` handlers before and after the tracer's, which time the
 //! tracer's prepare handler and child handler directly (the empty bracket in the tracer-less
 //! configurations). The
@@ -131,9 +133,10 @@ fn bracket_tracer_handlers(before: bool) {
     }
 }
 
-/// One timed fork, in cycles: (parent before `fork()` -> child after it returned, the child's
-/// first tracepoint, the tracer's child handler, the tracer's prepare handler).
-fn fork_once(rd: libc::c_int, wr: libc::c_int) -> [u64; 4] {
+/// One timed fork, in cycles: parent before `fork()` -> child after it returned, the child's
+/// first tracepoint, the tracer's child handler, the tracer's prepare handler, and the parent's
+/// first tracepoint once the child has exited.
+fn fork_once(rd: libc::c_int, wr: libc::c_int) -> [u64; 5] {
     let t0 = cycles();
     // SAFETY: the child only does async-signal-safe work (counter reads, a tracepoint, which
     // takes no lock and does not allocate, write(2), _exit(2)) before it exits.
@@ -166,7 +169,10 @@ fn fork_once(rd: libc::c_int, wr: libc::c_int) -> [u64; 4] {
     // SAFETY: `pid` is our child; `status` is a valid int.
     unsafe { libc::waitpid(pid, &mut status, 0) };
     assert_eq!(n, 32, "short read from the child");
-    msg
+    let a = cycles();
+    tracepoint(u64::MAX - 1, a);
+    let b = cycles();
+    [msg[0], msg[1], msg[2], msg[3], b.wrapping_sub(a)]
 }
 
 /// Asks for SCHED_FIFO priority 10 on the calling thread (the child of `fork()` inherits it, so
@@ -228,9 +234,11 @@ fn config_process(idx: usize) -> ! {
         // SAFETY: `fds` has room for the two descriptors.
         assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0, "pipe");
         for i in 0..WARM_FORKS + reps {
-            let [fork, first, child, prepare] = fork_once(fds[0], fds[1]);
+            let [fork, first, child, prepare, parent] = fork_once(fds[0], fds[1]);
             if i >= WARM_FORKS {
-                out.push_str(&format!("sample {fork} {first} {child} {prepare}\n"));
+                out.push_str(&format!(
+                    "sample {fork} {first} {child} {prepare} {parent}\n"
+                ));
             }
         }
         done.wait();
@@ -259,6 +267,7 @@ struct Acc {
     first_ns: Vec<f64>,
     child_ns: Vec<f64>,
     prepare_ns: Vec<f64>,
+    parent_ns: Vec<f64>,
     rss: f64,
     fifo: bool,
 }
@@ -304,7 +313,7 @@ fn main() {
                 match f.as_slice() {
                     ["rss", mb] => a.rss = a.rss.max(mb.parse().unwrap_or(0.0)),
                     ["fifo", f] => a.fifo = *f == "1",
-                    ["sample", rest @ ..] if rest.len() == 4 => {
+                    ["sample", rest @ ..] if rest.len() == 5 => {
                         let ns: Vec<f64> = rest
                             .iter()
                             .map(|v| v.parse::<f64>().unwrap_or(f64::NAN) / tpn)
@@ -313,6 +322,7 @@ fn main() {
                         a.first_ns.push(ns[1]);
                         a.child_ns.push(ns[2]);
                         a.prepare_ns.push(ns[3]);
+                        a.parent_ns.push(ns[4]);
                     }
                     _ => {}
                 }
@@ -338,7 +348,7 @@ fn main() {
         (events * EVENT_BYTES) as f64 / 1e6
     );
     println!(
-        "{:<22} {:>7} {:>6} {:>10} {:>8} {:>8} {:>11} {:>10} {:>12} {:>7}",
+        "{:<22} {:>7} {:>6} {:>10} {:>8} {:>8} {:>11} {:>9} {:>10} {:>10} {:>7}",
         "configuration",
         "threads",
         "forks",
@@ -347,7 +357,8 @@ fn main() {
         "p90 us",
         "prepare us",
         "child us",
-        "1st event us",
+        "child 1st",
+        "parent 1st",
         "RSS MB"
     );
     for (i, (a, (label, tracer, _, threads))) in acc.iter_mut().zip(CONFIGS).enumerate() {
@@ -356,19 +367,23 @@ fn main() {
             &mut a.first_ns,
             &mut a.child_ns,
             &mut a.prepare_ns,
+            &mut a.parent_ns,
         ] {
             v.sort_by(f64::total_cmp);
         }
         medians[i] = percentile(&a.fork_ns, 0.5) / 1e3;
         p10s[i] = percentile(&a.fork_ns, 0.1) / 1e3;
-        let first = if tracer {
-            format!("{:.1}", percentile(&a.first_ns, 0.5) / 1e3)
-        } else {
-            "-".to_string()
+        let us = |v: &[f64]| {
+            if tracer {
+                format!("{:.2}", percentile(v, 0.5) / 1e3)
+            } else {
+                "-".to_string()
+            }
         };
+        let (first, parent) = (us(&a.first_ns), us(&a.parent_ns));
         println!(
-            "{label:<22} {threads:>7} {:>6} {:>10.1} {:>8.1} {:>8.1} {:>11.2} {:>10.2} {first:>12} \
-             {:>7.1}",
+            "{label:<22} {threads:>7} {:>6} {:>10.1} {:>8.1} {:>8.1} {:>11.2} {:>9.2} {first:>10} \
+             {parent:>10} {:>7.1}",
             a.fork_ns.len(),
             medians[i],
             p10s[i],
@@ -382,7 +397,8 @@ fn main() {
     let [pidle, pempty, ptouched, pbuffered, pidle33, pempty33] = p10s;
     println!(
         "(prepare/child: medians of the tracer's own pthread_atfork handlers, bracketed by this \
-         bench's; 1st event: the child's first tracepoint)"
+         bench's; child/parent 1st: the first tracepoint in the child, and in the parent after \
+         the child exited, in us)"
     );
     println!("(differences of fork medians, of p10 in brackets)");
     println!(

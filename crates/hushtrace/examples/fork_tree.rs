@@ -111,7 +111,7 @@ fn main() {
             let key = format!("\"{k}\":");
             text.split(&key)
                 .nth(1)
-                .and_then(|r| r.split(|c| c == ',' || c == '}').next())
+                .and_then(|r| r.split([',', '}']).next())
                 .and_then(|v| v.trim().parse().ok())
                 .unwrap_or(0)
         };

@@ -176,6 +176,11 @@ impl Consumer {
                 ring::state::EXITED => {
                     b.finish(|p, n| self.write_packet(b, p, n));
                     b.recycle();
+                    let _ = crate::session::EXITED_PENDING.fetch_update(
+                        Ordering::Relaxed,
+                        Ordering::Relaxed,
+                        |n| n.checked_sub(1),
+                    );
                 }
                 ring::state::DETACHED => b.finish(|p, n| self.write_packet(b, p, n)),
                 ring::state::ABANDONED => retired.push(b.clone()),

@@ -197,6 +197,7 @@ fn register() -> Option<Arc<ThreadCtx>> {
     if CTX.with(|c| c.get()) as usize == DEAD || REGISTERING.with(|r| r.replace(true)) {
         return None;
     }
+    session::throttle_registration();
     let ctx = Arc::new(ThreadCtx::new(false));
     // Registers the TLS destructor now, while allocation is allowed.
     let ok = GUARD.try_with(|g| g.0.set(Some(ctx.clone()))).is_ok();
@@ -226,6 +227,7 @@ fn thread_exit(ctx: &Arc<ThreadCtx>) {
         // SAFETY: a non-null attached buffer is kept alive by the session's buffer list until it
         // is quiescent and finished, which cannot happen before this Release store.
         unsafe { (*b).state.store(ring::state::EXITED, Ordering::Release) };
+        session::EXITED_PENDING.fetch_add(1, Ordering::Relaxed);
         session::wake_consumer();
     }
     let mut reg = REGISTRY.lock();
@@ -300,6 +302,9 @@ impl_payload! {
 #[inline(always)]
 pub fn emit<P: Payload>(cs: &'static Callsite, interest: u64, payload: P) -> bool {
     if interest != P::SIG && !cs.publish_types(P::SIG, P::TYPES) {
+        // Another thread is publishing this callsite's types right now, or a generic callsite
+        // was instantiated with other types: drop, but count.
+        drop_event();
         return false;
     }
     let p = CTX.with(|c| c.get());
@@ -365,14 +370,16 @@ fn no_buffer(ctx: &ThreadCtx) -> *mut Buffer {
         return std::ptr::null_mut();
     }
     if !ctx.in_no_syscall() && ctx.depth() <= 1 && !REGISTERING.with(|r| r.get()) {
-        let reg = REGISTRY.lock();
-        if let (Some(s), Some(me)) = (
-            reg.session.clone(),
-            reg.threads.iter().find(|t| std::ptr::eq(&***t, ctx)),
-        ) {
-            s.attach(me);
+        // try_lock: this may run in a signal handler that interrupted this very thread while
+        // it held the registry lock.
+        if let Some(reg) = REGISTRY.try_lock() {
+            if let (Some(s), Some(me)) = (
+                reg.session.clone(),
+                reg.threads.iter().find(|t| std::ptr::eq(&***t, ctx)),
+            ) {
+                s.attach(me);
+            }
         }
-        drop(reg);
         let b = ctx.buffer.load(Ordering::Acquire);
         if !b.is_null() {
             return b;
@@ -385,6 +392,34 @@ fn no_buffer(ctx: &ThreadCtx) -> *mut Buffer {
     std::ptr::null_mut()
 }
 
+/// Counts an event that is dropped before reaching a ring: in the thread's stream when it has
+/// a buffer (so the CTF discarded count shows it), else in the session.
+#[cold]
+#[inline(never)]
+fn drop_event() {
+    let p = CTX.with(|c| c.get());
+    if (p as usize) <= DEAD {
+        if session::active() {
+            session::count_lost(1);
+        }
+        return;
+    }
+    // SAFETY: see `with_current`.
+    let ctx = unsafe { &*p };
+    let d = ctx.depth.load(Ordering::Relaxed) + 1;
+    ctx.depth.store(d, Ordering::Relaxed);
+    compiler_fence(Ordering::SeqCst);
+    let buf = ctx.buffer.load(Ordering::Acquire);
+    if !buf.is_null() {
+        // SAFETY: attached buffers stay alive while `depth > 0`.
+        unsafe { (*buf).count_dropped() };
+    } else if session::active() {
+        session::count_lost(1);
+    }
+    compiler_fence(Ordering::SeqCst);
+    ctx.depth.store(d - 1, Ordering::Release);
+}
+
 #[cold]
 #[inline(never)]
 fn emit_unregistered<P: Payload>(cs: &'static Callsite, payload: P) -> bool {
@@ -393,7 +428,10 @@ fn emit_unregistered<P: Payload>(cs: &'static Callsite, payload: P) -> bool {
     }
     match register() {
         Some(ctx) => write(&ctx, cs.id(), &payload),
-        None => false,
+        None => {
+            session::count_lost(1);
+            false
+        }
     }
 }
 

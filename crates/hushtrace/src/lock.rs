@@ -47,6 +47,14 @@ impl<T> SpinLock<T> {
         SpinGuard { lock: self }
     }
 
+    /// Takes the lock if it is free.
+    pub(crate) fn try_lock(&self) -> Option<SpinGuard<'_, T>> {
+        self.locked
+            .compare_exchange(false, true, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
+            .then_some(SpinGuard { lock: self })
+    }
+
     /// Takes the lock and forgets the guard (fork prepare handler).
     pub(crate) fn lock_forever(&self) {
         std::mem::forget(self.lock());

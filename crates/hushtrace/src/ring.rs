@@ -27,7 +27,7 @@ use crate::platform;
 use crossbeam_utils::CachePadded;
 use hushtrace_ctf::layout::*;
 use std::cell::Cell;
-use std::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::{compiler_fence, AtomicU64, AtomicU8, Ordering};
 
 /// What happens when the ring is full.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -237,31 +237,55 @@ impl Buffer {
             p.discarded.add(1);
             return Err(Full::Dropped);
         }
-        if p.open.get() {
-            self.finalize(now());
+        let committed = p.open.get();
+        if committed {
+            self.finalize(&now);
+        }
+        let opened = self.open_next(now());
+        let r = if opened {
+            // A signal handler may have filled part of the fresh packet already: reserve with
+            // the same signal-safe loop as the fast path.
+            loop {
+                let o = p.off.get();
+                let ts = now();
+                if o + len as u64 > p.end.get() {
+                    p.discarded.add(1);
+                    break Err(Full::Dropped);
+                }
+                if p.off.cas(o, o + len as u64) {
+                    p.events.add(1);
+                    // SAFETY: `o + len <= end`, inside the freshly opened slot.
+                    break Ok((unsafe { p.base.get().add(o as usize) }, ts));
+                }
+            }
+        } else {
+            p.discarded.add(1);
+            Err(Full::Dropped)
+        };
+        // Wake the consumer only now: signals pending on the wake-up's system call are
+        // delivered while a packet is open, so their events are not dropped.
+        if committed {
             on_commit();
         }
-        if !self.open_next(now()) {
-            p.discarded.add(1);
-            return Err(Full::Dropped);
-        }
-        let o = p.off.get();
-        let ts = now();
-        p.off.set(o + len as u64);
-        p.events.add(1);
-        // SAFETY: a fresh packet has `subbuf_size - PACKET_HEADER_LEN >= len` bytes free.
-        Ok((unsafe { p.base.get().add(o as usize) }, ts))
+        r
     }
 
-    /// Closes the open packet at the current offset and hands it to the consumer.
-    fn finalize(&self, ts_end: u64) {
+    /// Closes the open packet and hands it to the consumer. Signal-safe with respect to
+    /// handlers on the owning thread: `end` is cleared first, so a handler arriving meanwhile
+    /// cannot reserve in the packet being closed (its event is dropped and counted), and the
+    /// offset, counts and end timestamp are read after that.
+    fn finalize(&self, now: &impl Fn() -> u64) {
         let p = &*self.producer;
+        p.end.set(0);
+        compiler_fence(Ordering::SeqCst);
         let len = p.off.get();
         let base = p.base.get();
         let seq = p.seq.get();
         let discarded = p.discarded.get();
+        let events = p.events.get();
+        let ts_end = now();
         // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
-        // producer until `committed` is published below.
+        // producer until the hand-over below.
         unsafe {
             put_u64(base, OFF_TIMESTAMP_END, ts_end);
             put_u64(base, OFF_CONTENT_SIZE, len * 8);
@@ -269,11 +293,10 @@ impl Buffer {
             put_u64(base, OFF_EVENTS_DISCARDED, discarded);
         }
         let m = &self.meta[(seq % self.num_subbufs as u64) as usize];
-        m.events.store(p.events.get(), Ordering::Relaxed);
+        m.events.store(events, Ordering::Relaxed);
         m.len.store(len, Ordering::Relaxed);
         p.discarded_reported.set(discarded);
         p.open.set(false);
-        p.end.set(0);
         p.seq.set(seq + 1);
         // Release: the packet bytes and `meta` above happen-before the consumer's Acquire load.
         self.handover.publish(seq + 1);
@@ -313,8 +336,10 @@ impl Buffer {
         p.base.set(base);
         p.off.set(PACKET_HEADER_LEN as u64);
         p.events.set(0);
-        p.end.set(self.subbuf_size as u64);
         p.open.set(true);
+        // Everything above is in place before a signal handler can reserve in this packet.
+        compiler_fence(Ordering::SeqCst);
+        p.end.set(self.subbuf_size as u64);
         true
     }
 
@@ -353,15 +378,20 @@ impl Buffer {
         let now = clock::cycles_or_fallback();
         if p.open.get() {
             if p.events.get() > 0 || p.discarded.get() != p.discarded_reported.get() {
-                self.finalize(now);
+                self.finalize(&clock::cycles_or_fallback);
             } else {
                 p.open.set(false);
                 p.end.set(0);
             }
         } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(now) {
-            self.finalize(now);
+            self.finalize(&clock::cycles_or_fallback);
         }
         self.drain(&mut write);
+    }
+
+    /// Counts one event dropped before reaching the ring (owner only, signal-safe).
+    pub fn count_dropped(&self) {
+        self.producer.discarded.add(1);
     }
 
     /// Events dropped in this stream so far (discarded plus overwritten).

@@ -7,7 +7,7 @@ use crate::platform;
 use crate::ring::{self, Buffer, Mode};
 use std::fmt;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Once};
 use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
@@ -236,12 +236,36 @@ pub(crate) fn active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
 }
 
-/// Adds to the session's lost count (cold paths only).
-pub(crate) fn count_lost(n: u64) {
-    let reg = REGISTRY.lock();
-    if let Some(s) = &reg.session {
-        s.lost.fetch_add(n, Ordering::Relaxed);
+/// Events lost by tracepoints outside any ring (no buffer, registration impossible) during the
+/// running session of this process. Reset at session start and in a fork child.
+static LOST_OUTSIDE_RINGS: AtomicU64 = AtomicU64::new(0);
+
+/// Buffers of exited threads not yet drained and recycled by the consumer.
+pub(crate) static EXITED_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Above this many undrained buffers of exited threads, registering a new thread waits briefly
+/// for the consumer, which bounds memory and open files when threads come and go faster than
+/// the consumer runs.
+const EXITED_HIGH_WATER: usize = 64;
+
+/// Called before a new thread registers (system calls allowed): if the consumer is behind on
+/// exited threads, wake it and wait up to 200 ms for it to catch up.
+pub(crate) fn throttle_registration() {
+    if !active() || EXITED_PENDING.load(Ordering::Relaxed) <= EXITED_HIGH_WATER {
+        return;
     }
+    wake_consumer();
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while EXITED_PENDING.load(Ordering::Relaxed) > EXITED_HIGH_WATER / 2
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Adds to the session's lost count. Lock-free: tracepoints call it, possibly from a signal
+/// handler that interrupted the registry lock's holder (cold paths only).
+pub(crate) fn count_lost(n: u64) {
+    LOST_OUTSIDE_RINGS.fetch_add(n, Ordering::Relaxed);
 }
 
 /// Wakes the consumer after a packet hand-over (threads that allow system calls only). In the
@@ -355,23 +379,31 @@ impl Shared {
             .filter(|b| b.state.load(Ordering::Acquire) != ring::state::ABANDONED)
             .map(|b| b.lost())
             .sum();
-        in_buffers + self.lost.load(Ordering::Relaxed)
+        in_buffers + self.lost.load(Ordering::Relaxed) + LOST_OUTSIDE_RINGS.load(Ordering::Relaxed)
     }
 }
 
-fn validate(cfg: &Config, from_env: bool) -> Result<(), Error> {
-    let var = |v| if from_env { Some(v) } else { None };
+/// Checks a configuration. `raw` gives, for values read from the environment, the variable
+/// and the text it held, so errors quote what the user wrote.
+fn validate(cfg: &Config, raw: &[(&'static str, String)]) -> Result<(), Error> {
+    let var = |v: &'static str| raw.iter().find(|(n, _)| *n == v).map(|(n, _)| *n);
+    let value = |v: &'static str, parsed: usize| {
+        raw.iter()
+            .find(|(n, _)| *n == v)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| parsed.to_string())
+    };
     if cfg.subbuf_size < MIN_SUBBUF_SIZE || cfg.subbuf_size > (1 << 30) {
         return Err(Error::Config {
             var: var("HUSHTRACE_SUBBUF_SIZE"),
-            value: cfg.subbuf_size.to_string(),
+            value: value("HUSHTRACE_SUBBUF_SIZE", cfg.subbuf_size),
             reason: format!("sub-buffer size must be between {MIN_SUBBUF_SIZE} and 1 GiB"),
         });
     }
     if cfg.num_subbufs < 2 || cfg.num_subbufs > 1 << 16 {
         return Err(Error::Config {
             var: var("HUSHTRACE_NUM_SUBBUFS"),
-            value: cfg.num_subbufs.to_string(),
+            value: value("HUSHTRACE_NUM_SUBBUFS", cfg.num_subbufs),
             reason: "the number of sub-buffers must be between 2 and 65536".into(),
         });
     }
@@ -394,8 +426,8 @@ extern "C" fn at_exit() {
     }
 }
 
-pub(crate) fn start_with(cfg: Config, from_env: bool) -> Result<Session, Error> {
-    validate(&cfg, from_env)?;
+pub(crate) fn start_with(cfg: Config, raw: &[(&'static str, String)]) -> Result<Session, Error> {
+    validate(&cfg, raw)?;
     crate::nosyscall::load_policy()?;
     INSTALL.call_once(|| {
         crate::fork::install();
@@ -432,6 +464,8 @@ pub(crate) fn start_with(cfg: Config, from_env: bool) -> Result<Session, Error> 
         for t in reg.threads.clone() {
             shared.attach(&t);
         }
+        LOST_OUTSIDE_RINGS.store(0, Ordering::Relaxed);
+        EXITED_PENDING.store(0, Ordering::Relaxed);
         reg.session = Some(shared.clone());
         *shared.consumer.lock() = Some(spawn_consumer(consumer));
         ACTIVE.store(true, Ordering::Release);
@@ -442,7 +476,7 @@ pub(crate) fn start_with(cfg: Config, from_env: bool) -> Result<Session, Error> 
 }
 
 pub(crate) fn start(cfg: Config) -> Result<Session, Error> {
-    start_with(cfg, false)
+    start_with(cfg, &[])
 }
 
 /// The clock UUID: the kernel boot id, so every process of a session (and every session of
@@ -555,6 +589,8 @@ pub(crate) fn reset_in_child(s: &Shared, me: Option<&ThreadCtx>, uuid: [u8; 16])
     }
     s.written.store(0, Ordering::Relaxed);
     s.lost.store(0, Ordering::Relaxed);
+    LOST_OUTSIDE_RINGS.store(0, Ordering::Relaxed);
+    EXITED_PENDING.store(0, Ordering::Relaxed);
     WAKE.store(std::ptr::null_mut(), Ordering::Relaxed);
     CONSUMER_ALIVE.store(false, Ordering::Relaxed);
 }
@@ -594,6 +630,7 @@ pub fn start_from_env() -> Result<Option<Session>, Error> {
         _ => return Ok(None),
     };
     let mut b = Session::builder().output_dir(PathBuf::from(dir));
+    let mut raw = Vec::new();
     if let Ok(m) = std::env::var("HUSHTRACE_MODE") {
         b = b.mode(match m.trim() {
             "discard" => Mode::Discard,
@@ -609,9 +646,11 @@ pub fn start_from_env() -> Result<Option<Session>, Error> {
     }
     if let Ok(v) = std::env::var("HUSHTRACE_SUBBUF_SIZE") {
         b = b.subbuf_size(parse_size("HUSHTRACE_SUBBUF_SIZE", &v)?);
+        raw.push(("HUSHTRACE_SUBBUF_SIZE", v));
     }
     if let Ok(v) = std::env::var("HUSHTRACE_NUM_SUBBUFS") {
         b = b.num_subbufs(parse_size("HUSHTRACE_NUM_SUBBUFS", &v)?);
+        raw.push(("HUSHTRACE_NUM_SUBBUFS", v));
     }
     if let Ok(v) = std::env::var("HUSHTRACE_READ_TIMER_MS") {
         let ms = parse_size("HUSHTRACE_READ_TIMER_MS", &v)?;
@@ -624,7 +663,7 @@ pub fn start_from_env() -> Result<Option<Session>, Error> {
         }
         b = b.read_timer(Duration::from_millis(ms as u64));
     }
-    start_with(b.cfg, true).map(Some)
+    start_with(b.cfg, &raw).map(Some)
 }
 
 /// Creates `dir` (and parents) with mode 0700; refuses a path that is a symlink or not a

@@ -235,9 +235,6 @@ fn signal_handler_records_stay_intact() {
 /// As above with handler records smaller than the interrupted ones: a handler event can then
 /// fit in the packet that the interrupted tracepoint is closing.
 #[test]
-#[ignore = "bug: ring.rs finalize takes timestamp_end before closing the packet to nested \
-            reservations: a handler event lands after timestamp_end (babeltrace2 fails: muxer \
-            timestamp going backwards) or after content_size (lost, miscounted)"]
 fn signal_handler_smaller_records_stay_intact() {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let o = run(false);

@@ -22,9 +22,6 @@ fn json_u64(line: &str, key: &str) -> u64 {
 }
 
 #[test]
-#[ignore = "bug: deadlock: a tracepoint in a signal handler that interrupts its thread's \
-            registration (context.rs register holds REGISTRY) calls no_buffer -> \
-            session::count_lost, which spins on REGISTRY forever"]
 fn signal_during_thread_registration_neither_hangs_nor_loses_events() {
     let exe = common::example_path("test_signal_register");
     assert!(
