@@ -210,10 +210,10 @@ impl Buffer {
         let p = &*self.producer;
         loop {
             let o = p.off.get();
-            let ts = now();
             if o + len as u64 > p.end.get() {
                 return self.reserve_slow(len, depth, now, on_commit);
             }
+            let ts = now();
             if p.off.cas(o, o + len as u64) {
                 p.events.add(1);
                 // SAFETY: `o + len <= end <= subbuf_size`, so the range is inside the open slot.
@@ -241,7 +241,7 @@ impl Buffer {
         if committed {
             self.finalize(&now);
         }
-        let opened = self.open_next(now());
+        let opened = self.open_next(&now);
         let r = if opened {
             // A signal handler may have filled part of the fresh packet already: reserve with
             // the same signal-safe loop as the fast path.
@@ -262,9 +262,10 @@ impl Buffer {
             p.discarded.add(1);
             Err(Full::Dropped)
         };
-        // Wake the consumer only now: signals pending on the wake-up's system call are
+        // Wake the consumer (discard mode only: an attached overwrite-mode ring is read only
+        // when it stops) and only now: signals pending on the wake-up's system call are
         // delivered while a packet is open, so their events are not dropped.
-        if committed {
+        if committed && self.mode == Mode::Discard {
             on_commit();
         }
         r
@@ -303,7 +304,7 @@ impl Buffer {
     }
 
     /// Opens packet `seq` if its slot is free (or overwritable). No system call.
-    fn open_next(&self, ts_begin: u64) -> bool {
+    fn open_next(&self, now: &impl Fn() -> u64) -> bool {
         let p = &*self.producer;
         let seq = p.seq.get();
         let slot = (seq % self.num_subbufs as u64) as usize;
@@ -317,6 +318,7 @@ impl Buffer {
                 }
             }
         }
+        let ts_begin = now();
         // SAFETY: slot index < num_subbufs, so the slot is inside the mapping.
         let base = unsafe { self.mem.add(slot * self.subbuf_size) };
         let id = p.ident.get();
@@ -383,7 +385,7 @@ impl Buffer {
                 p.open.set(false);
                 p.end.set(0);
             }
-        } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(now) {
+        } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(&|| now) {
             self.finalize(&clock::cycles_or_fallback);
         }
         self.drain(&mut write);

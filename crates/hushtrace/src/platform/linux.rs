@@ -137,7 +137,13 @@ pub fn map_anon(len: usize) -> Option<*mut u8> {
             0,
         )
     };
-    (p != libc::MAP_FAILED).then_some(p as *mut u8)
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: `p`/`len` is the mapping just created. A fork() child gets zero-filled pages
+    // instead of a copy-on-write view of the parent's events (it never reads them).
+    unsafe { libc::madvise(p, len, libc::MADV_WIPEONFORK) };
+    Some(p as *mut u8)
 }
 
 /// Releases a mapping made by [`map_anon`].
