@@ -2,7 +2,7 @@
 
 use crate::field::FieldType;
 use crate::glob_match;
-use core::sync::atomic::{AtomicU64, AtomicU8, Ordering};
+use core::sync::atomic::{AtomicU16, AtomicU64, AtomicU8, Ordering};
 
 /// Every tracepoint in the program (all linked crates), gathered by the linker. A callsite's
 /// position in this slice is its event id in the trace.
@@ -81,6 +81,9 @@ pub struct CallsiteState {
     interest: AtomicU64,
     /// 0 = types unknown, [`SIG_PUBLISHING`] = being published, else the published signature.
     signature: AtomicU64,
+    /// The callsite's event id, cached by [`assign_ids`] next to `interest` so the tracepoint
+    /// reads it from the line it already loaded.
+    id: AtomicU16,
 }
 
 impl CallsiteState {
@@ -90,6 +93,7 @@ impl CallsiteState {
         CallsiteState {
             interest: AtomicU64::new(INTEREST_NEEDS_TYPES),
             signature: AtomicU64::new(0),
+            id: AtomicU16::new(0),
         }
     }
 
@@ -100,6 +104,27 @@ impl CallsiteState {
     #[inline(always)]
     pub fn interest(&self) -> u64 {
         self.interest.load(Ordering::Relaxed)
+    }
+
+    /// The event id cached by [`assign_ids`] (0 before).
+    #[inline(always)]
+    pub fn cached_id(&self) -> u16 {
+        self.id.load(Ordering::Relaxed)
+    }
+}
+
+/// Caches every callsite's event id ([`Callsite::id`]) in its state, for
+/// [`CallsiteState::cached_id`]. Idempotent; a tracer calls it before recording anything.
+///
+/// ```
+/// hushtrace_core::assign_ids();
+/// for cs in hushtrace_core::callsites() {
+///     assert_eq!(cs.state.cached_id(), cs.id());
+/// }
+/// ```
+pub fn assign_ids() {
+    for cs in callsites() {
+        cs.state.id.store(cs.id(), Ordering::Relaxed);
     }
 }
 

@@ -21,7 +21,7 @@ mod field;
 mod glob;
 
 pub use callsite::{
-    callsites, set_enabled, types_generation, Callsite, CallsiteState, Kind, CALLSITES,
+    assign_ids, callsites, set_enabled, types_generation, Callsite, CallsiteState, Kind, CALLSITES,
     INTEREST_DISABLED, INTEREST_ENABLED, INTEREST_NEEDS_TYPES,
 };
 pub use field::{Field, FieldType, STR_CAP};

@@ -313,7 +313,7 @@ pub fn emit<P: Payload>(cs: &'static Callsite, interest: u64, payload: P) -> boo
     }
     // SAFETY: see `with_current`.
     let ctx = unsafe { &*p };
-    write(ctx, cs.id(), &payload)
+    write(ctx, cs.state.cached_id(), &payload)
 }
 
 #[inline(always)]
@@ -427,7 +427,7 @@ fn emit_unregistered<P: Payload>(cs: &'static Callsite, payload: P) -> bool {
         return false;
     }
     match register() {
-        Some(ctx) => write(&ctx, cs.id(), &payload),
+        Some(ctx) => write(&ctx, cs.state.cached_id(), &payload),
         None => {
             session::count_lost(1);
             false

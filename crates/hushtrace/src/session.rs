@@ -430,6 +430,7 @@ pub(crate) fn start_with(cfg: Config, raw: &[(&'static str, String)]) -> Result<
     validate(&cfg, raw)?;
     crate::nosyscall::load_policy()?;
     INSTALL.call_once(|| {
+        hushtrace_core::assign_ids();
         crate::fork::install();
         platform::atexit(at_exit);
     });
