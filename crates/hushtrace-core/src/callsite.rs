@@ -113,6 +113,20 @@ impl CallsiteState {
     }
 }
 
+/// For the child of a `fork()`: a thread that was publishing a callsite's field types when the
+/// process forked does not exist in the child, so its half-done publication would block the
+/// callsite forever; start those over. Atomic stores only (async-signal-safe), O(callsites).
+pub fn reset_interrupted_publications() {
+    for cs in callsites() {
+        let _ = cs.state.signature.compare_exchange(
+            SIG_PUBLISHING,
+            0,
+            Ordering::Relaxed,
+            Ordering::Relaxed,
+        );
+    }
+}
+
 /// Caches every callsite's event id ([`Callsite::id`]) in its state, for
 /// [`CallsiteState::cached_id`]. Idempotent; a tracer calls it before recording anything.
 ///

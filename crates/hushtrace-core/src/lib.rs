@@ -21,8 +21,8 @@ mod field;
 mod glob;
 
 pub use callsite::{
-    assign_ids, callsites, set_enabled, types_generation, Callsite, CallsiteState, Kind, CALLSITES,
-    INTEREST_DISABLED, INTEREST_ENABLED, INTEREST_NEEDS_TYPES,
+    assign_ids, callsites, reset_interrupted_publications, set_enabled, types_generation, Callsite,
+    CallsiteState, Kind, CALLSITES, INTEREST_DISABLED, INTEREST_ENABLED, INTEREST_NEEDS_TYPES,
 };
 pub use field::{Field, FieldType, STR_CAP};
 pub use glob::glob_match;

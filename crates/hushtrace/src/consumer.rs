@@ -17,6 +17,9 @@ use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+/// Name of the consumer thread.
+pub(crate) const CONSUMER_THREAD_NAME: &str = "hushtrace-consumer";
+
 /// Buffers of exited threads kept for reuse; beyond this they are freed.
 const POOL_MAX: usize = 64;
 
@@ -182,7 +185,8 @@ impl Consumer {
                         |n| n.checked_sub(1),
                     );
                 }
-                ring::state::DETACHED => b.finish(|p, n| self.write_packet(b, p, n)),
+                // Only once the stop has quiesced the producers (it sets `stop` after that).
+                ring::state::DETACHED if last => b.finish(|p, n| self.write_packet(b, p, n)),
                 ring::state::ABANDONED => retired.push(b.clone()),
                 _ => {}
             }
@@ -232,6 +236,10 @@ impl Consumer {
     /// The consumer loop; returns after the final flush once the session's stop flag is set.
     pub(crate) fn run(mut self) {
         let timer = self.shared.cfg.read_timer;
+        if std::thread::current().name() == Some(CONSUMER_THREAD_NAME) {
+            // Application signal handlers (which may trace) must never run on this thread.
+            platform::block_signals_forever();
+        }
         loop {
             let stopping = self.shared.stop.load(Ordering::Acquire);
             self.cycle(stopping);

@@ -198,6 +198,9 @@ fn register() -> Option<Arc<ThreadCtx>> {
         return None;
     }
     session::throttle_registration();
+    // A signal handler that traces must not interrupt this thread while it holds the registry
+    // lock (it would wait for it forever).
+    let _sig = platform::SignalBlock::new();
     let ctx = Arc::new(ThreadCtx::new(false));
     // Registers the TLS destructor now, while allocation is allowed.
     let ok = GUARD.try_with(|g| g.0.set(Some(ctx.clone()))).is_ok();
@@ -221,17 +224,26 @@ fn register() -> Option<Arc<ThreadCtx>> {
 
 fn thread_exit(ctx: &Arc<ThreadCtx>) {
     CTX.with(|c| c.set(DEAD as *const ThreadCtx));
-    ctx.dead.store(true, Ordering::Relaxed);
-    let b = ctx.buffer.swap(std::ptr::null_mut(), Ordering::AcqRel);
-    if !b.is_null() {
-        // SAFETY: a non-null attached buffer is kept alive by the session's buffer list until it
-        // is quiescent and finished, which cannot happen before this Release store.
-        unsafe { (*b).state.store(ring::state::EXITED, Ordering::Release) };
-        session::EXITED_PENDING.fetch_add(1, Ordering::Relaxed);
+    let _sig = platform::SignalBlock::new();
+    let exited = {
+        // Under the registry lock, which a stopping session holds while it detaches buffers:
+        // either the stop detached ours (we see null) or we hand it over as EXITED before the
+        // stop can look at it.
+        let mut reg = REGISTRY.lock();
+        ctx.dead.store(true, Ordering::Relaxed);
+        let b = ctx.buffer.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        if !b.is_null() {
+            // SAFETY: a non-null attached buffer is alive in the session's buffer list; it is
+            // only freed after being finished, which needs this hand-over first.
+            unsafe { (*b).state.store(ring::state::EXITED, Ordering::Release) };
+            session::EXITED_PENDING.fetch_add(1, Ordering::Relaxed);
+        }
+        reg.threads.retain(|t| !Arc::ptr_eq(t, ctx));
+        !b.is_null()
+    };
+    if exited {
         session::wake_consumer();
     }
-    let mut reg = REGISTRY.lock();
-    reg.threads.retain(|t| !Arc::ptr_eq(t, ctx));
 }
 
 /// Runs `f` with the calling thread's context if it has one (no registration).

@@ -3,7 +3,7 @@
 //! * prepare: take every tracer lock, so no lock is inherited held by a thread that will not
 //!   exist in the child;
 //! * parent: release them;
-//! * child (only async-signal-safe work — stores, `getpid`, `gettid`, `getrandom`): refresh the
+//! * child (only async-signal-safe work — stores, `getpid`, `gettid`, `getrandom`): restart callsite type publications a vanished thread left half done, refresh the
 //!   forking thread's vpid/vtid, mark every other thread and its buffer abandoned (their
 //!   unwritten events belong to the parent, which writes them), restart the forking thread's
 //!   buffer empty in O(`num_subbufs`), give the process a new trace UUID, forget the consumer
@@ -63,6 +63,7 @@ extern "C" fn parent() {
 extern "C" fn child() {
     // SAFETY: runs after `prepare` in the child, on the only thread, which holds the lock.
     let reg = unsafe { REGISTRY.get_unchecked() };
+    hushtrace_core::reset_interrupted_publications();
     let me = context::with_current(|c| c as *const context::ThreadCtx);
     let vpid = platform::getpid();
     let vtid = platform::gettid();

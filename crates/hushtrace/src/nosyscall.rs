@@ -104,14 +104,19 @@ pub fn init_thread() {
 /// ```
 pub fn set_thread_name(name: &str) {
     let procname = crate::platform::set_thread_name(name);
+    let _sig = crate::platform::SignalBlock::new();
+    // Under the registry lock: a session start reads `ident` (attach) and a stop detaches the
+    // buffer under it, so neither races with this update.
+    let _reg = REGISTRY.lock();
     context::with_current(|ctx| {
         let mut id = ctx.ident.get();
         id.procname = procname;
         ctx.ident.set(id);
         let b = ctx.buffer.load(Ordering::Acquire);
         if !b.is_null() {
-            // SAFETY: we are the owner of the attached buffer, which stays alive while attached
-            // to us; `set_ident` touches owner-only state.
+            // SAFETY: we own the attached buffer and hold the registry lock, so it is neither
+            // detached nor freed meanwhile; while attached, only the owner touches the producer
+            // state `set_ident` writes.
             unsafe { (*b).set_ident(id) };
         }
     });
@@ -139,6 +144,7 @@ pub fn set_thread_no_syscall() {
     crate::session::ensure_consumer();
     // Under the registry lock so that a concurrent session start either sees the flag (and
     // prefaults the buffer it attaches) or attached before we look at the buffer here.
+    let _sig = crate::platform::SignalBlock::new();
     let _reg = REGISTRY.lock();
     ctx.no_syscall.store(true, Ordering::Relaxed);
     let b = ctx.buffer.load(Ordering::Acquire);

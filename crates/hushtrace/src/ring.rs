@@ -60,6 +60,9 @@ pub(crate) mod state {
     pub const POOLED: u8 = 3;
     /// Inherited across `fork()` from a thread that does not exist in this process: never read.
     pub const ABANDONED: u8 = 4;
+    /// Its thread did not leave a tracepoint within the stop's grace period (stopped or
+    /// starved): never read, never unmapped (the thread may still write to it).
+    pub const LEAKED: u8 = 5;
 }
 
 /// Producer-side state. See the module docs for who may touch it when.

@@ -288,6 +288,7 @@ pub(crate) fn ensure_consumer() {
     if CONSUMER_ALIVE.load(Ordering::Acquire) {
         return;
     }
+    let _sig = platform::SignalBlock::new();
     let s = match REGISTRY.lock().session.clone() {
         Some(s) => s,
         None => return,
@@ -310,7 +311,7 @@ pub(crate) fn ensure_consumer() {
 
 fn spawn_consumer(c: Consumer) -> ConsumerThread {
     let join = std::thread::Builder::new()
-        .name("hushtrace-consumer".into())
+        .name(crate::consumer::CONSUMER_THREAD_NAME.into())
         .spawn(move || c.run())
         .expect("spawn hushtrace consumer thread");
     let t = Box::into_raw(Box::new(join.thread().clone()));
@@ -457,6 +458,7 @@ pub(crate) fn start_with(cfg: Config, raw: &[(&'static str, String)]) -> Result<
     let _ = clock;
     let consumer = Consumer::create(shared.clone())?;
     {
+        let _sig = platform::SignalBlock::new();
         let mut reg = REGISTRY.lock();
         if reg.session.is_some() {
             return Err(Error::AlreadyRunning);
@@ -489,21 +491,31 @@ fn boot_clock_uuid() -> [u8; 16] {
         .unwrap_or([0x68; 16])
 }
 
-/// Waits until none of `threads` is inside a tracepoint on a buffer taken from it.
-fn quiesce(threads: &[Arc<ThreadCtx>]) {
+/// Waits until none of the threads whose buffers were detached is inside a tracepoint. A
+/// thread still inside one after a 10 s grace period (stopped by a debugger or SIGSTOP, or
+/// starved) keeps its buffer for good: it is marked LEAKED, never read and never unmapped, so
+/// the thread cannot write into freed memory; its events are lost.
+fn quiesce(detached: &[(Arc<ThreadCtx>, *const Buffer)]) {
     if !platform::membarrier_global() {
         std::thread::sleep(Duration::from_millis(20));
     }
-    let deadline = Instant::now() + Duration::from_secs(2);
-    for t in threads.iter().filter(|t| !t.dead.load(Ordering::Relaxed)) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for (t, b) in detached {
         while t.depth() != 0 && Instant::now() < deadline {
             std::thread::yield_now();
+        }
+        if t.depth() != 0 {
+            // SAFETY: the buffer is alive in the session's list (not cleared yet).
+            unsafe { &**b }
+                .state
+                .store(ring::state::LEAKED, Ordering::Release);
         }
     }
 }
 
 pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
-    let threads = {
+    let _sig = platform::SignalBlock::new();
+    let detached = {
         let mut reg = REGISTRY.lock();
         match &reg.session {
             Some(cur) if Arc::ptr_eq(cur, s) => {}
@@ -519,6 +531,7 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
         reg.session = None;
         ACTIVE.store(false, Ordering::Release);
         // Threads that did not survive a fork are skipped: their buffers are abandoned.
+        let mut detached = Vec::new();
         for t in reg
             .threads
             .iter()
@@ -533,11 +546,12 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
                     Ordering::AcqRel,
                     Ordering::Relaxed,
                 );
+                detached.push((t.clone(), b as *const Buffer));
             }
         }
-        reg.threads.clone()
+        detached
     };
-    quiesce(&threads);
+    quiesce(&detached);
     s.stop.store(true, Ordering::Release);
     let handle = s.consumer.lock().take();
     let mine = platform::getpid();
@@ -558,7 +572,11 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
         events_discarded: s.total_lost(),
         trace_dir: s.trace_dir.lock().clone(),
     };
-    s.buffers.lock().clear();
+    for b in s.buffers.lock().drain(..) {
+        if b.state.load(Ordering::Acquire) == ring::state::LEAKED {
+            std::mem::forget(b); // its thread may still write to it
+        }
+    }
     *s.final_stats.lock() = Some(stats.clone());
     if let Some(e) = s.io_error.lock().clone() {
         return Err(Error::Io {

@@ -185,3 +185,43 @@ pub fn random_uuid() -> [u8; 16] {
 pub fn abort() -> ! {
     std::process::abort()
 }
+
+/// Blocks every asynchronous signal on the calling thread until dropped (then restores the
+/// previous mask). Tracer control paths that hold a lock run under it, so a signal handler that
+/// traces cannot interrupt them and wait for the lock its own thread holds. Synchronous fault
+/// signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL) stay deliverable.
+#[derive(Debug)]
+pub struct SignalBlock {
+    old: libc::sigset_t,
+}
+
+impl SignalBlock {
+    /// Blocks signals (two system calls: control paths only).
+    pub fn new() -> SignalBlock {
+        // SAFETY: sigset_t is plain data; sigfillset/sigdelset/pthread_sigmask only write the
+        // sets we pass and the calling thread's mask.
+        unsafe {
+            let mut all: libc::sigset_t = std::mem::zeroed();
+            let mut old: libc::sigset_t = std::mem::zeroed();
+            libc::sigfillset(&mut all);
+            for s in [libc::SIGSEGV, libc::SIGBUS, libc::SIGFPE, libc::SIGILL] {
+                libc::sigdelset(&mut all, s);
+            }
+            libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
+            SignalBlock { old }
+        }
+    }
+}
+
+impl Drop for SignalBlock {
+    fn drop(&mut self) {
+        // SAFETY: restores the mask saved by `new` on the same thread (the type is not Send).
+        unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
+    }
+}
+
+/// Blocks all asynchronous signals on the calling thread for good (the consumer thread, which
+/// must never run an application's signal handler).
+pub fn block_signals_forever() {
+    std::mem::forget(SignalBlock::new());
+}
