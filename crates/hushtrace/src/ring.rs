@@ -210,17 +210,28 @@ impl Buffer {
         now: impl Fn() -> u64,
         on_commit: impl Fn(),
     ) -> Result<(*mut u8, u64), Full> {
+        match self.reserve_in_open_packet(len, &now) {
+            Some(r) => Ok(r),
+            None => self.reserve_slow(len, depth, now, on_commit),
+        }
+    }
+
+    /// The signal-safe reservation in the open packet, or `None` when the event does not fit
+    /// (or no packet is open). A handler that reserves between our read of `off` and the
+    /// compare-and-swap makes it fail, and we retry with a fresh timestamp.
+    #[inline(always)]
+    fn reserve_in_open_packet(&self, len: usize, now: &impl Fn() -> u64) -> Option<(*mut u8, u64)> {
         let p = &*self.producer;
         loop {
             let o = p.off.get();
             if o + len as u64 > p.end.get() {
-                return self.reserve_slow(len, depth, now, on_commit);
+                return None;
             }
             let ts = now();
             if p.off.cas(o, o + len as u64) {
                 p.events.add(1);
                 // SAFETY: `o + len <= end <= subbuf_size`, so the range is inside the open slot.
-                return Ok((unsafe { p.base.get().add(o as usize) }, ts));
+                return Some((unsafe { p.base.get().add(o as usize) }, ts));
             }
         }
     }
@@ -245,25 +256,16 @@ impl Buffer {
             self.finalize(&now);
         }
         let opened = self.open_next(&now);
-        let r = if opened {
-            // A signal handler may have filled part of the fresh packet already: reserve with
-            // the same signal-safe loop as the fast path.
-            loop {
-                let o = p.off.get();
-                let ts = now();
-                if o + len as u64 > p.end.get() {
-                    p.discarded.add(1);
-                    break Err(Full::Dropped);
-                }
-                if p.off.cas(o, o + len as u64) {
-                    p.events.add(1);
-                    // SAFETY: `o + len <= end`, inside the freshly opened slot.
-                    break Ok((unsafe { p.base.get().add(o as usize) }, ts));
-                }
+        // A signal handler may already have filled part of the fresh packet.
+        let r = match opened
+            .then(|| self.reserve_in_open_packet(len, &now))
+            .flatten()
+        {
+            Some(r) => Ok(r),
+            None => {
+                p.discarded.add(1);
+                Err(Full::Dropped)
             }
-        } else {
-            p.discarded.add(1);
-            Err(Full::Dropped)
         };
         // Wake the consumer (discard mode only: an attached overwrite-mode ring is read only
         // when it stops) and only now: signals pending on the wake-up's system call are
