@@ -8,7 +8,6 @@ mod common;
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 use std::sync::Mutex;
 
 static LOCK: Mutex<()> = Mutex::new(());
@@ -17,32 +16,8 @@ fn lock() -> std::sync::MutexGuard<'static, ()> {
     LOCK.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Runs `test_env <events>` with `HUSHTRACE_*` variables cleared and then `vars` set.
-/// Returns stdout lines.
 fn run_env(vars: &[(&str, &str)], events: u64) -> Vec<String> {
-    let exe = common::example_path("test_env");
-    assert!(
-        exe.exists(),
-        "{} missing: build the examples (cargo test / cargo nextest build them)",
-        exe.display()
-    );
-    let mut cmd = Command::new(&exe);
-    cmd.arg(events.to_string());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HUSHTRACE_") && k != "HUSHTRACE_SKIP_EXTERNAL" {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.envs(vars.iter().copied());
-    let out = cmd.output().expect("run test_env");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "test_env must keep running and exit 0 ({:?}): {stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().map(str::to_string).collect()
+    common::run_test_env(vars, events)
 }
 
 /// `HUSHTRACE_OUTPUT=<fresh dir>` plus `var=value`: the start fails with a message naming

@@ -6,36 +6,12 @@ mod common;
 
 use hushtrace_ctf::layout::{EVENT_HEADER_LEN, PACKET_HEADER_LEN};
 use std::path::Path;
-use std::process::Command;
 
 /// `event!("env", "ev", seq = u64)`: header + one u64.
 const EVENT_LEN: usize = EVENT_HEADER_LEN + 8;
 
-/// Runs `test_env <events>` with `HUSHTRACE_*` cleared, then `vars`; returns stdout lines.
 fn run_env(vars: &[(&str, &str)], events: u64) -> Vec<String> {
-    let exe = common::example_path("test_env");
-    assert!(
-        exe.exists(),
-        "{} missing: build the examples (cargo test / cargo nextest build them)",
-        exe.display()
-    );
-    let mut cmd = Command::new(&exe);
-    cmd.arg(events.to_string());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HUSHTRACE_") && k != "HUSHTRACE_SKIP_EXTERNAL" {
-            cmd.env_remove(k);
-        }
-    }
-    cmd.envs(vars.iter().copied());
-    let out = cmd.output().expect("run test_env");
-    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
-    assert!(
-        out.status.success(),
-        "test_env failed ({:?}): {stdout}\n{}",
-        out.status,
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout.lines().map(str::to_string).collect()
+    common::run_test_env(vars, events)
 }
 
 /// `(written, discarded)` from a `{"written":W,"discarded":D}` line.

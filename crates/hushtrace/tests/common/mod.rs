@@ -167,6 +167,35 @@ pub fn example_path(name: &str) -> PathBuf {
     p.join("examples").join(name)
 }
 
+/// Runs `examples/test_env.rs` with `<events>` after clearing every `HUSHTRACE_*` variable
+/// (but `HUSHTRACE_SKIP_EXTERNAL`) and setting `vars`; asserts it exits 0 (a bad configuration
+/// must not stop the program) and returns its stdout lines.
+pub fn run_test_env(vars: &[(&str, &str)], events: u64) -> Vec<String> {
+    let exe = example_path("test_env");
+    assert!(
+        exe.exists(),
+        "{} missing: build the examples (cargo build --examples)",
+        exe.display()
+    );
+    let mut cmd = Command::new(&exe);
+    cmd.arg(events.to_string());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HUSHTRACE_") && k != "HUSHTRACE_SKIP_EXTERNAL" {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.envs(vars.iter().copied());
+    let out = cmd.output().expect("run test_env");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(
+        out.status.success(),
+        "test_env must keep running and exit 0 ({:?}): {stdout}\n{}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout.lines().map(str::to_string).collect()
+}
+
 #[test]
 fn parses_a_babeltrace_line() {
     let l = r#"[1795992268.032900318] (+?.?????????) vm:count:(7369) bench:tick: { vpid = 7369, vtid = 7371, procname = "count", pthread_id = 1 }, { thread = 0, s = "a, b", seq = 12 }"#;
