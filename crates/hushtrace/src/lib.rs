@@ -26,6 +26,10 @@
 //! # Ok::<(), hushtrace::Error>(())
 //! ```
 //!
+//! Cargo feature `enable` (on by default): without it (`default-features = false`) every
+//! `event!`, `span!` and `counter!` compiles to nothing, for builds that must carry no tracing
+//! at all (`tests/statically-disabled` proves it).
+//!
 //! Field types: all integer types, `f32`/`f64`, `bool`, `&str`/`String` (copied, at most
 //! [`STR_CAP`] bytes). A callsite's field names are known at link time; its field types are
 //! published (a few atomic stores, no system call) by its first hit, because Rust cannot name
@@ -164,6 +168,7 @@ macro_rules! __callsite {
 /// let user = String::from("ada");
 /// hushtrace::event!("app", "login", user = user.as_str(), attempt = 2u8, ok = true);
 /// ```
+#[cfg(feature = "enable")]
 #[macro_export]
 macro_rules! event {
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
@@ -185,6 +190,7 @@ macro_rules! event {
 /// }
 /// step(1);
 /// ```
+#[cfg(feature = "enable")]
 #[macro_export]
 macro_rules! span {
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
@@ -206,6 +212,7 @@ macro_rules! span {
 /// hushtrace::counter!("audio", "xruns", 3u64);
 /// hushtrace::counter!("audio", "load", 0.42f64);
 /// ```
+#[cfg(feature = "enable")]
 #[macro_export]
 macro_rules! counter {
     ($cat:expr, $name:expr, $v:expr $(,)?) => {{
@@ -213,6 +220,44 @@ macro_rules! counter {
         let interest = __HT_CS.state.interest();
         if interest != 0 {
             $crate::__private::emit(&__HT_CS, interest, ($v,));
+        }
+    }};
+}
+
+// With the `enable` feature off, tracepoints compile to nothing: the field expressions are
+// type-checked inside a never-taken branch (so a build switches features without new warnings)
+// and no callsite is registered.
+
+/// Disabled build (`default-features = false`): compiles to nothing.
+#[cfg(not(feature = "enable"))]
+#[macro_export]
+macro_rules! event {
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _ = ($cat, $name, $($v,)*);
+        }
+    }};
+}
+
+/// Disabled build (`default-features = false`): compiles to an inert guard.
+#[cfg(not(feature = "enable"))]
+#[macro_export]
+macro_rules! span {
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _ = ($cat, $name, $($v,)*);
+        }
+        $crate::SpanGuard::__new(None)
+    }};
+}
+
+/// Disabled build (`default-features = false`): compiles to nothing.
+#[cfg(not(feature = "enable"))]
+#[macro_export]
+macro_rules! counter {
+    ($cat:expr, $name:expr, $v:expr $(,)?) => {{
+        if false {
+            let _ = ($cat, $name, $v);
         }
     }};
 }
