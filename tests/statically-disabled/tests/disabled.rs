@@ -11,7 +11,10 @@ fn tracepoints_compile_to_nothing() {
     assert!(app.is_empty(), "callsites compiled in: {app:?}");
 
     let dir = std::env::temp_dir().join(format!("hushtrace-static-off-{}", std::process::id()));
-    let session = hushtrace::Session::builder().output_dir(&dir).start().unwrap();
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .start()
+        .unwrap();
     assert_eq!(hushtrace_statically_disabled::work(1000, "n"), 1_498_500);
     let stats = session.stop().unwrap();
     assert_eq!((stats.events_written, stats.events_discarded), (0, 0));
