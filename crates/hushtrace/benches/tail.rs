@@ -31,9 +31,10 @@ use core::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
 
 /// Bytes per event: header (2-byte id + 8-byte timestamp) + two u64 fields.
 const EVENT_BYTES: u64 = 10 + 16;
-/// Sub-buffer (packet) size and count of the sessions.
+/// Sub-buffer (packet) size and count of the sessions: 4 MiB per thread, the default ring size
+/// (512 KiB x 8), cut into smaller packets for more sub-buffer switches.
 const SUBBUF: usize = 64 << 10;
-const NUM_SUBBUFS: usize = 16;
+const NUM_SUBBUFS: usize = 64;
 /// Packet header bytes (see `hushtrace_ctf::layout::PACKET_HEADER_LEN`).
 const PACKET_HEADER: u64 = hushtrace_ctf::layout::PACKET_HEADER_LEN as u64;
 

@@ -175,10 +175,14 @@ impl Buffer {
         self.subbuf_size * self.num_subbufs
     }
 
-    /// Writes every page (without changing it) so no page fault happens later, and `mlock`s the ring where the
-    /// process may (ignoring EPERM/ENOMEM). Called by the owner before it enters no-syscall
-    /// mode, or by a session start for such a thread before the buffer is published to it.
+    /// Asks for huge pages, writes every page (without changing it) so no page fault happens
+    /// later, and `mlock`s the ring where the process may (ignoring EPERM/ENOMEM). Called by the
+    /// owner before it enters no-syscall mode, or by a session start for such a thread before
+    /// the buffer is published to it.
     pub fn prefault(&self) {
+        // Every page is about to be resident anyway: huge pages cost no extra memory here and
+        // save TLB misses on the real-time thread's write path.
+        platform::advise_hugepages(self.mem, self.capacity());
         let page = platform::page_size();
         let mut i = 0;
         while i < self.capacity() {

@@ -146,6 +146,16 @@ pub fn map_anon(len: usize) -> Option<*mut u8> {
     Some(p as *mut u8)
 }
 
+/// Asks for transparent huge pages on a ring that is about to be fully touched anyway (the
+/// buffer of a no-syscall thread): fewer TLB misses on its write path. Rings below 2 MiB, or a
+/// kernel with THP disabled, are left alone.
+pub fn advise_hugepages(ptr: *mut u8, len: usize) {
+    if len >= 2 << 20 {
+        // SAFETY: madvise only changes the kernel's paging policy for our own mapping.
+        unsafe { libc::madvise(ptr as *mut libc::c_void, len, libc::MADV_HUGEPAGE) };
+    }
+}
+
 /// Releases a mapping made by [`map_anon`].
 ///
 /// # Safety
