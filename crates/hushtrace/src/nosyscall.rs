@@ -84,7 +84,8 @@ pub(crate) fn log_violation(what: &'static str) {
 /// vtid, procname = the kernel thread name from `prctl(PR_GET_NAME)`, pthread id) and, if a
 /// session is running, allocates its buffer. Without it all of this happens lazily on the
 /// thread's first tracepoint. In the child of a `fork()` it also restarts the consumer thread
-/// (call it before a forked real-time thread resumes its loop).
+/// and, for a thread in no-syscall mode, faults its ring in again (call it before a forked
+/// real-time thread resumes its loop).
 ///
 /// ```
 /// hushtrace::init_thread();
@@ -94,6 +95,11 @@ pub fn init_thread() {
     // In the child of a fork the consumer did not survive: start it now, while system calls
     // are allowed.
     crate::session::ensure_consumer();
+    if thread_in_no_syscall() {
+        // E.g. a real-time thread in a fork child, whose ring came back as fresh zero pages
+        // (MADV_WIPEONFORK, and mlock is not inherited): fault it in again now.
+        set_thread_no_syscall();
+    }
 }
 
 /// Renames the calling thread (`prctl(PR_SET_NAME)`, cut to 15 bytes) and updates the tracer's

@@ -389,6 +389,9 @@ fn forking_thread_in_no_syscall_mode_stays_in_it_with_right_caches() {
         // SAFETY: as above; this child exits through exit(), which flushes.
         let b = unsafe { libc::fork() };
         if b == 0 {
+            // The recommended call before a forked real-time thread resumes: restarts the
+            // consumer and faults the ring in again, staying in the mode.
+            hushtrace::init_thread();
             let ok = hushtrace::thread_in_no_syscall();
             for seq in 0..100u64 {
                 hushtrace::event!("nsfork", "child2", seq = seq);
