@@ -125,39 +125,30 @@ impl Consumer {
         }
     }
 
-    /// Writes one packet of `b` to its stream file. Returns true when the packet may be
-    /// released (written, or lost and counted).
-    fn write_packet(&mut self, b: &Buffer, bytes: &[u8], events: u64) -> bool {
-        let file = match self.files.entry(b.instance) {
-            std::collections::hash_map::Entry::Occupied(o) => Some(o.into_mut()),
-            std::collections::hash_map::Entry::Vacant(v) => {
+    /// Writes one packet of `b` to its stream file (created on first use). A failure is
+    /// recorded as the session's I/O error and the packet's events are counted lost; the slot is
+    /// released either way.
+    fn write_packet(&mut self, b: &Buffer, bytes: &[u8], events: u64) {
+        use std::collections::hash_map::Entry;
+        let r = match self.files.entry(b.instance) {
+            Entry::Occupied(o) => o
+                .into_mut()
+                .write_all(bytes)
+                .map_err(|e| format!("{}: {e}", self.dir.display())),
+            Entry::Vacant(v) => {
                 let path = self.dir.join(format!("{STREAM_PREFIX}{}", b.instance));
-                match create_file(&path) {
-                    Ok(f) => Some(v.insert(f)),
-                    Err(e) => {
-                        let msg = format!("{}: {e}", path.display());
-                        let mut slot = self.shared.io_error.lock();
-                        if slot.is_none() {
-                            *slot = Some(msg);
-                        }
-                        None
-                    }
-                }
+                create_file(&path)
+                    .and_then(|f| v.insert(f).write_all(bytes))
+                    .map_err(|e| format!("{}: {e}", path.display()))
             }
         };
-        match file.map(|f| f.write_all(bytes)) {
-            Some(Ok(())) => {
-                self.shared.written.fetch_add(events, Ordering::Relaxed);
+        match r {
+            Ok(()) => self.shared.written.fetch_add(events, Ordering::Relaxed),
+            Err(msg) => {
+                self.note_error(msg);
+                self.shared.lost.fetch_add(events, Ordering::Relaxed)
             }
-            Some(Err(e)) => {
-                self.note_error(format!("{}: {e}", self.dir.display()));
-                self.shared.lost.fetch_add(events, Ordering::Relaxed);
-            }
-            None => {
-                self.shared.lost.fetch_add(events, Ordering::Relaxed);
-            }
-        }
-        true
+        };
     }
 
     /// One pass over all buffers. `last` = the session is stopping and every buffer is

@@ -354,9 +354,9 @@ impl Buffer {
         true
     }
 
-    /// Calls `write` for every packet ready for the consumer (in order) and releases the slots
-    /// after each successful write. Discard mode only while attached. Consumer thread only.
-    pub fn drain(&self, mut write: impl FnMut(&[u8], u64) -> bool) {
+    /// Calls `write` for every packet ready for the consumer (in order) and releases each slot
+    /// after it. Discard mode only while attached. Consumer thread only.
+    pub fn drain(&self, mut write: impl FnMut(&[u8], u64)) {
         while let Some(c) = self.handover.ready() {
             let slot = (c % self.num_subbufs as u64) as usize;
             let m = &self.meta[slot];
@@ -365,9 +365,7 @@ impl Buffer {
             // touch its slot; `len <= subbuf_size` (set by `finalize`).
             let bytes =
                 unsafe { std::slice::from_raw_parts(self.mem.add(slot * self.subbuf_size), len) };
-            if !write(bytes, m.events.load(Ordering::Relaxed)) {
-                break;
-            }
+            write(bytes, m.events.load(Ordering::Relaxed));
             self.handover.release(c);
         }
     }
@@ -376,7 +374,7 @@ impl Buffer {
     /// packet, and an empty trailing packet when events were discarded after the last one (so the
     /// final discarded count is in the trace). In overwrite mode, only the newest `n` packets
     /// exist. Caller: the consumer, after the buffer became quiescent.
-    pub fn finish(&self, mut write: impl FnMut(&[u8], u64) -> bool) {
+    pub fn finish(&self, mut write: impl FnMut(&[u8], u64)) {
         let p = &*self.producer;
         let n = self.num_subbufs as u64;
         if self.mode == Mode::Overwrite {
@@ -506,7 +504,6 @@ mod tests {
                 read_u64(bytes, OFF_CONTENT_SIZE).unwrap() / 8,
                 bytes.len() as u64
             );
-            true
         };
         if finish {
             b.finish(&mut f)

@@ -438,7 +438,7 @@ pub(crate) fn start_with(cfg: Config, raw: &[(&'static str, String)]) -> Result<
     if REGISTRY.lock().session.is_some() {
         return Err(Error::AlreadyRunning);
     }
-    let clock = crate::clock::calibrate();
+    crate::clock::calibrate();
     let shared = Arc::new(Shared {
         cfg,
         pid: AtomicU32::new(platform::getpid()),
@@ -455,7 +455,6 @@ pub(crate) fn start_with(cfg: Config, raw: &[(&'static str, String)]) -> Result<
         final_stats: SpinLock::new(None),
         consumer_failed: AtomicBool::new(false),
     });
-    let _ = clock;
     let consumer = Consumer::create(shared.clone())?;
     {
         let _sig = platform::SignalBlock::new();
