@@ -19,6 +19,7 @@
 mod callsite;
 mod field;
 mod glob;
+mod mode;
 
 pub use callsite::{
     assign_ids, callsites, reset_interrupted_publications, set_enabled, types_generation, Callsite,
@@ -26,6 +27,7 @@ pub use callsite::{
 };
 pub use field::{Field, FieldType, STR_CAP};
 pub use glob::glob_match;
+pub use mode::{Mode, ParseModeError};
 
 #[doc(hidden)]
 pub mod __private {

@@ -40,6 +40,7 @@
 mod clock;
 mod consumer;
 mod context;
+pub mod env;
 mod fork;
 #[cfg(hushtrace_loom)]
 #[doc(hidden)]

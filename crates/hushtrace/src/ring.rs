@@ -29,15 +29,7 @@ use hushtrace_ctf::layout::*;
 use std::cell::Cell;
 use std::sync::atomic::{compiler_fence, AtomicU64, AtomicU8, Ordering};
 
-/// What happens when the ring is full.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Mode {
-    /// Drop new events and count them (the default).
-    #[default]
-    Discard,
-    /// Flight recorder: overwrite the oldest packets, count their events, keep the newest.
-    Overwrite,
-}
+pub use hushtrace_core::Mode;
 
 /// The identity a packet context carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

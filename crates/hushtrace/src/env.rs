@@ -1,0 +1,62 @@
+//! The one table of `HUSHTRACE_*` environment variables: their names, what they hold, and who
+//! reads them. [`crate::start_from_env`] parses them; `hushtrace record` sets them.
+
+/// Session directory; `start_from_env()` starts a session only when it is set and not empty.
+pub const OUTPUT: &str = "HUSHTRACE_OUTPUT";
+/// `discard` (default) or `overwrite`.
+pub const MODE: &str = "HUSHTRACE_MODE";
+/// Bytes per sub-buffer, with an optional `k`/`M` suffix.
+pub const SUBBUF_SIZE: &str = "HUSHTRACE_SUBBUF_SIZE";
+/// Sub-buffers per thread.
+pub const NUM_SUBBUFS: &str = "HUSHTRACE_NUM_SUBBUFS";
+/// Consumer read timer in milliseconds.
+pub const READ_TIMER_MS: &str = "HUSHTRACE_READ_TIMER_MS";
+/// What a no-syscall thread does when it would need a system call: `zero`, `log` or `abort`.
+pub const NO_SYSCALL_POLICY: &str = "HUSHTRACE_NO_SYSCALL_POLICY";
+/// `monotonic` forces the `clock_gettime` fallback instead of the cycle counter (testing).
+pub const CLOCK: &str = "HUSHTRACE_CLOCK";
+
+/// One documented environment variable.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Var {
+    /// The variable's name.
+    pub name: &'static str,
+    /// What it holds.
+    pub doc: &'static str,
+}
+
+/// Every `HUSHTRACE_*` variable the runtime reads.
+///
+/// ```
+/// assert!(hushtrace::env::VARS.iter().any(|v| v.name == "HUSHTRACE_OUTPUT"));
+/// ```
+pub const VARS: &[Var] = &[
+    Var {
+        name: OUTPUT,
+        doc: "session directory; nothing starts without it",
+    },
+    Var {
+        name: MODE,
+        doc: "`discard` (default) or `overwrite`",
+    },
+    Var {
+        name: SUBBUF_SIZE,
+        doc: "bytes per sub-buffer (k/M suffixes)",
+    },
+    Var {
+        name: NUM_SUBBUFS,
+        doc: "sub-buffers per thread",
+    },
+    Var {
+        name: READ_TIMER_MS,
+        doc: "consumer read timer, milliseconds",
+    },
+    Var {
+        name: NO_SYSCALL_POLICY,
+        doc: "`zero` (default), `log` or `abort`",
+    },
+    Var {
+        name: CLOCK,
+        doc: "`monotonic` forces the clock_gettime fallback",
+    },
+];
