@@ -5,6 +5,7 @@
 //! * [`metadata`]: the TSDL `metadata` text describing a trace.
 //! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
 //!   the byte offset and the problem.
+//! * [`stats`]: the per-process statistics file `<pid>.stats.json` (writer and parser).
 //! * [`synth`]: writes synthetic traces in the same format, for tests, fuzzing and benchmarks.
 //!
 //! ```
@@ -14,9 +15,11 @@
 //! ```
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod file;
 pub mod layout;
 pub mod metadata;
 pub mod reader;
+pub mod stats;
 pub mod synth;
 
 pub use hushtrace_core::{FieldType, Kind};

@@ -7,9 +7,14 @@
 //!   rejects anything else as "not a hushtrace trace", naming the file and line.
 //! * [`Session::open`] discovers the per-process traces of a session directory
 //!   (`<dir>/<pid>/metadata`, `<dir>/<pid>/stream_<k>`, `<dir>/<pid>.stats.json`).
-//! * [`StreamReader`] walks one stream file packet by packet with one reusable buffer, so memory
-//!   stays bounded by the largest packet, and decodes events into borrowed [`EventRef`]s.
+//! * [`StreamReader`] walks one stream file packet by packet through one reusable window of
+//!   [`WINDOW_BYTES`] (at most [`MAX_EVENT_BYTES`]), so memory per stream stays bounded whatever
+//!   the packet headers claim, and decodes events into borrowed [`EventRef`]s. It counts packets
+//!   lost to overwrite mode or failed writes from the packet sequence numbers.
 //! * [`Merged`] is a k-way merge of every stream of every process by wall-clock time.
+//!
+//! Only regular files are read: a trace file name that is a symbolic link, a FIFO or a device
+//! is an error naming it (never followed, never waited on).
 //!
 //! Every problem with the input is an [`Error`] naming the file, the byte offset (or metadata
 //! line) and what was wrong; the reader never panics on bad input and never returns partial
@@ -49,7 +54,9 @@ use std::path::{Path, PathBuf};
 
 pub use merge::{Merged, MergedEvent};
 pub use session::{ProcessStats, ProcessTrace, Session};
-pub use stream::{EventRef, Fields, PacketContext, StreamReader, MAX_PACKET_BYTES};
+pub use stream::{
+    EventRef, Fields, PacketContext, StreamReader, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,
+};
 pub use tsdl::{parse_metadata, read_metadata, MAX_METADATA_BYTES};
 
 /// Where in the input a problem was found.
@@ -140,8 +147,14 @@ impl Error {
 
 impl fmt::Display for Error {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}: ", self.path.display(), self.location)?;
-        match &self.kind {
+        write!(f, "{}{}: {}", self.path.display(), self.location, self.kind)
+    }
+}
+
+/// What was wrong, without the path and location.
+impl fmt::Display for ErrorKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
             ErrorKind::Io(e) => write!(f, "{e}"),
             ErrorKind::NotHushtrace(w) => write!(f, "not a hushtrace trace: {w}"),
             ErrorKind::Corrupt(w) => write!(f, "corrupt trace: {w}"),

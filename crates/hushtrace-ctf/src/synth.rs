@@ -283,6 +283,9 @@ pub struct SynthThread {
     pub discarded: u64,
     /// Packet sequence numbers skipped after the first packet (overwrite mode losses).
     pub lost_packets: u64,
+    /// Sequence number of the first packet: in overwrite mode the oldest packets are gone and
+    /// a stream starts later than 0.
+    pub first_seq: u64,
 }
 
 impl SynthThread {
@@ -376,6 +379,7 @@ impl SynthTrace {
                     events: Vec::new(),
                     discarded: 0,
                     lost_packets: 0,
+                    first_seq: 0,
                 });
                 self.threads.len() - 1
             }
@@ -402,6 +406,8 @@ impl SynthTrace {
             pthread_id: 0x7f00_0000_0000 + t.vtid as u64,
         };
         let mut w = StreamWriter::new(Vec::new(), id, self.packet_bytes);
+        // Writing to a Vec cannot fail.
+        let _ = w.lose_packets(t.first_seq);
         let n = t.events.len();
         for (k, e) in t.events.iter().enumerate() {
             if k + 1 == n {
@@ -432,12 +438,14 @@ impl SynthTrace {
         if self.write_stats {
             let written: usize = self.threads.iter().map(|t| t.events.len()).sum();
             let discarded: u64 = self.threads.iter().map(|t| t.discarded).sum();
+            let stats = crate::stats::ProcessStats {
+                pid: self.desc.vpid as u64,
+                written: written as u64,
+                discarded,
+            };
             std::fs::write(
-                session.join(format!("{}{STATS_SUFFIX}", self.dir_name)),
-                format!(
-                    "{{\"pid\":{},\"written\":{written},\"discarded\":{discarded}}}\n",
-                    self.desc.vpid
-                ),
+                session.join(crate::stats::file_name(&self.dir_name)),
+                stats.to_json(),
             )?;
         }
         Ok(())

@@ -56,7 +56,7 @@ pub struct MergedEvent<'a> {
 /// All events of many streams in time order (ties broken by stream order, so the output is
 /// deterministic); events of one stream keep their order.
 ///
-/// Memory: one packet buffer per stream.
+/// Memory: one window per stream (see [`StreamReader`]).
 #[derive(Debug)]
 pub struct Merged {
     descs: Vec<Arc<TraceDesc>>,

@@ -1,52 +1,12 @@
 //! Discovering the process traces of a session directory.
 
 use super::{read_metadata, Error, ErrorKind, Location, Merged, StreamReader, Warning};
-use crate::layout::{METADATA_FILE, STATS_SUFFIX, STREAM_PREFIX};
+use crate::file;
+use crate::layout::{METADATA_FILE, STREAM_PREFIX};
 use crate::metadata::TraceDesc;
+pub use crate::stats::ProcessStats;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-
-/// The per-process statistics file `<dir>/<name>.stats.json`, written when the process stops
-/// tracing (missing if it crashed).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ProcessStats {
-    /// Process id.
-    pub pid: u64,
-    /// Events written.
-    pub written: u64,
-    /// Events discarded (buffers full) or overwritten.
-    pub discarded: u64,
-}
-
-impl ProcessStats {
-    /// Parses `{"pid":P,"written":W,"discarded":D}` (keys in any order, whitespace allowed).
-    ///
-    /// ```
-    /// use hushtrace_ctf::reader::ProcessStats;
-    /// let s = ProcessStats::parse(r#"{"pid": 7, "written":10,"discarded":0}"#).unwrap();
-    /// assert_eq!((s.pid, s.written, s.discarded), (7, 10, 0));
-    /// assert!(ProcessStats::parse("{}").is_none());
-    /// ```
-    pub fn parse(text: &str) -> Option<ProcessStats> {
-        let body = text.trim().strip_prefix('{')?.strip_suffix('}')?;
-        let (mut pid, mut written, mut discarded) = (None, None, None);
-        for item in body.split(',') {
-            let (k, v) = item.split_once(':')?;
-            let v: u64 = v.trim().parse().ok()?;
-            match k.trim().strip_prefix('"')?.strip_suffix('"')? {
-                "pid" => pid = Some(v),
-                "written" => written = Some(v),
-                "discarded" => discarded = Some(v),
-                _ => {}
-            }
-        }
-        Some(ProcessStats {
-            pid: pid?,
-            written: written?,
-            discarded: discarded?,
-        })
-    }
-}
 
 /// The trace of one process: `<session>/<name>/`.
 #[derive(Clone, Debug)]
@@ -59,7 +19,8 @@ pub struct ProcessTrace {
     pub desc: Arc<TraceDesc>,
     /// Its stream files, by stream instance number.
     pub streams: Vec<PathBuf>,
-    /// The statistics file, if present and well-formed.
+    /// The statistics file, if present and well-formed. `None` means the process did not stop
+    /// tracing (it crashed, was killed or still runs): see [`ProcessTrace::is_complete`].
     pub stats: Option<ProcessStats>,
 }
 
@@ -79,7 +40,11 @@ impl Session {
     /// file, as `babeltrace2` accepts).
     ///
     /// Reads every metadata file; stream files are only opened by [`Session::merged`] or
-    /// [`ProcessTrace::stream_readers`].
+    /// [`ProcessTrace::stream_readers`]. Only regular files are read: a `metadata` or
+    /// `stream_<k>` entry that is a symbolic link, a FIFO, a device or a directory is an error
+    /// naming it (never followed, never waited on); a statistics file that is not a regular
+    /// file is ignored with a warning. A process without a statistics file gets a warning
+    /// saying its trace may be incomplete.
     pub fn open(dir: &Path) -> Result<Session, Error> {
         let meta = std::fs::metadata(dir).map_err(|e| Error::io(dir, e))?;
         if !meta.is_dir() {
@@ -87,7 +52,7 @@ impl Session {
         }
         let mut warnings = Vec::new();
         let mut traces = Vec::new();
-        if dir.join(METADATA_FILE).is_file() {
+        if file::exists(&dir.join(METADATA_FILE)) {
             let name = dir
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
@@ -104,7 +69,7 @@ impl Session {
                     continue;
                 }
                 let name = entry.file_name().to_string_lossy().into_owned();
-                if path.join(METADATA_FILE).is_file() {
+                if file::exists(&path.join(METADATA_FILE)) {
                     traces.push(open_trace(&path, name, dir, &mut warnings)?);
                 } else if has_streams(&path) {
                     warnings.push(Warning::new(
@@ -135,7 +100,7 @@ impl Session {
         self.traces
             .iter()
             .flat_map(|t| &t.streams)
-            .filter_map(|p| std::fs::metadata(p).ok())
+            .filter_map(|p| std::fs::symlink_metadata(p).ok())
             .map(|m| m.len())
             .sum()
     }
@@ -156,6 +121,13 @@ impl Session {
 }
 
 impl ProcessTrace {
+    /// Whether the process stopped tracing and wrote its statistics file. A process that
+    /// crashed or was killed (or still runs) has none: the events that were still in its
+    /// buffers are not in the trace.
+    pub fn is_complete(&self) -> bool {
+        self.stats.is_some()
+    }
+
     /// Opens a reader on each stream file.
     pub fn stream_readers(&self) -> Result<Vec<StreamReader>, Error> {
         self.streams
@@ -199,23 +171,38 @@ fn open_trace(
         else {
             continue;
         };
-        streams.push((k, entry.path()));
+        let path = entry.path();
+        let ft = entry.file_type().map_err(|e| Error::io(&path, e))?;
+        if !ft.is_file() {
+            return Err(file::not_regular(&path, ft));
+        }
+        streams.push((k, path));
     }
     streams.sort();
-    let stats_path = stats_dir.join(format!("{name}{STATS_SUFFIX}"));
-    let stats = match std::fs::read_to_string(&stats_path) {
-        Ok(text) => {
-            let s = ProcessStats::parse(&text);
-            if s.is_none() {
-                warnings.push(Warning::new(
-                    &stats_path,
-                    0,
-                    "malformed statistics file: ignored".into(),
-                ));
-            }
-            s
+    let stats_path = stats_dir.join(crate::stats::file_name(&name));
+    let stats = match ProcessStats::read(&stats_path) {
+        Ok(Some(s)) => Some(s),
+        Ok(None) => {
+            warnings.push(Warning::new(
+                dir,
+                0,
+                format!(
+                    "incomplete trace: no statistics file {}: the process did not stop tracing \
+                     (it crashed, was killed, or is still running); events still in its buffers \
+                     are missing",
+                    stats_path.display()
+                ),
+            ));
+            None
         }
-        Err(_) => None,
+        Err(e) => {
+            warnings.push(Warning::new(
+                &stats_path,
+                0,
+                format!("statistics file ignored: {}", e.kind),
+            ));
+            None
+        }
     };
     Ok(ProcessTrace {
         name,

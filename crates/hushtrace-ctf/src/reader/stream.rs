@@ -1,6 +1,7 @@
 //! Reading one stream file, packet by packet.
 
 use super::{Error, Value, Warning};
+use crate::file;
 use crate::layout::*;
 use crate::metadata::{EventClass, TraceDesc};
 use hushtrace_core::FieldType;
@@ -9,9 +10,18 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-/// Packets larger than this are rejected as corrupt: the reader holds one packet in memory at a
-/// time, and hushtrace sub-buffers are far smaller.
+/// Packets larger than this are rejected as corrupt: it is the runtime's largest sub-buffer.
+/// Memory does not depend on it (see [`WINDOW_BYTES`]).
 pub const MAX_PACKET_BYTES: u64 = 1 << 30;
+
+/// A [`StreamReader`] holds this much of its current packet at a time (less for smaller
+/// packets), whatever size the packet header claims.
+pub const WINDOW_BYTES: usize = 64 << 10;
+
+/// Events larger than this are rejected as corrupt: the window grows up to this size to hold
+/// one event whole, so it bounds a stream reader's memory. hushtrace events are at most a few
+/// KiB (strings are capped at 255 bytes).
+pub const MAX_EVENT_BYTES: usize = 1 << 20;
 
 /// The header and context of one packet.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -28,8 +38,12 @@ pub struct PacketContext {
     pub content_size: u64,
     /// Size of the packet in the file, in bits.
     pub packet_size: u64,
-    /// Per-stream packet sequence number; a gap means whole packets were lost (overwrite mode).
+    /// Per-stream packet sequence number, from 0; a gap means whole packets were lost.
     pub seq_num: u64,
+    /// Packets missing right before this one in its stream, from the sequence numbers: a gap
+    /// after the previous packet, or for the first packet its `seq_num` (packets before it
+    /// were overwritten in overwrite mode, or lost to a failed write).
+    pub lost_before: u64,
     /// Events discarded in this stream so far (cumulative).
     pub events_discarded: u64,
     /// Process id.
@@ -53,7 +67,7 @@ pub struct EventRef<'a> {
     pub packet: &'a PacketContext,
     /// Byte offset of the event in the stream file.
     pub offset: u64,
-    /// The packet bytes.
+    /// The reader's window on the packet bytes.
     buf: &'a [u8],
     /// Start offsets in `buf` of each field (for strings: first byte; the NUL follows).
     field_offsets: &'a [usize],
@@ -128,7 +142,10 @@ enum Stop {
 /// A cursor over the events of one stream file.
 ///
 /// Call [`StreamReader::advance`] to move to the next event, then [`StreamReader::current`] to
-/// look at it. Memory is one packet buffer, reused.
+/// look at it. Memory is one window on the current packet, reused: [`WINDOW_BYTES`], growing
+/// to at most [`MAX_EVENT_BYTES`] for an event that does not fit, whatever the packet headers
+/// claim. The file is opened only if it is a regular file (no symbolic link is followed, no
+/// FIFO waited on).
 ///
 /// ```no_run
 /// use hushtrace_ctf::reader::{read_metadata, StreamReader};
@@ -151,10 +168,15 @@ pub struct StreamReader {
     file_len: u64,
     /// File offset of the next packet.
     next_packet: u64,
-    /// Current packet bytes (header included); `buf.len()` is the number of bytes available.
+    /// A window on the current packet's content: packet bytes `win .. win + buf.len()`.
     buf: Vec<u8>,
-    /// Content end within `buf` (`<= buf.len()` except for a truncated packet).
-    content_end: usize,
+    /// Offset in the packet of `buf[0]`.
+    win: u64,
+    /// Size the window may fill up to (grows for an event larger than [`WINDOW_BYTES`]).
+    window: usize,
+    /// Offset in the packet of the end of the content that can be read: the content size, or
+    /// the end of the file for a truncated last packet.
+    content_end: u64,
     truncated: bool,
     packet: PacketContext,
     in_packet: bool,
@@ -175,7 +197,7 @@ pub struct StreamReader {
 impl StreamReader {
     /// Opens the stream file `path` of the trace described by `desc`.
     pub fn open(desc: Arc<TraceDesc>, path: &Path) -> Result<Self, Error> {
-        let file = File::open(path).map_err(|e| Error::io(path, e))?;
+        let file = file::open_regular(path)?;
         let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
         let max_id = desc
             .events
@@ -195,6 +217,8 @@ impl StreamReader {
             file_len,
             next_packet: 0,
             buf: Vec::new(),
+            win: 0,
+            window: WINDOW_BYTES,
             content_end: 0,
             truncated: false,
             packet: PacketContext::default(),
@@ -248,7 +272,9 @@ impl StreamReader {
         self.events
     }
 
-    /// Whole packets known lost so far (gaps in packet sequence numbers: overwrite mode).
+    /// Whole packets known lost so far, from the packet sequence numbers: packets before the
+    /// first one (a stream starts at `packet_seq_num` 0) and gaps between packets. Overwrite
+    /// mode loses the oldest packets; a failed write loses one.
     pub fn lost_packets(&self) -> u64 {
         self.lost_packets
     }
@@ -256,6 +282,12 @@ impl StreamReader {
     /// Events discarded in this stream so far, as the packets say.
     pub fn events_discarded(&self) -> u64 {
         self.last_discarded
+    }
+
+    /// Bytes of packet data this reader holds in memory (its window's capacity): at most
+    /// [`MAX_EVENT_BYTES`], whatever the file says.
+    pub fn buffer_capacity(&self) -> usize {
+        self.buf.capacity()
     }
 
     /// Warnings so far.
@@ -275,7 +307,7 @@ impl StreamReader {
             class: &self.desc.events[c.class],
             timestamp: c.timestamp,
             packet: &self.packet,
-            offset: self.packet.offset + c.pos as u64,
+            offset: self.packet.offset + self.win + c.pos as u64,
             buf: &self.buf,
             field_offsets: &self.field_offsets,
         })
@@ -297,7 +329,7 @@ impl StreamReader {
                 self.done = true;
                 return Ok(false);
             }
-            if self.pos >= self.content_end {
+            if self.win + self.pos as u64 >= self.content_end {
                 self.in_packet = false;
                 if self.truncated {
                     self.done = true;
@@ -318,14 +350,25 @@ impl StreamReader {
                     self.events += 1;
                     return Ok(true);
                 }
-                Err(Stop::PastEnd(..)) if self.truncated => {
-                    // Already warned about when the packet was read.
-                    self.in_packet = false;
-                    self.done = true;
-                    return Ok(false);
-                }
                 Err(Stop::PastEnd(at, what)) => {
-                    return Err(self.corrupt(at, format!("{what} runs past the packet content end")))
+                    if self.more_in_packet() {
+                        if self.refill()? {
+                            continue;
+                        }
+                        return Err(self.corrupt(
+                            self.pos,
+                            format!("event larger than the reader's {MAX_EVENT_BYTES}-byte limit"),
+                        ));
+                    }
+                    if self.truncated {
+                        // Already warned about when the packet was read.
+                        self.in_packet = false;
+                        self.done = true;
+                        return Ok(false);
+                    }
+                    return Err(
+                        self.corrupt(at, format!("{what} runs past the packet content end"))
+                    );
                 }
                 Err(Stop::Bad(at, what)) => return Err(self.corrupt(at, what)),
             }
@@ -340,8 +383,40 @@ impl StreamReader {
         }
     }
 
-    fn corrupt(&self, at_in_packet: usize, what: String) -> Error {
-        Error::corrupt(&self.path, self.packet.offset + at_in_packet as u64, what)
+    /// An error at index `at_in_buf` of the window.
+    fn corrupt(&self, at_in_buf: usize, what: String) -> Error {
+        let at = self.packet.offset + self.win + at_in_buf as u64;
+        Error::corrupt(&self.path, at, what)
+    }
+
+    /// Whether content of the current packet remains beyond the window.
+    fn more_in_packet(&self) -> bool {
+        self.win + (self.buf.len() as u64) < self.content_end
+    }
+
+    /// Drops the consumed bytes of the window and reads more of the packet behind the rest,
+    /// growing the window (up to [`MAX_EVENT_BYTES`]) if the event at `pos` fills it.
+    /// `Ok(false)` if that event is larger than the limit. Call only when
+    /// [`Self::more_in_packet`].
+    fn refill(&mut self) -> Result<bool, Error> {
+        if self.pos > 0 {
+            self.buf.drain(..self.pos);
+            self.win += self.pos as u64;
+            self.pos = 0;
+        }
+        if self.buf.len() >= self.window {
+            if self.window >= MAX_EVENT_BYTES {
+                return Ok(false);
+            }
+            self.window = (self.window * 2).min(MAX_EVENT_BYTES);
+        }
+        let have = self.buf.len();
+        let want = (self.window as u64).min(self.content_end - self.win) as usize;
+        self.buf.resize(want, 0);
+        let off = self.packet.offset + self.win + have as u64;
+        self.read_at(off, have)
+            .map_err(|e| Error::io(&self.path, e))?;
+        Ok(true)
     }
 
     /// Reads the next packet into `buf`; `Ok(false)` at end of file.
@@ -360,10 +435,14 @@ impl StreamReader {
             self.next_packet = self.file_len;
             return Ok(false);
         }
-        self.buf.resize(PACKET_HEADER_LEN, 0);
-        self.read_at(off, PACKET_HEADER_LEN)
-            .map_err(|e| io_err(e, &self.path))?;
-        let h = &self.buf[..PACKET_HEADER_LEN];
+        let mut header = [0u8; PACKET_HEADER_LEN];
+        {
+            use std::os::unix::fs::FileExt;
+            self.file
+                .read_exact_at(&mut header, off)
+                .map_err(|e| io_err(e, &self.path))?;
+        }
+        let h = &header[..];
         let u64_at = |o| read_u64(h, o).unwrap_or(0);
         let u32_at = |o| read_u32(h, o).unwrap_or(0);
         let bad = |rel: usize, what: String| Error::corrupt(&self.path, off + rel as u64, what);
@@ -438,6 +517,7 @@ impl StreamReader {
             content_size,
             packet_size,
             seq_num: u64_at(OFF_PACKET_SEQ_NUM),
+            lost_before: 0,
             events_discarded: u64_at(OFF_EVENTS_DISCARDED),
             vpid: u32_at(OFF_VPID),
             vtid: u32_at(OFF_VTID),
@@ -445,15 +525,18 @@ impl StreamReader {
             pthread_id: u64_at(OFF_PTHREAD_ID),
         };
 
-        // Sequence and discard accounting.
-        if let Some(prev) = self.last_seq {
-            if packet.seq_num <= prev {
+        // Sequence and discard accounting. A stream's first packet has sequence number 0; in
+        // overwrite mode the oldest packets are gone and the stream starts later.
+        let mut packet = packet;
+        match self.last_seq {
+            None => packet.lost_before = packet.seq_num,
+            Some(prev) if packet.seq_num <= prev => {
                 let m = format!("packet_seq_num {} does not follow {prev}", packet.seq_num);
                 self.warn(off + OFF_PACKET_SEQ_NUM as u64, m);
-            } else {
-                self.lost_packets = self.lost_packets.saturating_add(packet.seq_num - prev - 1);
             }
+            Some(prev) => packet.lost_before = packet.seq_num - prev - 1,
         }
+        self.lost_packets = self.lost_packets.saturating_add(packet.lost_before);
         self.last_seq = Some(packet.seq_num);
         if packet.events_discarded < self.last_discarded {
             let m = format!(
@@ -464,49 +547,52 @@ impl StreamReader {
         }
         self.last_discarded = packet.events_discarded;
 
-        // Content: the whole packet, or what is left of a truncated last packet.
+        // Content: the whole packet, or what is left of a truncated last packet. Only a window
+        // of it is read now (see `refill`), so a header claiming a huge packet in a sparse
+        // file costs no memory.
         let content = content_size / 8;
         let avail = content.min(remaining);
         self.truncated = avail < content;
         if self.truncated {
             self.next_packet = self.file_len;
-        } else {
-            // packet_size may exceed the file for the last packet only by its padding.
-            self.next_packet = off.saturating_add(packet_size / 8);
-        }
-        if self.truncated {
             let m = format!(
                 "truncated last packet: {avail} of {content} bytes in the file; reading its whole events only"
             );
             self.warn(off, m);
-        }
-        let avail = avail as usize;
-        self.buf.resize(avail, 0);
-        self.read_at(off + PACKET_HEADER_LEN as u64, avail - PACKET_HEADER_LEN)
-            .map_err(|e| io_err(e, &self.path))?;
-        self.content_end = if self.truncated {
-            avail
         } else {
-            content as usize
-        };
+            // packet_size may exceed the file for the last packet only by its padding.
+            self.next_packet = off.saturating_add(packet_size / 8);
+        }
         self.packet = packet;
-        self.pos = PACKET_HEADER_LEN;
+        self.content_end = avail;
+        self.win = PACKET_HEADER_LEN as u64;
+        self.pos = 0;
+        self.window = WINDOW_BYTES;
+        self.buf.clear();
+        if self.buf.capacity() > WINDOW_BYTES {
+            self.buf.shrink_to(WINDOW_BYTES);
+        }
+        if self.more_in_packet() {
+            self.refill()?;
+        }
         self.in_packet = true;
         self.packets += 1;
         Ok(true)
     }
 
-    /// Reads `len` bytes at file offset `off` into the last `len` bytes of `buf`.
-    fn read_at(&mut self, off: u64, len: usize) -> io::Result<()> {
+    /// Reads `buf[start..]` from file offset `off`.
+    fn read_at(&mut self, off: u64, start: usize) -> io::Result<()> {
         use std::os::unix::fs::FileExt;
-        let start = self.buf.len() - len;
         self.file.read_exact_at(&mut self.buf[start..], off)
     }
 
     /// Decodes the event at `self.pos`, recording field offsets.
     fn decode_event(&mut self) -> Result<Current, Stop> {
         let start = self.pos;
-        let end = self.content_end.min(self.buf.len());
+        let end = self.buf.len();
+        // Whether the window reaches the end of the readable content: only then is an event
+        // that runs past `end` really cut off.
+        let at_content_end = !self.more_in_packet();
         let b = &self.buf[..end];
         if start + EVENT_HEADER_LEN > end {
             return Err(Stop::PastEnd(start, "event header"));
@@ -541,7 +627,7 @@ impl StreamReader {
                 None => {
                     let rest = &b[p..];
                     let Some(len) = rest.iter().position(|&c| c == 0) else {
-                        return Err(if self.truncated {
+                        return Err(if self.truncated || !at_content_end {
                             Stop::PastEnd(p, "string")
                         } else {
                             Stop::Bad(p, format!("string field `{name}` without NUL terminator"))

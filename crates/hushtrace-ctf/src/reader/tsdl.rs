@@ -9,7 +9,6 @@ use super::{Error, Location};
 use crate::metadata::{parse_uuid, to_tsdl, ClockDesc, EventClass, TraceDesc, KIND_URI_PREFIX};
 use hushtrace_core::{FieldType, Kind};
 use std::collections::{HashMap, HashSet};
-use std::io::Read;
 use std::path::Path;
 
 /// Metadata files larger than this are rejected (hushtrace writes a few hundred bytes per
@@ -30,18 +29,13 @@ const UNKNOWN_TYPES: &str = "\tfields := struct { }; /* types unknown: never hit
 /// # Ok::<(), hushtrace_ctf::reader::Error>(())
 /// ```
 pub fn read_metadata(path: &Path) -> Result<TraceDesc, Error> {
-    let file = std::fs::File::open(path).map_err(|e| Error::io(path, e))?;
-    let mut bytes = Vec::new();
-    file.take(MAX_METADATA_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| Error::io(path, e))?;
-    if bytes.len() as u64 > MAX_METADATA_BYTES {
+    let Some(bytes) = crate::file::read_regular(path, MAX_METADATA_BYTES)? else {
         return Err(Error::not_hushtrace(
             path,
             Location::File,
             format!("metadata larger than {MAX_METADATA_BYTES} bytes"),
         ));
-    }
+    };
     parse_metadata(&bytes, path)
 }
 
