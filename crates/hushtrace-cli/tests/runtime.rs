@@ -1,6 +1,6 @@
 //! End to end with the real runtime: `hushtrace record` a program using
-//! `hushtrace::start_from_env()` (the `traced_app` example, forking a child), then convert and
-//! report; and `hushtrace demo`.
+//! `hushtrace::start_from_env()` (`traced_app` of `crates/hushtrace-testbins`, forking a child),
+//! then convert and report; and `hushtrace demo`.
 
 use serde_json::Value as J;
 use std::collections::HashMap;
@@ -14,24 +14,37 @@ fn hushtrace(args: &[&str]) -> Output {
         .unwrap()
 }
 
-/// The `traced_app` example: `cargo test` builds it beside the binary, except when the run is
-/// filtered to one test target; then build it here.
+/// `traced_app` of the unpublished `hushtrace-testbins` crate, built here beside the
+/// `hushtrace` binary (same profile and target directory): cargo builds only this package's
+/// targets for its tests, and an up-to-date build is a no-op.
 fn traced_app() -> PathBuf {
-    let bin = Path::new(env!("CARGO_BIN_EXE_hushtrace"));
-    let p = bin.parent().unwrap().join("examples/traced_app");
-    if !p.exists() {
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.args(["build", "-p", "hushtrace-cli", "--example", "traced_app"]);
-        if !cfg!(debug_assertions) {
-            cmd.arg("--release");
-        }
-        let st = cmd.status().unwrap();
-        assert!(
-            st.success() && p.exists(),
-            "could not build {}",
-            p.display()
-        );
+    let dir = Path::new(env!("CARGO_BIN_EXE_hushtrace")).parent().unwrap();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other, // "release" or a custom profile's name
+        None => panic!("unexpected binary location {}", dir.display()),
+    };
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "-p", "hushtrace-testbins"])
+        .args(["--bin", "traced_app"])
+        .args(["--profile", profile]);
+    let parent = dir.parent().unwrap();
+    if parent.join("CACHEDIR.TAG").exists() {
+        cmd.arg("--target-dir").arg(parent);
+    } else {
+        // <target-dir>/<triple>/<profile-dir>: a --target build.
+        cmd.arg("--target").arg(parent.file_name().unwrap());
+        cmd.arg("--target-dir").arg(parent.parent().unwrap());
     }
+    let out = cmd.output().unwrap();
+    let p = dir.join("traced_app");
+    assert!(
+        out.status.success() && p.exists(),
+        "could not build {}: {}",
+        p.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
     p
 }
 

@@ -1,8 +1,9 @@
 //! Bad configuration and unwritable output give clear errors and the application keeps
 //! running; trace directories and files are owner-only (DESIGN.md §7.2, §7.3).
 //!
-//! Environment cases run `examples/test_env.rs` as a subprocess (the environment is
-//! process-global); the in-process cases are serialized by `LOCK` (one session per process).
+//! Environment cases run `test_env` (`crates/hushtrace-testbins`) as a subprocess (the
+//! environment is process-global); the in-process cases are serialized by `LOCK` (one session
+//! per process).
 
 mod common;
 

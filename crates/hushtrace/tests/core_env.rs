@@ -1,6 +1,6 @@
 //! `hushtrace::start_from_env()` with `HUSHTRACE_OUTPUT` starts a session that honours
-//! `HUSHTRACE_MODE`, `HUSHTRACE_SUBBUF_SIZE` and `HUSHTRACE_NUM_SUBBUFS`. Runs
-//! `examples/test_env.rs` as a subprocess (the environment is process-global).
+//! `HUSHTRACE_MODE`, `HUSHTRACE_SUBBUF_SIZE` and `HUSHTRACE_NUM_SUBBUFS`. Runs `test_env`
+//! (`crates/hushtrace-testbins`) as a subprocess (the environment is process-global).
 
 mod common;
 

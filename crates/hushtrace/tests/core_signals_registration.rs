@@ -1,7 +1,7 @@
 //! A signal handler that traces while its thread is registering with the tracer (first
 //! tracepoint: context and buffer set up under the tracer's locks) must neither deadlock nor
-//! lose events uncounted. Runs `examples/test_signal_register.rs` as a subprocess with a
-//! time limit, since the failure mode is a hang.
+//! lose events uncounted. Runs `test_signal_register` (`crates/hushtrace-testbins`) as a
+//! subprocess with a time limit, since the failure mode is a hang.
 
 mod common;
 
@@ -23,12 +23,7 @@ fn json_u64(line: &str, key: &str) -> u64 {
 
 #[test]
 fn signal_during_thread_registration_neither_hangs_nor_loses_events() {
-    let exe = common::example_path("test_signal_register");
-    assert!(
-        exe.exists(),
-        "{} missing: build the examples (cargo test / cargo nextest build them)",
-        exe.display()
-    );
+    let exe = common::testbin_path("test_signal_register");
     let dir = common::temp_dir("sigreg");
     let rounds = 200;
     let mut child = Command::new(&exe)

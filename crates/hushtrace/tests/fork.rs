@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{babeltrace, example_path, temp_dir, BtEvent};
+use common::{babeltrace, temp_dir, testbin_path, BtEvent};
 use std::collections::{BTreeMap, HashSet};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
@@ -290,8 +290,7 @@ fn many_forks_while_threads_trace_and_toggle() {
 fn fork_then_exec_of_a_traced_program_joins_the_session() {
     let _g = serial();
     let dir = temp_dir("fork-exec");
-    let exe = example_path("env_traced");
-    assert!(exe.exists(), "{} not built", exe.display());
+    let exe = testbin_path("env_traced");
     let session = hushtrace::Session::builder()
         .output_dir(&dir)
         .start()

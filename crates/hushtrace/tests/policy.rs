@@ -1,21 +1,16 @@
 //! `HUSHTRACE_NO_SYSCALL_POLICY`: what a no-syscall thread does when a timestamp would need
 //! `clock_gettime` (forced with `HUSHTRACE_CLOCK=monotonic`). Each case runs
-//! `examples/policy_probe.rs` in its own process.
+//! `policy_probe` (`crates/hushtrace-testbins`) in its own process.
 
 mod common;
 
-use common::{babeltrace, example_path, temp_dir};
+use common::{babeltrace, temp_dir, testbin_path};
 use std::os::unix::process::ExitStatusExt;
 use std::process::{Command, Output};
 
 fn probe(policy: &str, extra: &[&str]) -> (Output, std::path::PathBuf) {
     let dir = temp_dir(&format!("policy-{policy}"));
-    let exe = example_path("policy_probe");
-    assert!(
-        exe.exists(),
-        "{} is missing: build the examples first (cargo build --examples)",
-        exe.display()
-    );
+    let exe = testbin_path("policy_probe");
     let out = Command::new(exe)
         .arg(&dir)
         .args(extra)

@@ -1,11 +1,12 @@
 //! A program traced only through the environment, as `hushtrace record` runs programs.
 //!
-//! `HUSHTRACE_OUTPUT=/tmp/t cargo run --example env_traced -- [events]`
+//! `HUSHTRACE_OUTPUT=/tmp/t cargo run -p hushtrace-testbins --bin env_traced -- [events]`
 //!
 //! Starts a session with `hushtrace::start_from_env()` (nothing is recorded without
 //! `HUSHTRACE_OUTPUT`), emits `event!("env", "ev", seq = <u64>)` `events` times (default 1000)
 //! and prints `{"traced":true|false,"written":W,"discarded":D}`. A bad `HUSHTRACE_*` value is
 //! reported on stderr and the program carries on untraced.
+#![forbid(unsafe_code)]
 
 fn main() {
     let events: u64 = std::env::args()

@@ -2,10 +2,11 @@
 //! would still need a system call. Run it with `HUSHTRACE_CLOCK=monotonic`, which disables the
 //! cycle counter so every timestamp would need `clock_gettime`.
 //!
-//! `HUSHTRACE_CLOCK=monotonic HUSHTRACE_NO_SYSCALL_POLICY=log cargo run --example policy_probe -- <dir> [--no-filter]`
+//! `HUSHTRACE_CLOCK=monotonic HUSHTRACE_NO_SYSCALL_POLICY=log cargo run -p hushtrace-testbins --bin policy_probe -- <dir> [--no-filter]`
 //!
 //! Prints `{"written":W,"discarded":D,"sigsys":S}`. With `--no-filter` the seccomp filter is not
 //! installed (the `abort` policy needs the kernel to deliver SIGABRT).
+#![forbid(unsafe_code)]
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

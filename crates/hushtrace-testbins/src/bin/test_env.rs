@@ -1,5 +1,5 @@
-//! Test helper (`tests/core_config.rs`, `tests/core_env.rs`): a program configured only by the
-//! environment.
+//! Test helper (`crates/hushtrace/tests/core_config.rs`, `core_env.rs`): a program configured
+//! only by the environment.
 //!
 //! `test_env [events]`: calls `hushtrace::start_from_env()` and prints its outcome on the first
 //! line (`start: ok`, `start: none` or `start: err: <message>`), then emits
@@ -8,6 +8,7 @@
 //! If `TEST_ENV_RETRY_DIR` is set and the start failed, it then starts a session with the
 //! builder in that directory, emits the same events again and prints its stats the same way:
 //! a failed start must leave the tracer usable. Prints `alive` last and exits 0.
+#![forbid(unsafe_code)]
 
 fn emit(n: u64) {
     for seq in 0..n {

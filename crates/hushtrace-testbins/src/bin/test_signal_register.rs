@@ -1,5 +1,6 @@
-//! Test helper (`tests/core_signals_registration.rs`): signal handlers that trace while their
-//! thread is registering with the tracer (allocating its buffer under the tracer's locks).
+//! Test helper (`crates/hushtrace/tests/core_signals_registration.rs`): signal handlers that
+//! trace while their thread is registering with the tracer (allocating its buffer under the
+//! tracer's locks).
 //!
 //! `test_signal_register <dir> <rounds>`: starts a session in `<dir>`; for each round, spawns a
 //! thread whose first tracepoint (which registers it) runs while another thread keeps sending

@@ -1,4 +1,5 @@
-//! A small program traced through `hushtrace::start_from_env()`, for `hushtrace record` tests.
+//! A small program traced through `hushtrace::start_from_env()`, for `hushtrace record` tests
+//! (`crates/hushtrace-cli/tests/runtime.rs`).
 //!
 //! `traced_app <threads> <jobs>`: each thread runs `<jobs>` `app:job` spans (field `job`)
 //! containing an `app:step` span, an `app:tick` instant and an `app:depth` counter; then the

@@ -167,16 +167,62 @@ pub fn example_path(name: &str) -> PathBuf {
     p.join("examples").join(name)
 }
 
-/// Runs `examples/test_env.rs` with `<events>` after clearing every `HUSHTRACE_*` variable
-/// (but `HUSHTRACE_SKIP_EXTERNAL`) and setting `vars`; asserts it exits 0 (a bad configuration
-/// must not stop the program) and returns its stdout lines.
-pub fn run_test_env(vars: &[(&str, &str)], events: u64) -> Vec<String> {
-    let exe = example_path("test_env");
+/// A program of the unpublished `hushtrace-testbins` crate (the test-only programs these tests
+/// run as subprocesses). Cargo builds only this package's targets for its tests, so the first
+/// call in a test process runs `cargo build -p hushtrace-testbins --bins` with this test
+/// binary's profile and target directory: a no-op when up to date, and never a stale program
+/// after a runtime change.
+pub fn testbin_path(name: &str) -> PathBuf {
+    static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
+    let p = DIR.get_or_init(build_testbins).join(name);
     assert!(
-        exe.exists(),
-        "{} missing: build the examples (cargo build --examples)",
-        exe.display()
+        p.exists(),
+        "{} missing after building hushtrace-testbins",
+        p.display()
     );
+    p
+}
+
+/// Builds every `hushtrace-testbins` program; returns the directory they are in.
+fn build_testbins() -> PathBuf {
+    // <target-dir>/[<triple>/]<profile-dir>/deps/<test>-<hash>
+    let mut dir = std::env::current_exe().expect("test exe path");
+    dir.pop();
+    if dir.ends_with("deps") {
+        dir.pop();
+    }
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other, // "release" or a custom profile's name
+        None => panic!("unexpected test exe location {}", dir.display()),
+    };
+    let parent = dir.parent().expect("target dir");
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "-p", "hushtrace-testbins", "--bins"])
+        .args(["--profile", profile]);
+    if parent.join("CACHEDIR.TAG").exists() {
+        cmd.arg("--target-dir").arg(parent);
+    } else {
+        // <target-dir>/<triple>/<profile-dir>: a --target build.
+        cmd.arg("--target").arg(parent.file_name().expect("triple"));
+        cmd.arg("--target-dir")
+            .arg(parent.parent().expect("target dir"));
+    }
+    let out = cmd.output().expect("run cargo build -p hushtrace-testbins");
+    assert!(
+        out.status.success(),
+        "cargo build -p hushtrace-testbins failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    dir
+}
+
+/// Runs `test_env` (`crates/hushtrace-testbins`) with `<events>` after clearing every
+/// `HUSHTRACE_*` variable (but `HUSHTRACE_SKIP_EXTERNAL`) and setting `vars`; asserts it exits 0
+/// (a bad configuration must not stop the program) and returns its stdout lines.
+pub fn run_test_env(vars: &[(&str, &str)], events: u64) -> Vec<String> {
+    let exe = testbin_path("test_env");
     let mut cmd = Command::new(&exe);
     cmd.arg(events.to_string());
     for (k, _) in std::env::vars() {
