@@ -141,7 +141,8 @@ fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
     ClassJson { prefix, keys }
 }
 
-/// Converts `session` to Chrome JSON on `out` (buffer it: many small writes are made).
+/// Converts `session` to Chrome JSON on `out`. `out` needs no buffering: the many small writes
+/// go through a 64 KiB `BufWriter` here, flushed before returning.
 ///
 /// `progress(bytes_read, total_bytes)` is called now and then.
 pub fn convert<W: Write>(

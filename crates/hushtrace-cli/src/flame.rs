@@ -31,7 +31,8 @@ pub fn folded(session: &Session, per_process: bool) -> Result<Vec<String>, Error
     let mut merged = session.merged()?;
     let mut names = Names::default();
     let mut stacks = SpanStacks::default();
-    // Stack (root first, interned names; a process root is encoded as u32::MAX - pid index).
+    // Key: (the process's pid when `per_process`, else None; the stack, root first, as
+    // interned names).
     let mut weights: HashMap<(Option<u32>, Vec<u32>), u64> = HashMap::new();
     let mut key = Vec::new();
     while let Some(ev) = merged.next()? {
