@@ -151,7 +151,7 @@ fn clear_previous_demo(dir: &Path) -> anyhow::Result<()> {
             || (ft.is_file()
                 && (name == "trace.json"
                     || name == "flame.svg"
-                    || name.strip_suffix(".stats.json").is_some_and(trace_name)));
+                    || hushtrace_ctf::stats::trace_name(&name).is_some_and(trace_name)));
         if !is_ours {
             bail!(
                 "{} is not empty and not an earlier demo output ({name:?}); choose another directory",
@@ -211,11 +211,11 @@ pub fn run(dir: &Path) -> anyhow::Result<DemoOutput> {
 
     let trace = TraceSession::open(dir)?;
     let chrome_json = dir.join("trace.json");
-    let file = std::fs::File::create(&chrome_json)
+    let file = crate::create_private(&chrome_json)
         .with_context(|| format!("creating {}", chrome_json.display()))?;
     chrome::convert(&trace, file, &mut |_, _| {})?;
     let flame_svg = dir.join("flame.svg");
-    let file = std::fs::File::create(&flame_svg)
+    let file = crate::create_private(&flame_svg)
         .with_context(|| format!("creating {}", flame_svg.display()))?;
     flame::write_svg(&trace, false, std::io::BufWriter::new(file))?;
     let report = report::compute(&trace)?;

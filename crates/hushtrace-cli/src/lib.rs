@@ -8,6 +8,8 @@
 //! * [`demo`]: the built-in workload traced by the embedded tracer.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
 //!
+//! Outputs derived from a trace are created with mode 0600 ([`create_private`]), like the trace.
+//!
 //! ```
 //! use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 //! use hushtrace_ctf::reader::Session;
@@ -36,6 +38,29 @@ pub mod flame;
 pub mod record;
 pub mod report;
 pub mod spans;
+
+/// Creates the new file `path` for an output derived from a trace (Chrome JSON, flame graph)
+/// with mode 0600, owner only, like the trace's own files: a trace may hold private data, and
+/// what is derived from it keeps it private. Fails if `path` exists (symbolic links included:
+/// nothing is followed).
+///
+/// ```
+/// use std::os::unix::fs::PermissionsExt;
+/// let p = std::env::temp_dir().join(format!("hushtrace-private-doc-{}", std::process::id()));
+/// let f = hushtrace_cli::create_private(&p).unwrap();
+/// assert_eq!(f.metadata().unwrap().permissions().mode() & 0o777, 0o600);
+/// assert!(hushtrace_cli::create_private(&p).is_err());
+/// std::fs::remove_file(&p).unwrap();
+/// ```
+pub fn create_private(path: &std::path::Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
+}
 
 /// Splits `"category:name"` into `("category", "name")`; no colon means an empty category.
 ///

@@ -1,8 +1,11 @@
 //! The `hushtrace` command. See `hushtrace --help`.
+#![forbid(unsafe_code)]
 
 use anyhow::Context as _;
+use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
-use hushtrace_cli::record::{self, Mode, RecordOptions};
+use hushtrace::Mode;
+use hushtrace_cli::record::{self, RecordOptions};
 use hushtrace_cli::{chrome, flame, report};
 use hushtrace_ctf::reader::Session;
 use std::ffi::OsString;
@@ -26,12 +29,13 @@ enum Cmd {
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
         /// Buffer mode: drop new events when full, or overwrite the oldest (flight recorder).
-        #[arg(long, value_enum)]
-        mode: Option<ModeArg>,
-        /// Sub-buffer (packet) size in bytes.
+        #[arg(long, value_parser = mode_parser())]
+        mode: Option<Mode>,
+        /// Sub-buffer (packet) size in bytes; checked against the runtime's limits before the
+        /// command runs (exit code 2 if refused).
         #[arg(long, value_name = "N")]
         subbuf_size: Option<u64>,
-        /// Number of sub-buffers per thread.
+        /// Number of sub-buffers per thread; checked like --subbuf-size.
         #[arg(long, value_name = "N")]
         num_subbufs: Option<u64>,
         /// The command to run, after `--`.
@@ -45,7 +49,8 @@ enum Cmd {
         /// Output format.
         #[arg(long, value_enum, default_value = "chrome")]
         to: Format,
-        /// Output file: `.json`, `.json.gz` (gzip) or `-` for stdout.
+        /// Output file: `.json`, `.json.gz` (gzip) or `-` for stdout. A new file is created
+        /// with mode 0600 (owner only), like the trace it comes from.
         #[arg(short, long, value_name = "OUT")]
         output: PathBuf,
         /// No progress bar.
@@ -64,7 +69,7 @@ enum Cmd {
     Flamegraph {
         /// Session (or single process) trace directory.
         dir: PathBuf,
-        /// Output SVG file.
+        /// Output SVG file, created with mode 0600 (owner only), like the trace.
         #[arg(short, long, value_name = "OUT")]
         output: PathBuf,
         /// One root frame per process instead of merging all processes.
@@ -80,10 +85,9 @@ enum Cmd {
     },
 }
 
-#[derive(Clone, Copy, Debug, ValueEnum)]
-enum ModeArg {
-    Discard,
-    Overwrite,
+/// `--mode`: the spellings of [`Mode`], parsed by its `FromStr`.
+fn mode_parser() -> impl TypedValueParser<Value = Mode> {
+    PossibleValuesParser::new(Mode::ALL.map(Mode::as_str)).try_map(|s| s.parse::<Mode>())
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -132,17 +136,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 .with_context(|| format!("bad output directory {}", output.display()))?;
             let opts = RecordOptions {
                 output,
-                mode: mode.map(|m| match m {
-                    ModeArg::Discard => Mode::Discard,
-                    ModeArg::Overwrite => Mode::Overwrite,
-                }),
+                mode,
                 subbuf_size,
                 num_subbufs,
                 command,
             };
-            let code = record::run(&opts)?;
-            print_record_summary(&opts.output);
-            Ok(ExitCode::from(code.clamp(0, 255) as u8))
+            if let Err(e) = opts.validate() {
+                // A usage error, like the ones clap reports.
+                eprintln!("hushtrace: error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+            let status = record::run_status(&opts)?;
+            print_record_summary(&opts, status);
+            Ok(ExitCode::from(record::exit_code(status).clamp(0, 255) as u8))
         }
         Cmd::Convert {
             dir,
@@ -206,11 +212,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn print_record_summary(dir: &Path) {
+fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) {
+    let dir = &opts.output;
+    let prog = opts
+        .command
+        .first()
+        .map(|p| p.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let killed = record::killed_by(status);
+    if let Some(k) = &killed {
+        eprintln!("hushtrace: {prog} was {k}");
+    }
     println!("trace: {}", dir.display());
     let stats = record::session_stats(dir);
-    if stats.is_empty() {
-        println!("  no process stats (did the program call hushtrace::start_from_env()?)");
+    let incomplete = record::incomplete_traces(dir);
+    if stats.is_empty() && incomplete.is_empty() {
+        if killed.is_some() {
+            println!("  no trace: the program was killed before it wrote any");
+        } else {
+            println!("  no trace (did the program call hushtrace::start_from_env()?)");
+        }
     }
     for (name, s) in stats {
         match s {
@@ -220,6 +241,16 @@ fn print_record_summary(dir: &Path) {
             ),
             None => println!("  process {name}: malformed stats file"),
         }
+    }
+    for name in incomplete {
+        println!(
+            "  process {name}: incomplete trace: it did not stop tracing (no stats file){}",
+            if killed.is_some() {
+                ""
+            } else {
+                " - crashed, killed or still running"
+            }
+        );
     }
 }
 
@@ -254,10 +285,7 @@ fn write_atomically(
         let _ = std::fs::remove_file(&tmp);
     }
     let result = (|| {
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .open(&tmp)
+        let file = hushtrace_cli::create_private(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;
         let mut w = std::io::BufWriter::new(file);
         f(&mut w)?;

@@ -1,29 +1,13 @@
 //! `hushtrace record`: run a command with the `HUSHTRACE_*` environment.
 
-use hushtrace_ctf::layout::STATS_SUFFIX;
+use hushtrace::Mode;
+use hushtrace_ctf::layout::METADATA_FILE;
 use hushtrace_ctf::reader::ProcessStats;
+use hushtrace_ctf::stats;
 use std::ffi::OsString;
+use std::fmt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
-
-/// Buffer mode of a session.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    /// Drop new events when the buffer is full.
-    Discard,
-    /// Overwrite the oldest sub-buffers (flight recorder).
-    Overwrite,
-}
-
-impl Mode {
-    /// The value of `HUSHTRACE_MODE`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Mode::Discard => "discard",
-            Mode::Overwrite => "overwrite",
-        }
-    }
-}
+use std::process::{Command, ExitStatus};
 
 /// What to run and how to trace it.
 #[derive(Clone, Debug)]
@@ -40,52 +24,186 @@ pub struct RecordOptions {
     pub command: Vec<OsString>,
 }
 
+/// A `record` flag the runtime would refuse at session start.
+#[derive(Debug)]
+pub struct InvalidFlag {
+    /// The flag, e.g. `--num-subbufs`.
+    pub flag: &'static str,
+    /// The runtime's reason (value and limit).
+    pub error: hushtrace::Error,
+}
+
+impl fmt::Display for InvalidFlag {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.flag, self.error)
+    }
+}
+
+impl std::error::Error for InvalidFlag {}
+
 impl RecordOptions {
-    /// The environment variables to set.
+    /// The environment variables to set (names from [`hushtrace::env`]).
     ///
     /// ```
-    /// use hushtrace_cli::record::{Mode, RecordOptions};
+    /// use hushtrace::Mode;
+    /// use hushtrace_cli::record::RecordOptions;
     /// let o = RecordOptions { output: "/t".into(), mode: Some(Mode::Overwrite), subbuf_size: None,
     ///                         num_subbufs: Some(4), command: vec!["true".into()] };
     /// let env: Vec<_> = o.env().into_iter().map(|(k, v)| format!("{k}={}", v.to_string_lossy())).collect();
     /// assert_eq!(env, ["HUSHTRACE_OUTPUT=/t", "HUSHTRACE_MODE=overwrite", "HUSHTRACE_NUM_SUBBUFS=4"]);
     /// ```
     pub fn env(&self) -> Vec<(&'static str, OsString)> {
-        let mut env = vec![("HUSHTRACE_OUTPUT", self.output.clone().into_os_string())];
+        let mut env = vec![(hushtrace::env::OUTPUT, self.output.clone().into_os_string())];
         if let Some(m) = self.mode {
-            env.push(("HUSHTRACE_MODE", m.as_str().into()));
+            env.push((hushtrace::env::MODE, m.as_str().into()));
         }
         if let Some(n) = self.subbuf_size {
-            env.push(("HUSHTRACE_SUBBUF_SIZE", n.to_string().into()));
+            env.push((hushtrace::env::SUBBUF_SIZE, n.to_string().into()));
         }
         if let Some(n) = self.num_subbufs {
-            env.push(("HUSHTRACE_NUM_SUBBUFS", n.to_string().into()));
+            env.push((hushtrace::env::NUM_SUBBUFS, n.to_string().into()));
         }
         env
     }
+
+    /// Checks the buffer flags the way the runtime checks them at session start
+    /// ([`hushtrace::SessionBuilder::validate`]), so a bad value is refused before the command
+    /// runs instead of making every traced process fail to start its session.
+    ///
+    /// ```
+    /// use hushtrace_cli::record::RecordOptions;
+    /// let mut o = RecordOptions { output: "/t".into(), mode: None, subbuf_size: None,
+    ///                             num_subbufs: Some(65536), command: vec!["true".into()] };
+    /// let e = o.validate().unwrap_err();
+    /// assert_eq!(e.flag, "--num-subbufs");
+    /// assert!(e.to_string().contains("65536"));
+    /// o.num_subbufs = Some(4);
+    /// assert!(o.validate().is_ok());
+    /// ```
+    pub fn validate(&self) -> Result<(), InvalidFlag> {
+        fn size(flag: &'static str, v: u64) -> Result<usize, InvalidFlag> {
+            usize::try_from(v).map_err(|_| InvalidFlag {
+                flag,
+                error: hushtrace::Error::Config {
+                    var: None,
+                    value: v.to_string(),
+                    reason: "too large for this platform".into(),
+                },
+            })
+        }
+        let mut b = hushtrace::Session::builder();
+        if let Some(m) = self.mode {
+            b = b.mode(m);
+        }
+        if let Some(n) = self.subbuf_size {
+            b = b.subbuf_size(size("--subbuf-size", n)?);
+            // Checked alone first, so an error names the flag that caused it.
+            b.validate().map_err(|error| InvalidFlag {
+                flag: "--subbuf-size",
+                error,
+            })?;
+        }
+        if let Some(n) = self.num_subbufs {
+            b = b.num_subbufs(size("--num-subbufs", n)?);
+        }
+        b.validate().map_err(|error| InvalidFlag {
+            flag: if self.num_subbufs.is_some() {
+                "--num-subbufs"
+            } else {
+                "--subbuf-size"
+            },
+            error,
+        })
+    }
 }
 
-/// Runs the command and returns its exit code (128 + signal number if a signal killed it).
-pub fn run(opts: &RecordOptions) -> std::io::Result<i32> {
+/// Runs the command and returns its exit status.
+pub fn run_status(opts: &RecordOptions) -> std::io::Result<ExitStatus> {
     let (prog, args) = opts
         .command
         .split_first()
         .ok_or_else(|| std::io::Error::other("no command to run"))?;
-    let status = Command::new(prog)
+    Command::new(prog)
         .args(args)
         .envs(opts.env())
         .status()
         .map_err(|e| {
             std::io::Error::new(e.kind(), format!("running {}: {e}", prog.to_string_lossy()))
-        })?;
+        })
+}
+
+/// Runs the command and returns its exit code (128 + signal number if a signal killed it).
+pub fn run(opts: &RecordOptions) -> std::io::Result<i32> {
+    run_status(opts).map(exit_code)
+}
+
+/// The shell's exit code for `status`: its code, or 128 + the signal number that killed it.
+pub fn exit_code(status: ExitStatus) -> i32 {
     use std::os::unix::process::ExitStatusExt;
-    Ok(status
+    status
         .code()
-        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0)))
+        .unwrap_or_else(|| 128 + status.signal().unwrap_or(0))
+}
+
+/// `"SIGKILL (9)"` for signal 9; the number alone for a signal without a known name.
+///
+/// ```
+/// assert_eq!(hushtrace_cli::record::signal_name(9), "SIGKILL (9)");
+/// assert_eq!(hushtrace_cli::record::signal_name(11), "SIGSEGV (11)");
+/// ```
+pub fn signal_name(sig: i32) -> String {
+    const NAMES: &[(libc::c_int, &str)] = &[
+        (libc::SIGHUP, "SIGHUP"),
+        (libc::SIGINT, "SIGINT"),
+        (libc::SIGQUIT, "SIGQUIT"),
+        (libc::SIGILL, "SIGILL"),
+        (libc::SIGTRAP, "SIGTRAP"),
+        (libc::SIGABRT, "SIGABRT"),
+        (libc::SIGBUS, "SIGBUS"),
+        (libc::SIGFPE, "SIGFPE"),
+        (libc::SIGKILL, "SIGKILL"),
+        (libc::SIGUSR1, "SIGUSR1"),
+        (libc::SIGSEGV, "SIGSEGV"),
+        (libc::SIGUSR2, "SIGUSR2"),
+        (libc::SIGPIPE, "SIGPIPE"),
+        (libc::SIGALRM, "SIGALRM"),
+        (libc::SIGTERM, "SIGTERM"),
+        (libc::SIGCHLD, "SIGCHLD"),
+        (libc::SIGCONT, "SIGCONT"),
+        (libc::SIGSTOP, "SIGSTOP"),
+        (libc::SIGTSTP, "SIGTSTP"),
+        (libc::SIGTTIN, "SIGTTIN"),
+        (libc::SIGTTOU, "SIGTTOU"),
+        (libc::SIGURG, "SIGURG"),
+        (libc::SIGXCPU, "SIGXCPU"),
+        (libc::SIGXFSZ, "SIGXFSZ"),
+        (libc::SIGVTALRM, "SIGVTALRM"),
+        (libc::SIGPROF, "SIGPROF"),
+        (libc::SIGWINCH, "SIGWINCH"),
+        (libc::SIGIO, "SIGIO"),
+        (libc::SIGSYS, "SIGSYS"),
+    ];
+    match NAMES.iter().find(|(n, _)| *n == sig) {
+        Some((_, name)) => format!("{name} ({sig})"),
+        None => format!("signal {sig}"),
+    }
+}
+
+/// How the command ended, for people: `None` if it exited, else e.g.
+/// `"killed by signal SIGKILL (9)"` (with `", core dumped"` if it dumped core).
+pub fn killed_by(status: ExitStatus) -> Option<String> {
+    use std::os::unix::process::ExitStatusExt;
+    let sig = status.signal()?;
+    let core = if status.core_dumped() {
+        ", core dumped"
+    } else {
+        ""
+    };
+    Some(format!("killed by signal {}{core}", signal_name(sig)))
 }
 
 /// The statistics files of a session directory: `(trace dir name, stats)`, by pid; a file that
-/// does not parse gives `None`.
+/// does not parse, or is not a regular file, gives `None` (it is never followed or waited on).
 pub fn session_stats(dir: &Path) -> Vec<(String, Option<ProcessStats>)> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(dir) else {
@@ -93,13 +211,31 @@ pub fn session_stats(dir: &Path) -> Vec<(String, Option<ProcessStats>)> {
     };
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(trace) = name.strip_suffix(STATS_SUFFIX) {
-            let stats = std::fs::read_to_string(e.path())
-                .ok()
-                .and_then(|t| ProcessStats::parse(&t));
-            out.push((trace.to_string(), stats));
+        if let Some(trace) = stats::trace_name(&name) {
+            let s = ProcessStats::read(&e.path()).ok().flatten();
+            out.push((trace.to_string(), s));
         }
     }
     out.sort_by_key(|(n, s)| (s.map_or(u64::MAX, |s| s.pid), n.clone()));
+    out
+}
+
+/// The process traces of a session directory (`<dir>/<name>/metadata` exists) that have no
+/// statistics file: processes that did not stop tracing (killed, crashed, still running), by
+/// name.
+pub fn incomplete_traces(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_trace = e.file_type().is_ok_and(|t| t.is_dir())
+            && std::fs::symlink_metadata(e.path().join(METADATA_FILE)).is_ok();
+        if is_trace && std::fs::symlink_metadata(dir.join(stats::file_name(&name))).is_err() {
+            out.push(name);
+        }
+    }
+    out.sort_by_key(|n| (n.parse::<u64>().unwrap_or(u64::MAX), n.clone()));
     out
 }

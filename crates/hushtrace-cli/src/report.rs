@@ -49,10 +49,14 @@ pub struct ProcessReport {
     pub name: String,
     /// Events read from the trace.
     pub events: u64,
-    /// Events discarded, from packet contexts.
+    /// Events discarded, from packet contexts (CTF `events_discarded`).
     pub discarded: u64,
-    /// Packets lost (sequence number gaps, overwrite mode).
+    /// Whole packets missing from the trace, from packet sequence numbers: overwritten in
+    /// overwrite mode (a stream starting after sequence number 0) or lost to a failed write.
     pub lost_packets: u64,
+    /// Whether the process stopped tracing and wrote its statistics file. `false`: it crashed,
+    /// was killed or still runs, and the events still in its buffers are missing.
+    pub complete: bool,
     /// Events written, from the statistics file (absent if the process did not stop cleanly).
     pub stats_written: Option<u64>,
     /// Events discarded, from the statistics file.
@@ -70,9 +74,9 @@ pub struct ThreadReport {
     pub name: String,
     /// Events read.
     pub events: u64,
-    /// Events discarded, from packet contexts.
+    /// Events discarded, from packet contexts (CTF `events_discarded`).
     pub discarded: u64,
-    /// Packets lost.
+    /// Whole packets missing before this thread's packets (sequence number gaps).
     pub lost_packets: u64,
 }
 
@@ -129,11 +133,12 @@ struct ThreadAcc {
     lost_packets: u64,
 }
 
-/// Per stream: last packet seen and discarded count attributed so far.
+/// Per stream: last packet seen, discarded count and lost packets attributed so far.
 #[derive(Default, Clone)]
 struct StreamAcc {
     packet_offset: Option<u64>,
     discarded: u64,
+    lost_packets: u64,
     thread: (u32, u32),
 }
 
@@ -178,6 +183,10 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 .discarded
                 .saturating_add(p.events_discarded.saturating_sub(sa.discarded));
             sa.discarded = sa.discarded.max(p.events_discarded);
+            // Packets missing before this one were most likely this thread's (a stream is
+            // one thread's until its buffer is recycled).
+            th.lost_packets = th.lost_packets.saturating_add(p.lost_before);
+            sa.lost_packets = sa.lost_packets.saturating_add(p.lost_before);
             sa.thread = key;
         }
         let name = names.id(&ev);
@@ -214,14 +223,16 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     }
     stacks.finish();
 
-    // Discards in packets without events (not seen above) and lost packets go to the stream's
-    // last thread.
+    // Discards and lost packets seen in packets without events (not seen above) go to the
+    // stream's last thread.
     for ((_, s), acc) in merged.streams().iter().zip(&streams) {
         if let Some(th) = threads.get_mut(&acc.thread) {
             th.discarded = th
                 .discarded
                 .saturating_add(s.events_discarded().saturating_sub(acc.discarded));
-            th.lost_packets = th.lost_packets.saturating_add(s.lost_packets());
+            th.lost_packets = th
+                .lost_packets
+                .saturating_add(s.lost_packets().saturating_sub(acc.lost_packets));
         }
     }
 
@@ -235,6 +246,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 events: 0,
                 discarded: 0,
                 lost_packets: 0,
+                complete: trace.map(|t| t.is_complete()).unwrap_or(true),
                 stats_written: trace.and_then(|t| t.stats).map(|s| s.written),
                 stats_discarded: trace.and_then(|t| t.stats).map(|s| s.discarded),
                 threads: Vec::new(),
@@ -262,6 +274,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 events: 0,
                 discarded: 0,
                 lost_packets: 0,
+                complete: t.is_complete(),
                 stats_written: t.stats.map(|s| s.written),
                 stats_discarded: t.stats.map(|s| s.discarded),
                 threads: Vec::new(),
@@ -456,7 +469,23 @@ impl Report {
             ],
             &rows,
         ));
-        s.push_str("(* from the process's stats file; - if it did not stop cleanly)\n\n");
+        s.push_str("(* from the process's stats file; - if it did not stop cleanly)\n");
+        if self.processes.iter().any(|p| p.lost_packets > 0) {
+            s.push_str(
+                "LOST PKTS: whole packets missing from the trace (gaps in packet_seq_num: \
+                 overwritten in overwrite mode, or lost to a failed write); their events are \
+                 not in EVENTS\n",
+            );
+        }
+        for p in self.processes.iter().filter(|p| !p.complete) {
+            let _ = writeln!(
+                s,
+                "INCOMPLETE: process {} ({}) did not stop tracing (no stats file): it crashed, \
+                 was killed or is still running; events still in its buffers are missing",
+                p.pid, p.name
+            );
+        }
+        s.push('\n');
 
         if !self.spans.is_empty() {
             let rows: Vec<Vec<String>> = self
