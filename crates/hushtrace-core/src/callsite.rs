@@ -19,14 +19,57 @@ pub fn callsites() -> &'static [Callsite] {
     &CALLSITES
 }
 
-/// `interest` value of a disabled callsite.
-pub const INTEREST_DISABLED: u64 = 0;
-/// `interest` value of an enabled callsite whose field types are not yet published (it has never
-/// been hit). Any other non-zero value is the type signature of an enabled callsite.
-pub const INTEREST_NEEDS_TYPES: u64 = 1;
+/// The word a tracepoint loads to decide whether to record: disabled, enabled with field types
+/// not yet published, or enabled with the published type signature.
+///
+/// ```
+/// use hushtrace_core::Interest;
+/// assert!(!Interest::DISABLED.is_enabled());
+/// assert!(Interest::NEEDS_TYPES.is_enabled());
+/// ```
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+#[repr(transparent)]
+pub struct Interest(u64);
+
+impl Interest {
+    /// A disabled callsite.
+    pub const DISABLED: Interest = Interest(0);
+    /// An enabled callsite whose field types are not yet published (it has never been hit).
+    pub const NEEDS_TYPES: Interest = Interest(1);
+
+    /// The interest of an enabled callsite whose field types have signature `sig`
+    /// (see [`Callsite::signature_of`], never 0 or 1).
+    #[inline(always)]
+    pub const fn with_signature(sig: u64) -> Interest {
+        Interest(sig)
+    }
+
+    /// Whether the callsite records: one compare against zero.
+    #[inline(always)]
+    pub const fn is_enabled(self) -> bool {
+        self.0 != 0
+    }
+
+    /// Whether this is the interest of an enabled callsite with type signature `sig`: the
+    /// fast path's check that no type publication is needed.
+    #[inline(always)]
+    pub const fn has_signature(self, sig: u64) -> bool {
+        self.0 == sig
+    }
+
+    /// The raw word (for diagnostics).
+    pub const fn bits(self) -> u64 {
+        self.0
+    }
+}
+
+/// [`Interest::DISABLED`].
+pub const INTEREST_DISABLED: Interest = Interest::DISABLED;
+/// [`Interest::NEEDS_TYPES`].
+pub const INTEREST_NEEDS_TYPES: Interest = Interest::NEEDS_TYPES;
 /// Alias kept for readability at use sites: an enabled callsite has an interest of
 /// [`INTEREST_NEEDS_TYPES`] or its type signature (see [`Callsite::signature_of`]).
-pub const INTEREST_ENABLED: u64 = INTEREST_NEEDS_TYPES;
+pub const INTEREST_ENABLED: Interest = Interest::NEEDS_TYPES;
 
 /// Value of [`CallsiteState`]'s signature slot while a thread is publishing the field types.
 const SIG_PUBLISHING: u64 = 1;
@@ -91,19 +134,19 @@ impl CallsiteState {
     #[allow(clippy::new_without_default)]
     pub const fn new() -> Self {
         CallsiteState {
-            interest: AtomicU64::new(INTEREST_NEEDS_TYPES),
+            interest: AtomicU64::new(Interest::NEEDS_TYPES.0),
             signature: AtomicU64::new(0),
             id: AtomicU16::new(0),
         }
     }
 
-    /// The enabled check: one relaxed load. 0 means disabled.
+    /// The enabled check: one relaxed load.
     ///
     /// Relaxed is enough: enabling is advisory and needs no ordering with the record written
     /// after it; the field types it guards are published with their own Release/Acquire pair.
     #[inline(always)]
-    pub fn interest(&self) -> u64 {
-        self.interest.load(Ordering::Relaxed)
+    pub fn interest(&self) -> Interest {
+        Interest(self.interest.load(Ordering::Relaxed))
     }
 
     /// The event id cached by [`assign_ids`] (0 before).
@@ -221,7 +264,7 @@ impl Callsite {
                 st.signature.store(sig, Ordering::Release);
                 TYPES_GENERATION.fetch_add(1, Ordering::AcqRel);
                 let _ = st.interest.compare_exchange(
-                    INTEREST_NEEDS_TYPES,
+                    Interest::NEEDS_TYPES.0,
                     sig,
                     Ordering::Relaxed,
                     Ordering::Relaxed,
@@ -241,13 +284,13 @@ impl Callsite {
         if on {
             let sig = st.signature.load(Ordering::Acquire);
             let v = if sig == 0 || sig == SIG_PUBLISHING {
-                INTEREST_NEEDS_TYPES
+                Interest::NEEDS_TYPES.0
             } else {
                 sig
             };
             st.interest.store(v, Ordering::Relaxed);
         } else {
-            st.interest.store(INTEREST_DISABLED, Ordering::Relaxed);
+            st.interest.store(Interest::DISABLED.0, Ordering::Relaxed);
         }
     }
 }

@@ -98,33 +98,54 @@ impl FieldType {
     }
 }
 
+mod sealed {
+    /// Seals [`super::Field`]: the write path reserves exactly `encoded_len()` bytes and trusts
+    /// `encode` to stay inside them, so only the implementations in this module may exist.
+    pub trait Sealed {}
+}
+
 /// A value that can be recorded as a tracepoint field.
 ///
 /// Implemented for all integer types, `f32`/`f64`, `bool`, `&str`, `String` and references to
-/// those. The encoding is little-endian and byte-aligned.
+/// those. The encoding is little-endian and byte-aligned. The trait is sealed: the write path
+/// writes raw bytes into a ring on the strength of [`Field::encoded_len`], so a foreign
+/// implementation with an inconsistent length could corrupt memory.
 ///
 /// ```
 /// use hushtrace_core::Field;
 /// let mut buf = [0u8; 16];
 /// let n = 7u32.encoded_len();
 /// // SAFETY: `buf` has room for `encoded_len()` bytes.
-/// unsafe { 7u32.encode(buf.as_mut_ptr()) };
+/// let written = unsafe { 7u32.encode(buf.as_mut_ptr()) };
+/// assert_eq!(written, n);
 /// assert_eq!(&buf[..n], &[7, 0, 0, 0]);
 /// ```
-pub trait Field {
+///
+/// ```compile_fail
+/// struct Mine;
+/// impl hushtrace_core::Field for Mine { // error: the trait is sealed
+///     const TYPE: hushtrace_core::FieldType = hushtrace_core::FieldType::U8;
+///     fn encoded_len(&self) -> usize { 0 }
+///     unsafe fn encode(&self, _: *mut u8) -> usize { 1000 }
+/// }
+/// ```
+pub trait Field: sealed::Sealed {
     /// The wire type written for this value.
     const TYPE: FieldType;
-    /// How many bytes [`Field::encode`] writes.
+    /// How many bytes [`Field::encode`] writes. Invariant (upheld by every implementation, which
+    /// the seal keeps in this crate): equal to what `encode` returns for the same value.
     fn encoded_len(&self) -> usize;
-    /// Writes the value at `dst`.
+    /// Writes the value at `dst` and returns the number of bytes written, which is
+    /// `self.encoded_len()`.
     ///
     /// # Safety
     /// `dst` must be valid for writes of `self.encoded_len()` bytes; no alignment is required.
-    unsafe fn encode(&self, dst: *mut u8);
+    unsafe fn encode(&self, dst: *mut u8) -> usize;
 }
 
 macro_rules! impl_num {
     ($($t:ty => $ft:ident as $wire:ty),* $(,)?) => {$(
+        impl sealed::Sealed for $t {}
         impl Field for $t {
             const TYPE: FieldType = FieldType::$ft;
             #[inline(always)]
@@ -132,11 +153,12 @@ macro_rules! impl_num {
                 core::mem::size_of::<$wire>()
             }
             #[inline(always)]
-            unsafe fn encode(&self, dst: *mut u8) {
+            unsafe fn encode(&self, dst: *mut u8) -> usize {
                 // SAFETY: the caller guarantees `dst` is valid for `encoded_len()` bytes, which
                 // is the size of `$wire`; `write_unaligned` has no alignment requirement.
                 unsafe { (dst as *mut [u8; core::mem::size_of::<$wire>()])
                     .write_unaligned((*self as $wire).to_le_bytes()) }
+                core::mem::size_of::<$wire>()
             }
         }
     )*};
@@ -148,6 +170,7 @@ impl_num! {
     f64 => F64 as f64, f32 => F64 as f64,
 }
 
+impl sealed::Sealed for bool {}
 impl Field for bool {
     const TYPE: FieldType = FieldType::Bool;
     #[inline(always)]
@@ -155,9 +178,10 @@ impl Field for bool {
         1
     }
     #[inline(always)]
-    unsafe fn encode(&self, dst: *mut u8) {
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
         // SAFETY: the caller guarantees one writable byte at `dst`.
-        unsafe { dst.write(*self as u8) }
+        unsafe { dst.write(*self as u8) };
+        1
     }
 }
 
@@ -175,6 +199,7 @@ fn kept_len(s: &str) -> usize {
     n
 }
 
+impl sealed::Sealed for str {}
 impl Field for str {
     const TYPE: FieldType = FieldType::Str;
     #[inline]
@@ -182,7 +207,8 @@ impl Field for str {
         kept_len(self) + 1
     }
     #[inline]
-    unsafe fn encode(&self, dst: *mut u8) {
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
+        // `str` is immutable, so this is the length `encoded_len` computed.
         let n = kept_len(self);
         // SAFETY: the caller guarantees `n + 1` writable bytes at `dst`; the source is `n`
         // initialized bytes of `self`, which cannot overlap the record buffer.
@@ -190,9 +216,11 @@ impl Field for str {
             core::ptr::copy_nonoverlapping(self.as_ptr(), dst, n);
             dst.add(n).write(0);
         }
+        n + 1
     }
 }
 
+impl sealed::Sealed for String {}
 impl Field for String {
     const TYPE: FieldType = FieldType::Str;
     #[inline]
@@ -200,12 +228,13 @@ impl Field for String {
         self.as_str().encoded_len()
     }
     #[inline]
-    unsafe fn encode(&self, dst: *mut u8) {
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
         // SAFETY: forwarded contract.
         unsafe { self.as_str().encode(dst) }
     }
 }
 
+impl<T: Field + ?Sized> sealed::Sealed for &T {}
 impl<T: Field + ?Sized> Field for &T {
     const TYPE: FieldType = T::TYPE;
     #[inline(always)]
@@ -213,7 +242,7 @@ impl<T: Field + ?Sized> Field for &T {
         (**self).encoded_len()
     }
     #[inline(always)]
-    unsafe fn encode(&self, dst: *mut u8) {
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
         // SAFETY: forwarded contract.
         unsafe { (**self).encode(dst) }
     }
@@ -226,7 +255,12 @@ mod tests {
     fn enc<T: Field + ?Sized>(v: &T) -> Vec<u8> {
         let mut b = vec![0xAAu8; v.encoded_len()];
         // SAFETY: `b` holds exactly `encoded_len()` bytes.
-        unsafe { v.encode(b.as_mut_ptr()) };
+        let n = unsafe { v.encode(b.as_mut_ptr()) };
+        assert_eq!(
+            n,
+            b.len(),
+            "encode wrote a different length than encoded_len"
+        );
         b
     }
 

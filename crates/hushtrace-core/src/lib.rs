@@ -23,7 +23,8 @@ mod mode;
 
 pub use callsite::{
     assign_ids, callsites, reset_interrupted_publications, set_enabled, types_generation, Callsite,
-    CallsiteState, Kind, CALLSITES, INTEREST_DISABLED, INTEREST_ENABLED, INTEREST_NEEDS_TYPES,
+    CallsiteState, Interest, Kind, CALLSITES, INTEREST_DISABLED, INTEREST_ENABLED,
+    INTEREST_NEEDS_TYPES,
 };
 pub use field::{Field, FieldType, STR_CAP};
 pub use glob::glob_match;

@@ -3,9 +3,10 @@
 //! and recycles the buffers of exited threads, keeps the TSDL metadata current and, when the
 //! session stops, flushes everything.
 
-use crate::platform;
-use crate::ring::{self, Buffer, Mode};
-use crate::session::{create_private_dir, Error, Shared};
+use crate::config::Error;
+use crate::platform::{self, SignalBlock};
+use crate::ring::{BufState, Buffer, Mode};
+use crate::state::{self, ConsumerThread, Shared};
 use hushtrace_core::callsites;
 use hushtrace_ctf::layout::{METADATA_FILE, STATS_SUFFIX, STREAM_PREFIX};
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
@@ -16,6 +17,7 @@ use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 /// Name of the consumer thread.
 pub(crate) const CONSUMER_THREAD_NAME: &str = "hushtrace-consumer";
@@ -63,7 +65,7 @@ impl Consumer {
                 Err(source) => return Err(Error::Io { path: d, source }),
             }
         };
-        *shared.trace_dir.lock() = dir.clone();
+        shared.inner.lock().trace_dir = dir.clone();
         let mut c = Consumer {
             shared,
             dir,
@@ -93,7 +95,7 @@ impl Consumer {
             })
             .collect();
         let desc = TraceDesc {
-            uuid: *self.shared.uuid.lock(),
+            uuid: self.shared.inner.lock().uuid,
             clock_uuid: self.shared.clock_uuid,
             clock: crate::clock::calibrate().clone(),
             vpid: self.shared.pid.load(Ordering::Relaxed),
@@ -119,10 +121,7 @@ impl Consumer {
     }
 
     fn note_error(&self, e: impl std::fmt::Display) {
-        let mut slot = self.shared.io_error.lock();
-        if slot.is_none() {
-            *slot = Some(e.to_string());
-        }
+        self.shared.note_error(e);
     }
 
     /// Writes one packet of `b` to its stream file (created on first use). A failure is
@@ -159,50 +158,51 @@ impl Consumer {
                 self.note_error(e);
             }
         }
-        let bufs: Vec<Arc<Buffer>> = self.shared.buffers.lock().clone();
-        let mut retired = Vec::new();
+        let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         for b in &bufs {
             match b.state.load(Ordering::Acquire) {
-                ring::state::ATTACHED if last => b.finish(|p, n| self.write_packet(b, p, n)),
-                ring::state::ATTACHED if self.shared.cfg.mode == Mode::Discard => {
+                BufState::Attached if last => b.finish(|p, n| self.write_packet(b, p, n)),
+                BufState::Attached if self.shared.cfg.mode == Mode::Discard => {
                     b.drain(|p, n| self.write_packet(b, p, n));
                 }
-                ring::state::EXITED => {
+                BufState::Exited => {
                     b.finish(|p, n| self.write_packet(b, p, n));
                     b.recycle();
-                    let _ = crate::session::EXITED_PENDING.fetch_update(
-                        Ordering::Relaxed,
-                        Ordering::Relaxed,
-                        |n| n.checked_sub(1),
-                    );
+                    state::exited_buffer_done();
                 }
                 // Only once the stop has quiesced the producers (it sets `stop` after that).
-                ring::state::DETACHED if last => b.finish(|p, n| self.write_packet(b, p, n)),
-                ring::state::ABANDONED => retired.push(b.clone()),
+                BufState::Detached if last => b.finish(|p, n| self.write_packet(b, p, n)),
                 _ => {}
             }
         }
         // Free abandoned buffers and pooled buffers beyond the pool size; their loss counts
         // move to the session (abandoned ones belong to the parent process: not counted).
-        let mut list = self.shared.buffers.lock();
+        let mut retired = Vec::new();
+        let mut inner = self.shared.inner.lock();
         let mut pooled = 0;
-        list.retain(|b| {
-            let st = b.state.load(Ordering::Acquire);
-            if st == ring::state::ABANDONED {
-                return false;
-            }
-            if st == ring::state::POOLED {
-                pooled += 1;
-                if pooled > POOL_MAX {
-                    self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
-                    self.files.remove(&b.instance);
-                    return false;
+        inner.buffers.retain(|b| {
+            let keep = match b.state.load(Ordering::Acquire) {
+                BufState::Abandoned => false,
+                BufState::Pooled => {
+                    pooled += 1;
+                    pooled <= POOL_MAX
                 }
+                _ => true,
+            };
+            if !keep {
+                retired.push(b.clone());
             }
-            true
+            keep
         });
-        drop(list);
-        drop(retired);
+        drop(inner);
+        for b in retired {
+            if b.state.load(Ordering::Acquire) == BufState::Pooled {
+                self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
+                self.files.remove(&b.instance);
+            }
+            // Unmapped here, outside the lock.
+            drop(b);
+        }
     }
 
     fn write_stats(&mut self) {
@@ -247,4 +247,96 @@ impl Consumer {
         }
         self.write_stats();
     }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Life cycle of the consumer thread
+
+/// Starts the consumer thread of this process.
+pub(crate) fn spawn(c: Consumer) -> ConsumerThread {
+    let join = std::thread::Builder::new()
+        .name(CONSUMER_THREAD_NAME.into())
+        .spawn(move || c.run())
+        .expect("spawn hushtrace consumer thread");
+    state::set_consumer(join.thread().clone());
+    ConsumerThread {
+        pid: platform::getpid(),
+        join,
+    }
+}
+
+/// Wakes the consumer after a packet hand-over (threads that allow system calls only). In the
+/// child of a fork, where the consumer did not survive, starts a new one first.
+pub(crate) fn wake() {
+    if !state::consumer_alive() {
+        ensure_running();
+        return;
+    }
+    state::unpark_consumer();
+}
+
+/// Starts the consumer if this process has a session but no consumer (the child of a fork).
+#[cold]
+pub(crate) fn ensure_running() {
+    if state::consumer_alive() {
+        return;
+    }
+    let Some(s) = state::current_session() else {
+        return;
+    };
+    if s.consumer_failed.load(Ordering::Relaxed) {
+        return;
+    }
+    let _sig = SignalBlock::new();
+    let mut slot = s.consumer.lock();
+    if state::consumer_alive() {
+        return;
+    }
+    match Consumer::create(s.clone()) {
+        Ok(c) => *slot = Some(spawn(c)),
+        Err(e) => {
+            s.note_error(e);
+            s.consumer_failed.store(true, Ordering::Relaxed);
+        }
+    }
+}
+
+/// Above this many undrained buffers of exited threads, registering a new thread waits briefly
+/// for the consumer, which bounds memory and open files when threads come and go faster than
+/// the consumer runs.
+const EXITED_HIGH_WATER: usize = 64;
+
+/// Called before a new thread registers (system calls allowed): if the consumer is behind on
+/// exited threads, wake it and wait up to 200 ms for it to catch up.
+pub(crate) fn throttle_registration() {
+    if !state::active() || state::exited_pending() <= EXITED_HIGH_WATER {
+        return;
+    }
+    wake();
+    let deadline = Instant::now() + Duration::from_millis(200);
+    while state::exited_pending() > EXITED_HIGH_WATER / 2 && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_micros(200));
+    }
+}
+
+/// Creates `dir` (and parents) with mode 0700; refuses a path that is a symlink or not a
+/// directory.
+fn create_private_dir(dir: &Path) -> Result<(), Error> {
+    use std::os::unix::fs::DirBuilderExt;
+    let io = |source| Error::Io {
+        path: dir.to_path_buf(),
+        source,
+    };
+    std::fs::DirBuilder::new()
+        .recursive(true)
+        .mode(0o700)
+        .create(dir)
+        .map_err(io)?;
+    let md = std::fs::symlink_metadata(dir).map_err(io)?;
+    if !md.is_dir() {
+        return Err(io(std::io::Error::other(
+            "not a directory (symbolic links are not followed)",
+        )));
+    }
+    Ok(())
 }

@@ -37,9 +37,12 @@
 //! record the same field types in every instantiation; other instantiations are dropped.
 #![deny(unsafe_op_in_unsafe_fn)]
 
+// Layers, lowest first; a module imports only modules above it in this list (checked by
+// `ci/layers.py`, drawn in ARCHITECTURE.md).
 mod clock;
+mod config;
 mod consumer;
-mod context;
+mod ctx;
 pub mod env;
 mod fork;
 #[cfg(hushtrace_loom)]
@@ -52,20 +55,23 @@ mod lock;
 mod nosyscall;
 mod platform;
 mod primitive;
+mod relaxed;
 mod ring;
 mod session;
+mod state;
+mod thread;
 pub mod verify;
+mod write;
 
+pub use config::{Error, Policy, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE};
 pub use hushtrace_core::STR_CAP;
 pub use nosyscall::{
     clear_thread_no_syscall, init_thread, load_policy as load_no_syscall_policy, set_thread_name,
-    set_thread_no_syscall, thread_in_no_syscall, NoSyscallGuard, Policy,
+    set_thread_no_syscall, thread_in_no_syscall, NoSyscallGuard,
 };
 pub use ring::Mode;
-pub use session::{
-    start_from_env, Error, Session, SessionBuilder, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER,
-    DEFAULT_SUBBUF_SIZE,
-};
+pub use session::{start_from_env, Session, SessionBuilder};
+pub use state::Stats;
 
 use std::marker::PhantomData;
 
@@ -93,6 +99,11 @@ pub fn disable(pattern: &str) -> usize {
 
 /// Ends a span when dropped (see [`span!`]). Not `Send`: the end is recorded on the thread that
 /// began the span.
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>(_: T) {}
+/// needs_send(hushtrace::span!("app", "work")); // error: the guard is not Send
+/// ```
 #[must_use = "a span ends when its guard drops; bind it with `let _guard = span!(...)`"]
 #[derive(Debug)]
 pub struct SpanGuard {
@@ -119,14 +130,19 @@ impl Drop for SpanGuard {
             // still attempted: every tracepoint call is accounted as written or discarded, and
             // readers ignore an end without its begin.)
             let i = cs.state.interest();
-            context::emit(cs, if i == 0 { 1 } else { i }, ());
+            let i = if i.is_enabled() {
+                i
+            } else {
+                hushtrace_core::Interest::NEEDS_TYPES
+            };
+            write::emit(cs, i, ());
         }
     }
 }
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::context::{emit, Payload};
+    pub use crate::write::{emit, Payload};
     pub use core::sync::atomic::AtomicU8;
     pub use hushtrace_core::{Callsite, CallsiteState, Kind, CALLSITES};
     pub use linkme;
@@ -175,7 +191,7 @@ macro_rules! event {
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
         $crate::__callsite!(__HT_CS, Instant, $cat, $name, [$(stringify!($k)),*]);
         let interest = __HT_CS.state.interest();
-        if interest != 0 {
+        if interest.is_enabled() {
             $crate::__private::emit(&__HT_CS, interest, ($($v,)*));
         }
     }};
@@ -198,7 +214,7 @@ macro_rules! span {
         $crate::__callsite!(__HT_BEGIN, SpanBegin, $cat, $name, [$(stringify!($k)),*]);
         $crate::__callsite!(__HT_END, SpanEnd, $cat, $name, []);
         let interest = __HT_BEGIN.state.interest();
-        if interest != 0 {
+        if interest.is_enabled() {
             $crate::__private::emit(&__HT_BEGIN, interest, ($($v,)*));
             $crate::SpanGuard::__new(Some(&__HT_END))
         } else {
@@ -219,7 +235,7 @@ macro_rules! counter {
     ($cat:expr, $name:expr, $v:expr $(,)?) => {{
         $crate::__callsite!(__HT_CS, Counter, $cat, $name, ["value"]);
         let interest = __HT_CS.state.interest();
-        if interest != 0 {
+        if interest.is_enabled() {
             $crate::__private::emit(&__HT_CS, interest, ($v,));
         }
     }};

@@ -1,27 +1,13 @@
-//! No-syscall mode for real-time threads.
+//! The public no-syscall API for real-time threads, and thread preparation.
 
-use crate::context::{self, REGISTRY};
-use crate::session::Error;
-use hushtrace_core::{Callsite, CallsiteState, Kind};
+use crate::config::{Error, Policy};
+use crate::consumer;
+use crate::env;
+use crate::platform::{self, SignalBlock};
+use crate::state;
+use crate::thread;
 use std::marker::PhantomData;
-use std::sync::atomic::{AtomicU8, Ordering};
-
-/// What a tracepoint on a no-syscall thread does when it would still need a system call
-/// (`HUSHTRACE_NO_SYSCALL_POLICY`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
-pub enum Policy {
-    /// Record zeros instead of the missing value (the default).
-    #[default]
-    Zero,
-    /// Record a `hushtrace:no_syscall_violation` event naming what was needed (once per thread
-    /// and kind of violation), itself without a system call; the missing value is zero.
-    Log,
-    /// Abort the process.
-    Abort,
-}
-
-/// 0 = not loaded yet (acts as `Zero`), else `Policy as u8 + 1`.
-static POLICY: AtomicU8 = AtomicU8::new(0);
+use std::sync::atomic::Ordering;
 
 /// Reads `HUSHTRACE_NO_SYSCALL_POLICY` (`zero` | `log` | `abort`; unset = `zero`). An unknown
 /// value is an error naming the variable; session start calls this.
@@ -34,50 +20,9 @@ static POLICY: AtomicU8 = AtomicU8::new(0);
 /// assert!(err.contains("HUSHTRACE_NO_SYSCALL_POLICY") && err.contains("sometimes"));
 /// ```
 pub fn load_policy() -> Result<Policy, Error> {
-    let p = match std::env::var("HUSHTRACE_NO_SYSCALL_POLICY") {
-        Err(_) => Policy::Zero,
-        Ok(v) => match v.trim() {
-            "zero" | "" => Policy::Zero,
-            "log" => Policy::Log,
-            "abort" => Policy::Abort,
-            _ => {
-                return Err(Error::Config {
-                    var: Some("HUSHTRACE_NO_SYSCALL_POLICY"),
-                    value: v,
-                    reason: "expected `zero`, `log` or `abort`".into(),
-                })
-            }
-        },
-    };
-    POLICY.store(p as u8 + 1, Ordering::Relaxed);
+    let p = Policy::parse_env(std::env::var(env::NO_SYSCALL_POLICY).ok())?;
+    state::set_policy(p);
     Ok(p)
-}
-
-/// The policy in force (a relaxed load; no system call).
-pub(crate) fn policy() -> Policy {
-    match POLICY.load(Ordering::Relaxed) {
-        2 => Policy::Log,
-        3 => Policy::Abort,
-        _ => Policy::Zero,
-    }
-}
-
-static VIOLATION_STATE: CallsiteState = CallsiteState::new();
-static VIOLATION_TYPES: [AtomicU8; 1] = [AtomicU8::new(0)];
-#[linkme::distributed_slice(hushtrace_core::CALLSITES)]
-static VIOLATION: Callsite = Callsite {
-    category: "hushtrace",
-    name: "no_syscall_violation",
-    kind: Kind::Instant,
-    field_names: &["what"],
-    field_types: &VIOLATION_TYPES,
-    state: &VIOLATION_STATE,
-    file: file!(),
-    line: line!(),
-};
-
-pub(crate) fn log_violation(what: &'static str) {
-    context::record_violation(&VIOLATION, what);
 }
 
 /// Prepares the calling thread for tracing now: registers it, fills its context caches (vpid,
@@ -91,10 +36,10 @@ pub(crate) fn log_violation(what: &'static str) {
 /// hushtrace::init_thread();
 /// ```
 pub fn init_thread() {
-    let _ = context::current();
+    let _ = thread::current();
     // In the child of a fork the consumer did not survive: start it now, while system calls
     // are allowed.
-    crate::session::ensure_consumer();
+    consumer::ensure_running();
     if thread_in_no_syscall() {
         // E.g. a real-time thread in a fork child, whose ring came back as fresh zero pages
         // (MADV_WIPEONFORK, and mlock is not inherited): fault it in again now.
@@ -109,20 +54,19 @@ pub fn init_thread() {
 /// std::thread::spawn(|| hushtrace::set_thread_name("worker-1")).join().unwrap();
 /// ```
 pub fn set_thread_name(name: &str) {
-    let procname = crate::platform::set_thread_name(name);
-    let _sig = crate::platform::SignalBlock::new();
+    let procname = platform::set_thread_name(name);
+    let sig = SignalBlock::new();
     // Under the registry lock: a session start reads `ident` (attach) and a stop detaches the
     // buffer under it, so neither races with this update.
-    let _reg = REGISTRY.lock();
-    context::with_current(|ctx| {
+    let _reg = state::lock_registry(&sig);
+    thread::with_current(|ctx| {
         let mut id = ctx.ident.get();
         id.procname = procname;
         ctx.ident.set(id);
         let b = ctx.buffer.load(Ordering::Acquire);
         if !b.is_null() {
-            // SAFETY: we own the attached buffer and hold the registry lock, so it is neither
-            // detached nor freed meanwhile; while attached, only the owner touches the producer
-            // state `set_ident` writes.
+            // SAFETY: the attached buffer is alive: we hold the registry lock, so it is neither
+            // detached nor freed meanwhile.
             unsafe { (*b).set_ident(id) };
         }
     });
@@ -140,18 +84,17 @@ pub fn set_thread_name(name: &str) {
 /// hushtrace::clear_thread_no_syscall();
 /// ```
 pub fn set_thread_no_syscall() {
-    if POLICY.load(Ordering::Relaxed) == 0 {
+    if !state::policy_loaded() {
         let _ = load_policy();
     }
-    let ctx = match context::current() {
-        Some(c) => c,
-        None => return,
+    let Some(ctx) = thread::current() else {
+        return;
     };
-    crate::session::ensure_consumer();
+    consumer::ensure_running();
     // Under the registry lock so that a concurrent session start either sees the flag (and
     // prefaults the buffer it attaches) or attached before we look at the buffer here.
-    let _sig = crate::platform::SignalBlock::new();
-    let _reg = REGISTRY.lock();
+    let sig = SignalBlock::new();
+    let _reg = state::lock_registry(&sig);
     ctx.no_syscall.store(true, Ordering::Relaxed);
     let b = ctx.buffer.load(Ordering::Acquire);
     if !b.is_null() {
@@ -163,12 +106,12 @@ pub fn set_thread_no_syscall() {
 
 /// Leaves no-syscall mode.
 pub fn clear_thread_no_syscall() {
-    context::with_current(|ctx| ctx.no_syscall.store(false, Ordering::Relaxed));
+    thread::with_current(|ctx| ctx.no_syscall.store(false, Ordering::Relaxed));
 }
 
 /// Whether the calling thread is in no-syscall mode.
 pub fn thread_in_no_syscall() -> bool {
-    context::with_current(|ctx| ctx.no_syscall.load(Ordering::Relaxed)).unwrap_or(false)
+    thread::with_current(|ctx| ctx.no_syscall.load(Ordering::Relaxed)).unwrap_or(false)
 }
 
 /// RAII form of [`set_thread_no_syscall`]: the mode ends (or returns to what it was) when the
@@ -180,6 +123,11 @@ pub fn thread_in_no_syscall() -> bool {
 ///     assert!(hushtrace::thread_in_no_syscall());
 /// }
 /// assert!(!hushtrace::thread_in_no_syscall());
+/// ```
+///
+/// ```compile_fail
+/// fn needs_send<T: Send>(_: T) {}
+/// needs_send(hushtrace::NoSyscallGuard::new()); // error: the guard is not Send
 /// ```
 #[derive(Debug)]
 pub struct NoSyscallGuard {

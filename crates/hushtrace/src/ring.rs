@@ -16,17 +16,19 @@
 //!   the ring is full: in discard mode the event is dropped and counted; in overwrite mode the
 //!   oldest packet is overwritten and its events counted (the consumer does not read an
 //!   overwrite-mode ring while it is attached, so the slot is not being read).
-//! * Producer state ([`Producer`]) is touched only by the owner while the buffer is attached to
-//!   its thread, and only by the consumer once the buffer is quiescent (thread exited, session
-//!   stopped: see `session.rs`), with the hand-over ordered by the buffer `state`.
+//! * Producer state ([`Producer`]) is written only by the owner while the buffer is attached to
+//!   its thread (and by signal handlers nesting on it, hence relaxed atomics and signal-safe
+//!   local operations), and only by the consumer once the buffer is quiescent (thread exited,
+//!   session stopped: see `session.rs`), with the hand-over ordered by the buffer `state`
+//!   ([`BufState`]).
 
 use crate::clock;
 use crate::handover::Handover;
 use crate::local::LocalU64;
 use crate::platform;
+use crate::relaxed::{Relaxed16, RelaxedBool, RelaxedPtr, RelaxedU64};
 use crossbeam_utils::CachePadded;
 use hushtrace_ctf::layout::*;
-use std::cell::Cell;
 use std::sync::atomic::{compiler_fence, AtomicU64, AtomicU8, Ordering};
 
 pub use hushtrace_core::Mode;
@@ -41,20 +43,86 @@ pub(crate) struct Ident {
 }
 
 /// Buffer life cycle, stored in [`Buffer::state`].
-pub(crate) mod state {
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(u8)]
+pub(crate) enum BufState {
     /// Attached to a live thread; the thread is the producer.
-    pub const ATTACHED: u8 = 0;
+    Attached = 0,
     /// The thread exited after its last event (Release); the consumer owns the producer side.
-    pub const EXITED: u8 = 1;
+    Exited = 1,
     /// Taken from its thread by a session stop; quiescent once the stop has waited for it.
-    pub const DETACHED: u8 = 2;
+    Detached = 2,
     /// Drained and waiting in the pool for another thread.
-    pub const POOLED: u8 = 3;
+    Pooled = 3,
     /// Inherited across `fork()` from a thread that does not exist in this process: never read.
-    pub const ABANDONED: u8 = 4;
+    Abandoned = 4,
     /// Its thread did not leave a tracepoint within the stop's grace period (stopped or
     /// starved): never read, never unmapped (the thread may still write to it).
-    pub const LEAKED: u8 = 5;
+    Leaked = 5,
+}
+
+impl BufState {
+    const ALL: [BufState; 6] = [
+        BufState::Attached,
+        BufState::Exited,
+        BufState::Detached,
+        BufState::Pooled,
+        BufState::Abandoned,
+        BufState::Leaked,
+    ];
+}
+
+/// An atomic [`BufState`]: only valid states can be stored, so a load always decodes.
+#[derive(Debug)]
+pub(crate) struct AtomicBufState(AtomicU8);
+
+impl AtomicBufState {
+    pub(crate) const fn new(s: BufState) -> Self {
+        AtomicBufState(AtomicU8::new(s as u8))
+    }
+    pub(crate) fn load(&self, order: Ordering) -> BufState {
+        // Only `BufState as u8` values are ever stored (the field is private to this type).
+        BufState::ALL[self.0.load(order) as usize]
+    }
+    pub(crate) fn store(&self, s: BufState, order: Ordering) {
+        self.0.store(s as u8, order)
+    }
+    /// Moves from `from` to `to`; false if the state was not `from`.
+    pub(crate) fn transition(&self, from: BufState, to: BufState, success: Ordering) -> bool {
+        self.0
+            .compare_exchange(from as u8, to as u8, success, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+/// The identity of a packet context, in relaxed atomics (see [`crate::relaxed`]).
+#[derive(Debug, Default)]
+pub(crate) struct AtomicIdent {
+    ids: RelaxedU64,
+    procname: Relaxed16,
+    pthread: RelaxedU64,
+}
+
+impl AtomicIdent {
+    pub(crate) fn new(id: Ident) -> Self {
+        let a = AtomicIdent::default();
+        a.set(id);
+        a
+    }
+    pub(crate) fn get(&self) -> Ident {
+        let ids = self.ids.get();
+        Ident {
+            vpid: (ids >> 32) as u32,
+            vtid: ids as u32,
+            procname: self.procname.get(),
+            pthread: self.pthread.get(),
+        }
+    }
+    pub(crate) fn set(&self, id: Ident) {
+        self.ids.set(((id.vpid as u64) << 32) | id.vtid as u64);
+        self.procname.set(id.procname);
+        self.pthread.set(id.pthread);
+    }
 }
 
 /// Producer-side state. See the module docs for who may touch it when.
@@ -68,21 +136,21 @@ pub(crate) struct Producer {
     discarded: LocalU64,
     /// Events lost with overwritten packets (overwrite mode), not in the CTF field: readers see
     /// those as gaps in `packet_seq_num`.
-    overwritten: Cell<u64>,
+    overwritten: RelaxedU64,
     /// `subbuf_size` while a packet is open, 0 otherwise (every reservation then fails).
-    end: Cell<u64>,
+    end: RelaxedU64,
     /// Start of the open packet's slot.
-    base: Cell<*mut u8>,
+    base: RelaxedPtr<u8>,
     /// Sequence number of the open packet, or of the next one to open.
-    seq: Cell<u64>,
+    seq: RelaxedU64,
     /// Whether a packet is open.
-    open: Cell<bool>,
+    open: RelaxedBool,
     /// `discarded` as written in the last committed packet.
-    discarded_reported: Cell<u64>,
+    discarded_reported: RelaxedU64,
     /// Identity written into packet contexts.
-    ident: Cell<Ident>,
+    ident: AtomicIdent,
     /// Trace UUID written into packet headers.
-    uuid: Cell<[u8; 16]>,
+    uuid: Relaxed16,
 }
 
 #[derive(Debug, Default)]
@@ -101,20 +169,23 @@ pub(crate) struct Buffer {
     producer: CachePadded<Producer>,
     handover: Handover,
     meta: Box<[SlotMeta]>,
-    /// One of [`state`].
-    pub state: AtomicU8,
+    /// Where the buffer is in its life cycle; hands the producer side between threads.
+    pub state: AtomicBufState,
     mem: *mut u8,
     subbuf_size: usize,
     num_subbufs: usize,
     mode: Mode,
     /// Stream instance id: names the stream file.
     pub instance: u64,
-    locked: Cell<bool>,
+    locked: RelaxedBool,
 }
 
-// SAFETY: `mem` is owned by the buffer and only accessed through the protocol in the module
-// docs; the `Cell`s of `producer` and `locked` are touched by one thread at a time (the owner,
-// or the consumer after a Release/Acquire hand-over through `state`).
+// SAFETY: the only non-thread-safe field is `mem`, a mapping the buffer owns: a slot's bytes
+// are written by the producer only while the slot is free and read by the consumer only while
+// its packet is committed and not yet consumed (the hand-over's Release/Acquire pairs order
+// the two), or by the consumer alone once the producer is quiescent (`state`). Every other field
+// is an atomic or a `LocalU64` (whose mutation is confined to one thread at a time by the same
+// protocol).
 unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
@@ -141,24 +212,24 @@ impl Buffer {
                 off: LocalU64::new(0),
                 events: LocalU64::new(0),
                 discarded: LocalU64::new(0),
-                overwritten: Cell::new(0),
-                end: Cell::new(0),
-                base: Cell::new(mem),
-                seq: Cell::new(0),
-                open: Cell::new(false),
-                discarded_reported: Cell::new(0),
-                ident: Cell::new(Ident::default()),
-                uuid: Cell::new(uuid),
+                overwritten: RelaxedU64::new(0),
+                end: RelaxedU64::new(0),
+                base: RelaxedPtr::new(mem),
+                seq: RelaxedU64::new(0),
+                open: RelaxedBool::new(false),
+                discarded_reported: RelaxedU64::new(0),
+                ident: AtomicIdent::new(Ident::default()),
+                uuid: Relaxed16::new(uuid),
             }),
             handover: Handover::new(num_subbufs as u64),
             meta: (0..num_subbufs).map(|_| SlotMeta::default()).collect(),
-            state: AtomicU8::new(state::ATTACHED),
+            state: AtomicBufState::new(BufState::Attached),
             mem,
             subbuf_size,
             num_subbufs,
             mode,
             instance,
-            locked: Cell::new(false),
+            locked: RelaxedBool::new(false),
         })
     }
 
@@ -407,7 +478,7 @@ impl Buffer {
         p.open.set(false);
         p.end.set(0);
         p.off.set(0);
-        self.state.store(state::POOLED, Ordering::Release);
+        self.state.store(BufState::Pooled, Ordering::Release);
     }
 
     /// O(`num_subbufs`) reset of the forking thread's buffer in the child of a `fork()`: the

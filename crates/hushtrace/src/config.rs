@@ -1,0 +1,328 @@
+//! Session settings: defaults, limits, validation, the `HUSHTRACE_*` environment parser and the
+//! error type of the control API. Pure values: no process state, no system call.
+
+use crate::env;
+use crate::ring::Mode;
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// Default sub-buffer (packet) size: 512 KiB.
+pub const DEFAULT_SUBBUF_SIZE: usize = 512 * 1024;
+/// Default number of sub-buffers per thread.
+pub const DEFAULT_NUM_SUBBUFS: usize = 8;
+/// Default consumer read timer.
+pub const DEFAULT_READ_TIMER: Duration = Duration::from_millis(10);
+/// Smallest accepted sub-buffer size.
+pub const MIN_SUBBUF_SIZE: usize = 4096;
+/// Largest accepted sub-buffer size: 256 MiB (a packet is written with one `write`).
+pub const MAX_SUBBUF_SIZE: usize = 256 << 20;
+/// Largest accepted number of sub-buffers per thread.
+pub const MAX_NUM_SUBBUFS: usize = 4096;
+/// Largest accepted ring (sub-buffer size × number) per thread: 4 GiB.
+pub const MAX_RING_BYTES: usize = 4 << 30;
+/// Largest accepted read timer: one minute (longer leaves full packets unread for longer than
+/// any real-time team would want, and a stop waits for the consumer's next wake-up).
+pub const MAX_READ_TIMER: Duration = Duration::from_secs(60);
+
+/// Errors of the tracer's control API. Tracepoints never fail: they count what they drop.
+#[derive(Debug)]
+#[non_exhaustive]
+pub enum Error {
+    /// A configuration value is invalid. `var` names the environment variable it came from.
+    Config {
+        /// The environment variable, if the value came from one.
+        var: Option<&'static str>,
+        /// The offending value.
+        value: String,
+        /// What was expected.
+        reason: String,
+    },
+    /// The output directory or a trace file could not be created or written.
+    Io {
+        /// The path involved.
+        path: PathBuf,
+        /// The underlying error.
+        source: std::io::Error,
+    },
+    /// A session is already running in this process.
+    AlreadyRunning,
+    /// Tracing is not implemented on this operating system (tracepoints are no-ops there).
+    Unsupported,
+}
+
+impl fmt::Display for Error {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Error::Config {
+                var: Some(var),
+                value,
+                reason,
+            } => write!(f, "invalid {var}={value:?}: {reason}"),
+            Error::Config {
+                var: None,
+                value,
+                reason,
+            } => write!(f, "invalid value {value:?}: {reason}"),
+            Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
+            Error::AlreadyRunning => write!(f, "a hushtrace session is already running"),
+            Error::Unsupported => write!(
+                f,
+                "hushtrace cannot trace on this platform (unsupported platform: Linux only); \
+                 tracepoints are no-ops"
+            ),
+        }
+    }
+}
+
+impl std::error::Error for Error {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            Error::Io { source, .. } => Some(source),
+            _ => None,
+        }
+    }
+}
+
+/// What a tracepoint on a no-syscall thread does when it would still need a system call
+/// (`HUSHTRACE_NO_SYSCALL_POLICY`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+#[repr(u8)]
+pub enum Policy {
+    /// Record zeros instead of the missing value (the default).
+    #[default]
+    Zero = 0,
+    /// Record a `hushtrace:no_syscall_violation` event naming what was needed (once per thread
+    /// and kind of violation), itself without a system call; the missing value is zero.
+    Log = 1,
+    /// Abort the process.
+    Abort = 2,
+}
+
+impl Policy {
+    /// Parses `HUSHTRACE_NO_SYSCALL_POLICY`'s value (`None` = unset).
+    pub(crate) fn parse_env(value: Option<String>) -> Result<Policy, Error> {
+        let Some(v) = value else {
+            return Ok(Policy::Zero);
+        };
+        match v.trim() {
+            "zero" | "" => Ok(Policy::Zero),
+            "log" => Ok(Policy::Log),
+            "abort" => Ok(Policy::Abort),
+            _ => Err(Error::Config {
+                var: Some(env::NO_SYSCALL_POLICY),
+                value: v,
+                reason: "expected `zero`, `log` or `abort`".into(),
+            }),
+        }
+    }
+
+    pub(crate) fn from_u8(v: u8) -> Policy {
+        match v {
+            1 => Policy::Log,
+            2 => Policy::Abort,
+            _ => Policy::Zero,
+        }
+    }
+}
+
+/// Settings of a session.
+#[derive(Clone, Debug)]
+pub(crate) struct Config {
+    pub output_dir: PathBuf,
+    pub mode: Mode,
+    pub subbuf_size: usize,
+    pub num_subbufs: usize,
+    pub read_timer: Duration,
+}
+
+impl Default for Config {
+    fn default() -> Config {
+        Config {
+            output_dir: PathBuf::from("hushtrace-trace"),
+            mode: Mode::Discard,
+            subbuf_size: DEFAULT_SUBBUF_SIZE,
+            num_subbufs: DEFAULT_NUM_SUBBUFS,
+            read_timer: DEFAULT_READ_TIMER,
+        }
+    }
+}
+
+/// Where each setting came from: the environment variable and the text it held, so errors
+/// quote what the user wrote.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Raw(Vec<(&'static str, String)>);
+
+impl Raw {
+    fn var(&self, v: &'static str) -> Option<&'static str> {
+        self.0.iter().find(|(n, _)| *n == v).map(|(n, _)| *n)
+    }
+    fn value(&self, v: &'static str, parsed: impl fmt::Display) -> String {
+        self.0
+            .iter()
+            .find(|(n, _)| *n == v)
+            .map(|(_, r)| r.clone())
+            .unwrap_or_else(|| parsed.to_string())
+    }
+}
+
+impl Config {
+    /// Checks every limit; the error names the variable (if any), the value and the limit.
+    pub(crate) fn validate(&self, raw: &Raw) -> Result<(), Error> {
+        let bad = |v: &'static str, parsed: String, reason: String| Error::Config {
+            var: raw.var(v),
+            value: raw.value(v, parsed),
+            reason,
+        };
+        if self.subbuf_size < MIN_SUBBUF_SIZE || self.subbuf_size > MAX_SUBBUF_SIZE {
+            return Err(bad(
+                env::SUBBUF_SIZE,
+                self.subbuf_size.to_string(),
+                format!(
+                    "the sub-buffer size must be between {MIN_SUBBUF_SIZE} and {MAX_SUBBUF_SIZE} \
+                     bytes (256 MiB)"
+                ),
+            ));
+        }
+        if self.num_subbufs < 2 || self.num_subbufs > MAX_NUM_SUBBUFS {
+            return Err(bad(
+                env::NUM_SUBBUFS,
+                self.num_subbufs.to_string(),
+                format!("the number of sub-buffers must be between 2 and {MAX_NUM_SUBBUFS}"),
+            ));
+        }
+        let ring = self.subbuf_size.checked_mul(self.num_subbufs);
+        if ring.is_none_or(|r| r > MAX_RING_BYTES) {
+            return Err(bad(
+                env::NUM_SUBBUFS,
+                self.num_subbufs.to_string(),
+                format!(
+                    "a ring of {} x {} bytes exceeds the limit of {MAX_RING_BYTES} bytes (4 GiB) \
+                     per thread",
+                    self.num_subbufs, self.subbuf_size
+                ),
+            ));
+        }
+        if self.read_timer.is_zero() || self.read_timer > MAX_READ_TIMER {
+            return Err(bad(
+                env::READ_TIMER_MS,
+                self.read_timer.as_millis().to_string(),
+                format!(
+                    "the read timer must be between 1 ms and {} ms",
+                    MAX_READ_TIMER.as_millis()
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The session configured by the environment, if `HUSHTRACE_OUTPUT` is set and not empty.
+    pub(crate) fn from_env() -> Result<Option<(Config, Raw)>, Error> {
+        let dir = match std::env::var_os(env::OUTPUT) {
+            Some(d) if !d.is_empty() => d,
+            _ => return Ok(None),
+        };
+        let mut cfg = Config {
+            output_dir: PathBuf::from(dir),
+            ..Config::default()
+        };
+        let mut raw = Raw::default();
+        if let Ok(m) = std::env::var(env::MODE) {
+            cfg.mode = m
+                .parse()
+                .map_err(|e: hushtrace_core::ParseModeError| Error::Config {
+                    var: Some(env::MODE),
+                    value: m.clone(),
+                    reason: e.to_string(),
+                })?;
+        }
+        if let Ok(v) = std::env::var(env::SUBBUF_SIZE) {
+            cfg.subbuf_size = parse_size(env::SUBBUF_SIZE, &v)?;
+            raw.0.push((env::SUBBUF_SIZE, v));
+        }
+        if let Ok(v) = std::env::var(env::NUM_SUBBUFS) {
+            cfg.num_subbufs = parse_size(env::NUM_SUBBUFS, &v)?;
+            raw.0.push((env::NUM_SUBBUFS, v));
+        }
+        if let Ok(v) = std::env::var(env::READ_TIMER_MS) {
+            let ms = parse_size(env::READ_TIMER_MS, &v)?;
+            cfg.read_timer = Duration::from_millis(ms as u64);
+            raw.0.push((env::READ_TIMER_MS, v));
+        }
+        Ok(Some((cfg, raw)))
+    }
+}
+
+/// Parses a size with an optional `k`/`K`/`m`/`M` suffix (powers of 1024).
+fn parse_size(var: &'static str, v: &str) -> Result<usize, Error> {
+    let t = v.trim();
+    let (num, mul) = match t.chars().last() {
+        Some('k' | 'K') => (&t[..t.len() - 1], 1024),
+        Some('m' | 'M') => (&t[..t.len() - 1], 1024 * 1024),
+        _ => (t, 1),
+    };
+    num.parse::<usize>()
+        .ok()
+        .and_then(|n| n.checked_mul(mul))
+        .ok_or_else(|| Error::Config {
+            var: Some(var),
+            value: v.to_string(),
+            reason: format!(
+                "expected a positive integer below 2^{}, optionally with a k or M suffix",
+                usize::BITS
+            ),
+        })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_name_the_value_and_the_limit() {
+        let cfg = Config {
+            num_subbufs: 65536,
+            ..Config::default()
+        };
+        let e = cfg.validate(&Raw::default()).unwrap_err().to_string();
+        assert!(e.contains("65536") && e.contains("4096"), "{e}");
+        let cfg = Config {
+            read_timer: Duration::from_millis(u64::MAX),
+            ..Config::default()
+        };
+        let e = cfg.validate(&Raw::default()).unwrap_err().to_string();
+        assert!(e.contains("60000 ms"), "{e}");
+        let cfg = Config {
+            subbuf_size: 128 << 20,
+            num_subbufs: 64,
+            ..Config::default()
+        };
+        let e = cfg.validate(&Raw::default()).unwrap_err().to_string();
+        assert!(e.contains("4 GiB"), "{e}");
+        assert!(Config::default().validate(&Raw::default()).is_ok());
+    }
+
+    #[test]
+    fn sizes_take_suffixes_and_reject_garbage() {
+        assert_eq!(parse_size("X", "64k").unwrap(), 65536);
+        assert_eq!(parse_size("X", " 2M ").unwrap(), 2 << 20);
+        let e = parse_size("X", "18446744073709551616")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("X=") && e.contains("18446744073709551616"),
+            "{e}"
+        );
+        assert!(parse_size("X", "-1").is_err());
+    }
+
+    #[test]
+    fn policy_values() {
+        assert_eq!(Policy::parse_env(None).unwrap(), Policy::Zero);
+        assert_eq!(Policy::parse_env(Some("log".into())).unwrap(), Policy::Log);
+        let e = Policy::parse_env(Some("sometimes".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HUSHTRACE_NO_SYSCALL_POLICY") && e.contains("sometimes"));
+    }
+}

@@ -1,0 +1,439 @@
+//! All process-wide state of the tracer, in one place: the thread registry, the running
+//! session's shared state (buffer pool, counters, consumer handle), the flags the fast and cold
+//! paths read, and the no-syscall policy. Every lock of the tracer is defined here, and the
+//! fork handlers take exactly the locks [`fork_prepare`] lists from this module, so adding
+//! state here cannot silently skip the `pthread_atfork` handlers.
+//!
+//! Lock order: registry, then a session's `consumer`, then its `inner`. Every holder blocks
+//! asynchronous signals first ([`lock_registry`] takes the proof), so a signal handler that
+//! traces can never wait for a lock its own thread holds.
+
+use crate::config::{Config, Policy};
+use crate::ctx::ThreadCtx;
+use crate::lock::{SpinGuard, SpinLock};
+use crate::platform::{self, SignalBlock};
+use crate::ring::{BufState, Buffer};
+use std::path::PathBuf;
+use std::sync::atomic::{
+    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
+};
+use std::sync::Arc;
+use std::thread::{JoinHandle, Thread};
+
+/// What a session recorded in this process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events written to the trace.
+    pub events_written: u64,
+    /// Events lost: dropped on a full buffer (discard mode), overwritten (overwrite mode),
+    /// dropped by a nested tracepoint at a packet boundary, or lost to a write error.
+    pub events_discarded: u64,
+    /// This process's trace directory (`<output_dir>/<pid>`).
+    pub trace_dir: PathBuf,
+}
+
+// ---------------------------------------------------------------------------------------------
+// The registry
+
+/// Threads known to the tracer and the running session of this process.
+#[derive(Debug, Default)]
+pub(crate) struct Registry {
+    pub threads: Vec<Arc<ThreadCtx>>,
+    pub session: Option<Arc<Shared>>,
+}
+
+/// The registry lock: taken by thread registration and exit, session start/stop, mode changes
+/// and the fork prepare handler. Never on the tracepoint fast path.
+static REGISTRY: SpinLock<Registry> = SpinLock::new(Registry {
+    threads: Vec::new(),
+    session: None,
+});
+
+/// Proof that the registry lock is held.
+pub(crate) type RegistryGuard<'a> = SpinGuard<'a, Registry>;
+
+/// Takes the registry lock. The [`SignalBlock`] argument proves asynchronous signals are
+/// blocked on this thread while it is held.
+pub(crate) fn lock_registry(_signals_blocked: &SignalBlock) -> RegistryGuard<'_> {
+    REGISTRY.lock()
+}
+
+/// Takes the registry lock if it is free: for a tracepoint's cold path, which may run in a
+/// signal handler that interrupted this very thread while it held the lock.
+pub(crate) fn try_lock_registry() -> Option<RegistryGuard<'static>> {
+    REGISTRY.try_lock()
+}
+
+/// The running session, if any (takes the registry lock briefly).
+pub(crate) fn current_session() -> Option<Arc<Shared>> {
+    let sig = SignalBlock::new();
+    let s = lock_registry(&sig).session.clone();
+    s
+}
+
+// ---------------------------------------------------------------------------------------------
+// The session's shared state
+
+/// The consumer thread of a process.
+#[derive(Debug)]
+pub(crate) struct ConsumerThread {
+    /// The process that started it (a fork child's inherited handle is not its own).
+    pub pid: u32,
+    pub join: JoinHandle<()>,
+}
+
+/// The parts of a session's state that need a lock (control paths only).
+#[derive(Debug)]
+pub(crate) struct Inner {
+    /// Trace UUID of this process's trace (changes in a fork child).
+    pub uuid: [u8; 16],
+    /// Every buffer of this session in this process (attached, exited, pooled...).
+    pub buffers: Vec<Arc<Buffer>>,
+    /// This process's trace directory, once the consumer created it.
+    pub trace_dir: PathBuf,
+    /// The first I/O error of the session, reported by `stop()`.
+    pub io_error: Option<String>,
+    /// The statistics of the stop, for a second `stop()`.
+    pub final_stats: Option<Stats>,
+}
+
+/// State shared by the session handle, the consumer and the fork handlers.
+#[derive(Debug)]
+pub(crate) struct Shared {
+    pub cfg: Config,
+    /// Process id this state currently describes (changes in a fork child).
+    pub pid: AtomicU32,
+    pub clock_uuid: [u8; 16],
+    pub next_instance: AtomicU64,
+    /// Events written to disk.
+    pub written: AtomicU64,
+    /// Events lost outside any buffer count (no buffer, write errors, retired buffers).
+    pub lost: AtomicU64,
+    /// Set by a stop once every producer is quiescent: the consumer's last cycle.
+    pub stop: AtomicBool,
+    /// The consumer could not start (its error is in `io_error`): do not retry.
+    pub consumer_failed: AtomicBool,
+    pub consumer: SpinLock<Option<ConsumerThread>>,
+    pub inner: SpinLock<Inner>,
+}
+
+/// A lock the fork handlers take and release.
+trait ForkLock {
+    fn take(&self);
+    /// # Safety
+    /// The caller took the lock with [`ForkLock::take`].
+    unsafe fn release(&self);
+}
+
+impl<T> ForkLock for SpinLock<T> {
+    fn take(&self) {
+        self.lock_forever();
+    }
+    unsafe fn release(&self) {
+        // SAFETY: forwarded contract.
+        unsafe { self.force_unlock() }
+    }
+}
+
+impl Shared {
+    pub(crate) fn new(cfg: Config) -> Shared {
+        Shared {
+            cfg,
+            pid: AtomicU32::new(platform::getpid()),
+            clock_uuid: boot_clock_uuid(),
+            next_instance: AtomicU64::new(0),
+            written: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+            stop: AtomicBool::new(false),
+            consumer_failed: AtomicBool::new(false),
+            consumer: SpinLock::new(None),
+            inner: SpinLock::new(Inner {
+                uuid: platform::random_uuid(),
+                buffers: Vec::new(),
+                trace_dir: PathBuf::new(),
+                io_error: None,
+                final_stats: None,
+            }),
+        }
+    }
+
+    /// Every lock of a session, in lock order. The fork handlers take and release exactly
+    /// these: a lock added to `Shared` must be added here.
+    fn locks(&self) -> [&dyn ForkLock; 2] {
+        [&self.consumer, &self.inner]
+    }
+
+    /// Gives `ctx` a buffer (from the pool or new). The registry guard proves the caller holds
+    /// the lock under which attachments happen (so a stop cannot detach meanwhile).
+    pub(crate) fn attach(&self, _reg: &RegistryGuard<'_>, ctx: &ThreadCtx) {
+        if !ctx.buffer.load(Ordering::Relaxed).is_null() || ctx.dead.load(Ordering::Relaxed) {
+            return;
+        }
+        let mut inner = self.inner.lock();
+        let pooled = inner
+            .buffers
+            .iter()
+            .find(|b| {
+                b.state
+                    .transition(BufState::Pooled, BufState::Attached, Ordering::Acquire)
+            })
+            .cloned();
+        let buf = match pooled {
+            Some(b) => b,
+            None => {
+                let inst = self.next_instance.fetch_add(1, Ordering::Relaxed);
+                match Buffer::new(
+                    self.cfg.subbuf_size,
+                    self.cfg.num_subbufs,
+                    self.cfg.mode,
+                    inst,
+                    inner.uuid,
+                ) {
+                    Some(b) => {
+                        let b = Arc::new(b);
+                        inner.buffers.push(b.clone());
+                        b
+                    }
+                    None => return,
+                }
+            }
+        };
+        drop(inner);
+        buf.set_ident(ctx.ident.get());
+        if ctx.no_syscall.load(Ordering::Relaxed) {
+            buf.prefault();
+        }
+        // Release: the buffer's initialization happens-before the owner's Acquire load.
+        ctx.buffer
+            .store(Arc::as_ptr(&buf) as *mut Buffer, Ordering::Release);
+    }
+
+    /// Events lost in buffers plus outside them. Buffers whose thread may still write to them
+    /// (abandoned after a fork, leaked after a stop's grace period) are not read.
+    pub(crate) fn total_lost(&self) -> u64 {
+        let in_buffers: u64 = self
+            .inner
+            .lock()
+            .buffers
+            .iter()
+            .filter(|b| {
+                !matches!(
+                    b.state.load(Ordering::Acquire),
+                    BufState::Abandoned | BufState::Leaked
+                )
+            })
+            .map(|b| b.lost())
+            .sum();
+        in_buffers + self.lost.load(Ordering::Relaxed) + LOST_OUTSIDE_RINGS.load(Ordering::Relaxed)
+    }
+
+    /// Records the session's first I/O error.
+    pub(crate) fn note_error(&self, e: impl std::fmt::Display) {
+        let mut inner = self.inner.lock();
+        if inner.io_error.is_none() {
+            inner.io_error = Some(e.to_string());
+        }
+    }
+}
+
+/// The clock UUID: the kernel boot id, so every process of a session (and every session of
+/// this boot) shares one clock and readers can merge them.
+fn boot_clock_uuid() -> [u8; 16] {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .and_then(|s| hushtrace_ctf::metadata::parse_uuid(s.trim()))
+        .unwrap_or([0x68; 16])
+}
+
+// ---------------------------------------------------------------------------------------------
+// Process-wide flags and counters (lock-free)
+
+/// Whether a session is running in this process (a hint for cold paths).
+static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// The consumer thread's handle for wake-ups (leaked box; null when there is none).
+static WAKE: AtomicPtr<Thread> = AtomicPtr::new(std::ptr::null_mut());
+/// Whether this process has a consumer thread.
+static CONSUMER_ALIVE: AtomicBool = AtomicBool::new(false);
+/// Events lost by tracepoints outside any ring (no buffer, registration impossible) during the
+/// running session of this process. Reset at session start and in a fork child.
+static LOST_OUTSIDE_RINGS: AtomicU64 = AtomicU64::new(0);
+/// Buffers of exited threads not yet drained and recycled by the consumer.
+static EXITED_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// The no-syscall policy: 0 = not loaded yet (acts as `Zero`), else `Policy as u8 + 1`.
+static POLICY: AtomicU8 = AtomicU8::new(0);
+
+pub(crate) fn active() -> bool {
+    ACTIVE.load(Ordering::Relaxed)
+}
+
+/// Publishes `s` as the running session. Caller holds the registry lock.
+pub(crate) fn install_session(reg: &mut RegistryGuard<'_>, s: Arc<Shared>) {
+    LOST_OUTSIDE_RINGS.store(0, Ordering::Relaxed);
+    EXITED_PENDING.store(0, Ordering::Relaxed);
+    reg.session = Some(s);
+    ACTIVE.store(true, Ordering::Release);
+}
+
+/// Removes the running session. Caller holds the registry lock.
+pub(crate) fn remove_session(reg: &mut RegistryGuard<'_>) -> Option<Arc<Shared>> {
+    ACTIVE.store(false, Ordering::Release);
+    reg.session.take()
+}
+
+/// Adds to the session's lost count. Lock-free: tracepoints call it, possibly from a signal
+/// handler that interrupted the registry lock's holder (cold paths only).
+pub(crate) fn count_lost(n: u64) {
+    LOST_OUTSIDE_RINGS.fetch_add(n, Ordering::Relaxed);
+}
+
+/// A thread exited with a buffer the consumer must drain.
+pub(crate) fn exited_buffer_pending() {
+    EXITED_PENDING.fetch_add(1, Ordering::Relaxed);
+}
+
+/// The consumer drained and recycled an exited thread's buffer.
+pub(crate) fn exited_buffer_done() {
+    let _ = EXITED_PENDING.fetch_update(Ordering::Relaxed, Ordering::Relaxed, |n| n.checked_sub(1));
+}
+
+/// Buffers of exited threads not yet drained.
+pub(crate) fn exited_pending() -> usize {
+    EXITED_PENDING.load(Ordering::Relaxed)
+}
+
+/// Whether this process has a running consumer thread.
+pub(crate) fn consumer_alive() -> bool {
+    CONSUMER_ALIVE.load(Ordering::Acquire)
+}
+
+/// Records the consumer thread (started by this process) for wake-ups.
+pub(crate) fn set_consumer(t: Thread) {
+    let t = Box::into_raw(Box::new(t));
+    WAKE.store(t, Ordering::Release);
+    CONSUMER_ALIVE.store(true, Ordering::Release);
+}
+
+/// The consumer thread ended.
+pub(crate) fn clear_consumer() {
+    CONSUMER_ALIVE.store(false, Ordering::Release);
+    WAKE.store(std::ptr::null_mut(), Ordering::Release);
+}
+
+/// Unparks the consumer, if there is one. No lock, no allocation.
+pub(crate) fn unpark_consumer() {
+    let t = WAKE.load(Ordering::Acquire);
+    if !t.is_null() {
+        // SAFETY: WAKE points to a leaked `Thread` that is never freed.
+        unsafe { (*t).unpark() };
+    }
+}
+
+/// The policy in force (a relaxed load; no system call).
+pub(crate) fn policy() -> Policy {
+    match POLICY.load(Ordering::Relaxed) {
+        0 => Policy::Zero,
+        v => Policy::from_u8(v - 1),
+    }
+}
+
+/// Whether a policy was loaded yet.
+pub(crate) fn policy_loaded() -> bool {
+    POLICY.load(Ordering::Relaxed) != 0
+}
+
+pub(crate) fn set_policy(p: Policy) {
+    POLICY.store(p as u8 + 1, Ordering::Relaxed);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Fork
+
+/// Proof that [`fork_prepare`] took every tracer lock on this thread.
+#[derive(Debug)]
+pub(crate) struct ForkLocked(());
+
+/// `pthread_atfork` prepare: takes every tracer lock, in lock order, so no lock is inherited
+/// held by a thread that will not exist in the child.
+pub(crate) fn fork_prepare() -> ForkLocked {
+    REGISTRY.lock_forever();
+    // SAFETY: we hold the registry lock (just taken).
+    if let Some(s) = unsafe { REGISTRY.get_unchecked() }.session.as_ref() {
+        for l in s.locks() {
+            l.take();
+        }
+    }
+    ForkLocked(())
+}
+
+/// Re-creates the proof that [`fork_prepare`] forgot (`pthread_atfork` handlers cannot pass
+/// values from prepare to parent/child).
+///
+/// # Safety
+/// Only in a `pthread_atfork` parent or child handler, after `fork_prepare` ran on this thread
+/// and before `fork_release`.
+pub(crate) unsafe fn fork_locked_unchecked() -> ForkLocked {
+    ForkLocked(())
+}
+
+/// The registry, while the fork handlers own every lock.
+fn forked_registry(_locked: &mut ForkLocked) -> &mut Registry {
+    // SAFETY: `ForkLocked` proves this thread holds the registry lock (taken by `fork_prepare`
+    // and not yet released); borrowing the proof mutably makes this the only reference.
+    unsafe { REGISTRY.get_unchecked() }
+}
+
+/// Releases what [`fork_prepare`] took (parent and child handlers).
+pub(crate) fn fork_release(mut locked: ForkLocked) {
+    if let Some(s) = forked_registry(&mut locked).session.as_ref() {
+        for l in s.locks().into_iter().rev() {
+            // SAFETY: `fork_prepare` took each of these on this thread (`ForkLocked`).
+            unsafe { l.release() };
+        }
+    }
+    // SAFETY: taken by `fork_prepare` (`ForkLocked`).
+    unsafe { REGISTRY.force_unlock() };
+}
+
+/// The fork child's reset of all tracer state, on the child's only thread (`me` is its context,
+/// if registered). Async-signal-safe: stores and `getpid`/`gettid` only; no allocation or free
+/// (inherited handles are leaked). O(threads + num_subbufs).
+pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uuid: [u8; 16]) {
+    let reg = forked_registry(locked);
+    for t in reg.threads.iter() {
+        if !me.is_some_and(|m| std::ptr::eq(&**t, m)) {
+            t.dead.store(true, Ordering::Relaxed);
+            t.buffer.store(std::ptr::null_mut(), Ordering::Relaxed);
+        }
+    }
+    if let Some(c) = me {
+        c.refresh_ids_after_fork();
+    }
+    LOST_OUTSIDE_RINGS.store(0, Ordering::Relaxed);
+    EXITED_PENDING.store(0, Ordering::Relaxed);
+    WAKE.store(std::ptr::null_mut(), Ordering::Relaxed);
+    CONSUMER_ALIVE.store(false, Ordering::Relaxed);
+    let Some(s) = reg.session.as_ref() else {
+        return;
+    };
+    let mine = me.map_or(std::ptr::null_mut(), |c| c.buffer.load(Ordering::Relaxed));
+    s.pid.store(platform::getpid(), Ordering::Relaxed);
+    s.written.store(0, Ordering::Relaxed);
+    s.lost.store(0, Ordering::Relaxed);
+    // SAFETY: `ForkLocked` proves the prepare handler took these locks on this thread, the
+    // only one in the child.
+    let (consumer, inner) = unsafe { (s.consumer.get_unchecked(), s.inner.get_unchecked()) };
+    inner.uuid = uuid;
+    if let Some(h) = consumer.take() {
+        std::mem::forget(h); // its thread does not exist here
+    }
+    for b in inner.buffers.iter() {
+        if !std::ptr::eq(Arc::as_ptr(b), mine) {
+            b.state.store(BufState::Abandoned, Ordering::Relaxed);
+        }
+    }
+    if let (Some(c), false) = (me, mine.is_null()) {
+        // SAFETY: our attached buffer is alive (in the session's list) and this thread is its
+        // owner; the reset only stores.
+        unsafe { (*mine).reset_after_fork(uuid, c.ident.get()) };
+    }
+}

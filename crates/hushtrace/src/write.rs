@@ -1,0 +1,281 @@
+//! The tracepoint write path: from a callsite hit to bytes in the calling thread's ring. No
+//! lock, no allocation, and no system call on a thread in no-syscall mode.
+
+use crate::clock;
+use crate::config::Policy;
+use crate::consumer;
+use crate::ctx::{ThreadCtx, Violation};
+use crate::platform;
+use crate::ring::{self, Buffer};
+use crate::state;
+use crate::thread;
+use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind};
+use hushtrace_ctf::layout::EVENT_HEADER_LEN;
+use std::sync::atomic::{compiler_fence, AtomicU8, Ordering};
+
+mod sealed {
+    /// Seals [`super::Payload`] (see its docs).
+    pub trait Sealed {}
+}
+
+/// A record payload: a tuple of [`Field`]s with its type signature known at compile time.
+///
+/// Sealed, like [`Field`]: the write path reserves [`Payload::encoded_len`] bytes once and
+/// trusts [`Payload::encode`] to write exactly that many.
+///
+/// ```compile_fail
+/// struct Evil;
+/// impl hushtrace::__private::Payload for Evil { // error: the trait is sealed
+///     const TYPES: &'static [hushtrace_core::FieldType] = &[];
+///     const SIG: u64 = 2;
+///     fn encoded_len(&self) -> usize { 0 }
+///     unsafe fn encode(&self, _: *mut u8) -> usize { 4096 }
+/// }
+/// ```
+pub trait Payload: sealed::Sealed {
+    /// Field types in order.
+    const TYPES: &'static [FieldType];
+    /// `Callsite::signature_of(TYPES)`.
+    const SIG: u64;
+    /// Encoded size.
+    fn encoded_len(&self) -> usize;
+    /// Writes the fields at `dst`; returns the bytes written (`encoded_len()`).
+    ///
+    /// # Safety
+    /// `dst` must be valid for `self.encoded_len()` bytes.
+    unsafe fn encode(&self, dst: *mut u8) -> usize;
+}
+
+macro_rules! impl_payload {
+    ($(($($t:ident $i:tt),*)),* $(,)?) => {$(
+        impl<$($t: Field),*> sealed::Sealed for ($($t,)*) {}
+        impl<$($t: Field),*> Payload for ($($t,)*) {
+            const TYPES: &'static [FieldType] = &[$($t::TYPE),*];
+            const SIG: u64 = Callsite::signature_of(Self::TYPES);
+            #[inline(always)]
+            #[allow(clippy::unused_unit)]
+            fn encoded_len(&self) -> usize { 0 $(+ self.$i.encoded_len())* }
+            #[inline(always)]
+            #[allow(unused_variables, unused_mut)]
+            unsafe fn encode(&self, dst: *mut u8) -> usize {
+                let mut n = 0;
+                $(
+                    // SAFETY: the caller provides `encoded_len()` bytes, the sum of the fields'
+                    // lengths, and each field writes exactly its own length (sealed `Field`).
+                    n += unsafe { self.$i.encode(dst.add(n)) };
+                )*
+                n
+            }
+        }
+    )*};
+}
+
+impl_payload! {
+    (),
+    (A 0),
+    (A 0, B 1),
+    (A 0, B 1, C 2),
+    (A 0, B 1, C 2, D 3),
+    (A 0, B 1, C 2, D 3, E 4),
+    (A 0, B 1, C 2, D 3, E 4, F 5),
+    (A 0, B 1, C 2, D 3, E 4, F 5, G 6),
+    (A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7),
+    (A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8),
+    (A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9),
+    (A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10),
+    (A 0, B 1, C 2, D 3, E 4, F 5, G 6, H 7, I 8, J 9, K 10, L 11),
+}
+
+/// Records one event. `interest` is the value the caller loaded from the callsite state
+/// (enabled). Returns whether the event was written. No lock, no allocation, no system call on
+/// a thread in no-syscall mode (the one exception, on threads that allow system calls: the
+/// first packet hand-over after a `fork()` restarts the consumer).
+#[inline(always)]
+pub fn emit<P: Payload>(cs: &'static Callsite, interest: Interest, payload: P) -> bool {
+    if !interest.has_signature(P::SIG) && !cs.publish_types(P::SIG, P::TYPES) {
+        // Another thread is publishing this callsite's types right now, or a generic callsite
+        // was instantiated with other types: drop, but count.
+        drop_event();
+        return false;
+    }
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload)) {
+        Some(ok) => ok,
+        None => emit_unregistered(cs, payload),
+    }
+}
+
+#[inline(always)]
+fn write<P: Payload>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
+    let d = ctx.enter();
+    // Compiler-only fence: a stopping session pairs it with membarrier(2), which makes the depth
+    // store visible before it reads `depth` (asymmetric fence, as in liburcu's urcu-memb).
+    compiler_fence(Ordering::SeqCst);
+    let mut buf = ctx.buffer.load(Ordering::Acquire);
+    if buf.is_null() {
+        buf = no_buffer(ctx);
+    }
+    let ok = if buf.is_null() {
+        false
+    } else {
+        // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol waits).
+        let buf = unsafe { &*buf };
+        // The record length, computed once: the reservation and the encoding both use it.
+        let body = payload.encoded_len();
+        let len = EVENT_HEADER_LEN + body;
+        match buf.reserve(len, d, || now(ctx), || after_commit(ctx)) {
+            Ok((dst, ts)) => {
+                // SAFETY: `reserve` returned `len` writable bytes at `dst`; the header takes
+                // EVENT_HEADER_LEN of them and the sealed payload writes exactly `body`.
+                unsafe {
+                    (dst as *mut [u8; 2]).write_unaligned(id.to_le_bytes());
+                    ring::put_u64(dst, 2, ts);
+                    let n = payload.encode(dst.add(EVENT_HEADER_LEN));
+                    debug_assert_eq!(n, body);
+                }
+                true
+            }
+            Err(_) => false,
+        }
+    };
+    compiler_fence(Ordering::SeqCst);
+    ctx.leave(d);
+    // Only the clock fallback produces loggable violations on a thread with a buffer; checking
+    // it first keeps the common path to one predictable branch on an already loaded flag.
+    if d == 1 && !clock::counter_usable() {
+        if let Some(v) = ctx.take_pending() {
+            log_violation(v);
+        }
+    }
+    ok
+}
+
+/// Timestamp for an event of `ctx`'s thread.
+#[inline(always)]
+fn now(ctx: &ThreadCtx) -> u64 {
+    if clock::counter_usable() {
+        clock::cycles()
+    } else {
+        fallback_now(ctx)
+    }
+}
+
+#[cold]
+fn fallback_now(ctx: &ThreadCtx) -> u64 {
+    if ctx.in_no_syscall() {
+        violation(ctx, Violation::ClockGettime);
+        0
+    } else {
+        clock::fallback_now()
+    }
+}
+
+/// Applies the no-syscall policy. Makes no system call except for `abort`.
+#[cold]
+fn violation(ctx: &ThreadCtx, v: Violation) {
+    match state::policy() {
+        Policy::Zero => {}
+        Policy::Abort => platform::abort(),
+        // Recorded after the current event (see `write`), not nested inside it.
+        Policy::Log => {
+            ctx.note_violation(v);
+        }
+    }
+}
+
+/// Called by the producer after it handed a full packet to the consumer.
+#[inline]
+fn after_commit(ctx: &ThreadCtx) {
+    if !ctx.in_no_syscall() {
+        consumer::wake();
+    }
+}
+
+/// A tracepoint found no buffer attached. Returns a buffer attached now (a thread that allows
+/// system calls and missed the session start), or null when the event is lost or there is no
+/// session.
+#[cold]
+#[inline(never)]
+fn no_buffer(ctx: &ThreadCtx) -> *mut Buffer {
+    if !state::active() {
+        return std::ptr::null_mut();
+    }
+    if !ctx.in_no_syscall() && ctx.depth() <= 1 && !thread::registering() {
+        // try_lock: this may run in a signal handler that interrupted this very thread while
+        // it held the registry lock.
+        if let Some(reg) = state::try_lock_registry() {
+            if let Some(s) = reg.session.clone() {
+                s.attach(&reg, ctx);
+            }
+        }
+        let b = ctx.buffer.load(Ordering::Acquire);
+        if !b.is_null() {
+            return b;
+        }
+    }
+    state::count_lost(1);
+    if ctx.in_no_syscall() {
+        violation(ctx, Violation::BufferAllocation);
+    }
+    std::ptr::null_mut()
+}
+
+/// Counts an event that is dropped before reaching a ring: in the thread's stream when it has
+/// a buffer (so the CTF discarded count shows it), else in the session.
+#[cold]
+#[inline(never)]
+fn drop_event() {
+    let counted = thread::with_current(|ctx| {
+        let d = ctx.enter();
+        compiler_fence(Ordering::SeqCst);
+        let buf = ctx.buffer.load(Ordering::Acquire);
+        let in_ring = !buf.is_null();
+        if in_ring {
+            // SAFETY: attached buffers stay alive while `depth > 0`.
+            unsafe { (*buf).count_dropped() };
+        }
+        compiler_fence(Ordering::SeqCst);
+        ctx.leave(d);
+        in_ring
+    });
+    if counted != Some(true) && state::active() {
+        state::count_lost(1);
+    }
+}
+
+#[cold]
+#[inline(never)]
+fn emit_unregistered<P: Payload>(cs: &'static Callsite, payload: P) -> bool {
+    if !state::active() {
+        return false;
+    }
+    match thread::register() {
+        Some(ctx) => write(&ctx, cs.state.cached_id(), &payload),
+        None => {
+            state::count_lost(1);
+            false
+        }
+    }
+}
+
+static VIOLATION_STATE: CallsiteState = CallsiteState::new();
+static VIOLATION_TYPES: [AtomicU8; 1] = [AtomicU8::new(0)];
+#[linkme::distributed_slice(hushtrace_core::CALLSITES)]
+static VIOLATION: Callsite = Callsite {
+    category: "hushtrace",
+    name: "no_syscall_violation",
+    kind: Kind::Instant,
+    field_names: &["what"],
+    field_types: &VIOLATION_TYPES,
+    state: &VIOLATION_STATE,
+    file: file!(),
+    line: line!(),
+};
+
+/// Records a `hushtrace:no_syscall_violation` event on the current thread, after the
+/// tracepoint that hit the violation finished its own record.
+fn log_violation(v: Violation) {
+    let interest = VIOLATION.state.interest();
+    if interest.is_enabled() {
+        emit(&VIOLATION, interest, (v.what(),));
+    }
+}
