@@ -6,13 +6,16 @@
 //! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
 //!   the byte offset and the problem.
 //! * [`stats`]: the per-process statistics file `<pid>.stats.json` (writer and parser).
-//! * [`synth`]: writes synthetic traces in the same format, for tests, fuzzing and benchmarks.
+//! * `synth` (Cargo feature `synth`, off by default): writes synthetic traces in the same format,
+//!   for tests, fuzzing and benchmarks.
 //!
 //! ```
 //! use hushtrace_ctf::layout::{PACKET_HEADER_LEN, EVENT_HEADER_LEN};
 //! assert_eq!(PACKET_HEADER_LEN, 112);
 //! assert_eq!(EVENT_HEADER_LEN, 10);
 //! ```
+#![forbid(unsafe_code)]
+#![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod file;
@@ -20,6 +23,7 @@ pub mod layout;
 pub mod metadata;
 pub mod reader;
 pub mod stats;
+#[cfg(feature = "synth")]
 pub mod synth;
 
 pub use hushtrace_core::{FieldType, Kind};
