@@ -64,7 +64,7 @@ fn generate(dir: &Path, mb: u64) -> std::io::Result<()> {
                         .str("parse request"),
                     SynthEvent::new(tick, ts + 80)
                         .f64(k as f64 * 0.5)
-                        .bool(k % 3 == 0),
+                        .bool(k.is_multiple_of(3)),
                     SynthEvent::new(step_e, ts + 300),
                     SynthEvent::new(mem, ts + 310).i64(k as i64 * 64),
                     SynthEvent::new(job_e, ts + 400),

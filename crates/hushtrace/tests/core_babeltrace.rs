@@ -110,7 +110,7 @@ fn expected(t: usize, k: u64) -> Expected {
             i32v: -((k * 100_019) as i32),
             i64v: -((k * 1_000_000_009) as i64),
             f: k as f64 * 0.25 - 10.0,
-            b: k % 3 == 0,
+            b: k.is_multiple_of(3),
             dynamic: format!("t{t} k{k} é✓"),
         },
     }

@@ -60,7 +60,7 @@ impl Spin {
         let mut spins = 0u32;
         while self.arrived.load(Ordering::Acquire) < self.n * (round + 1) {
             spins += 1;
-            if spins % 4096 == 0 {
+            if spins.is_multiple_of(4096) {
                 // The other thread may be descheduled (2 cores, other tests running).
                 std::thread::yield_now();
             } else {

@@ -120,7 +120,7 @@ fn run(wide: bool) -> Outcome {
         while i < max_events && (i < min_events || COUNTER.load(Ordering::Relaxed) < min_signals) {
             hushtrace::event!("sig", "main", seq = i);
             i += 1;
-            if i % 64 == 0 {
+            if i.is_multiple_of(64) {
                 // On a loaded machine the sender may not get a CPU: let it run, so that the
                 // run is not all events and no signals.
                 let now = COUNTER.load(Ordering::Relaxed);
@@ -185,7 +185,7 @@ fn check_records(o: &Outcome, events: &[common::BtEvent]) -> u64 {
                 assert_eq!(e.fields.len(), 1, "{e:?}");
                 let s = e.int("seq");
                 assert!(
-                    last_seq.map_or(true, |p| s > p),
+                    last_seq.is_none_or(|p| s > p),
                     "main seq strictly increasing: {last_seq:?} then {e:?}"
                 );
                 last_seq = Some(s);

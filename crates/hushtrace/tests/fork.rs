@@ -60,7 +60,7 @@ fn busy_threads(stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
                 while !stop.load(Ordering::Relaxed) {
                     hushtrace::event!("fork", "busy", seq = seq);
                     seq += 1;
-                    if seq % 64 == 0 {
+                    if seq.is_multiple_of(64) {
                         // Keep the volume modest: the point is being busy at fork time.
                         std::thread::sleep(Duration::from_micros(200));
                     }

@@ -116,7 +116,7 @@ fn many_subbuffer_switches_without_a_single_syscall() {
             let target = round * CAPACITY / 4;
             while b < target {
                 hushtrace::event!("rt", "a", i = i, x = i as f64 * 0.5); // 10 + 16 bytes
-                hushtrace::event!("rt", "b", label = "static label", ok = i % 2 == 0); // 10+13+1
+                hushtrace::event!("rt", "b", label = "static label", ok = i.is_multiple_of(2)); // 10+13+1
                 hushtrace::event!("rtlate", "c", v = i as u32); // 10 + 4, enabled after entry
                 n += 3;
                 b += 26 + 24 + 14;
