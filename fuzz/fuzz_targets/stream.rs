@@ -1,6 +1,7 @@
 //! Fuzzes stream decoding: the input is the bytes of one stream file of a fixed, valid trace
 //! (every field type, spans, a counter, a never-hit class). The reader must return events or an
-//! error naming the file and a byte offset, never panic.
+//! error naming the file and a byte offset, never panic, and hold at most `MAX_EVENT_BYTES` of
+//! the stream in memory.
 #![no_main]
 
 use hushtrace_ctf::reader::Session;
@@ -44,4 +45,8 @@ fuzz_target!(|data: &[u8]| {
         }
     }
     let _ = merged.take_warnings();
+    // Memory stays bounded whatever the packet headers claim.
+    for (_, s) in merged.streams() {
+        assert!(s.buffer_capacity() <= hushtrace_ctf::reader::MAX_EVENT_BYTES);
+    }
 });

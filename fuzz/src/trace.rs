@@ -9,8 +9,14 @@ pub const PID: u32 = 77;
 
 /// A small trace with every field type; thread 0's stream is what the fuzzer mutates.
 pub fn fixture() -> SynthTrace {
+    fixture_with(256, 6)
+}
+
+/// The fixture's classes with `rounds` rounds of 4 events in packets of `packet_bytes`: the
+/// same metadata, so its streams are inputs of the `stream` target too.
+pub fn fixture_with(packet_bytes: usize, rounds: u64) -> SynthTrace {
     let mut t = SynthTrace::new(PID, "fuzz");
-    t.packet_bytes = 256;
+    t.packet_bytes = packet_bytes;
     let all = [
         ("u8", FieldType::U8),
         ("u16", FieldType::U16),
@@ -29,7 +35,7 @@ pub fn fixture() -> SynthTrace {
     let c = t.counter("f:ctr", FieldType::F64);
     t.class("f:never", Kind::Instant, None);
     let th = t.thread(PID + 1, "fz");
-    for k in 0..6u64 {
+    for k in 0..rounds {
         th.event(SynthEvent::new(b, k * 100).str("lbl"));
         th.event(
             SynthEvent::new(every, k * 100 + 10)
