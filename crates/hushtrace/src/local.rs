@@ -2,12 +2,14 @@
 //!
 //! A [`LocalU64`] is modified only by its owning thread (or by another thread once the owner is
 //! known to be quiescent). Its read-modify-write operations are single instructions, so a signal
-//! handler that interrupts the owner at any point sees — and leaves — a consistent value. On
-//! x86_64 that is a `cmpxchg`/`add` *without* the `lock` prefix: atomic with respect to the
-//! current CPU (interrupts and signals arrive between instructions) at the cost of an ordinary
-//! instruction, the trick LTTng-UST's per-CPU buffers use with `cmpxchg_local`. Elsewhere the
-//! operations fall back to (locked) atomics, which are correct but slower.
+//! handler that interrupts the owner at any point sees — and leaves — a consistent value. The
+//! instructions come from the platform layer (`platform::local_cas` / `local_add`): on x86_64 a
+//! `cmpxchg`/`add` *without* the `lock` prefix, atomic with respect to the current CPU
+//! (interrupts and signals arrive between instructions) at the cost of an ordinary instruction,
+//! the trick LTTng-UST's per-CPU buffers use with `cmpxchg_local`; elsewhere (and under Miri)
+//! relaxed atomics, which are correct but slower.
 
+use crate::platform;
 use core::cell::UnsafeCell;
 
 /// A 64-bit counter owned by one thread; see the module docs.
@@ -15,8 +17,12 @@ use core::cell::UnsafeCell;
 /// Invariant: only the owning thread calls the mutating methods, except while the owner is
 /// quiescent (not inside a tracepoint and unable to enter one on this buffer), which the
 /// runtime guarantees with its detach/quiesce protocol.
+///
+/// `repr(C, align(8))`: the value is 8-byte aligned on every target, including 32-bit ones
+/// where a `u64` alone is only 4-byte aligned. The platform primitives (a plain `cmpxchg` on
+/// x86_64, `AtomicU64::from_ptr` elsewhere) and untorn volatile loads rely on it.
 #[derive(Debug, Default)]
-#[repr(transparent)]
+#[repr(C, align(8))]
 pub(crate) struct LocalU64(UnsafeCell<u64>);
 
 // SAFETY: mutation is confined to the owning thread (or to a single thread after quiescence, with
@@ -30,8 +36,9 @@ impl LocalU64 {
 
     #[inline(always)]
     pub(crate) fn get(&self) -> u64 {
-        // SAFETY: a volatile read of an aligned u64 owned by this thread; concurrent writers only
-        // exist on the same thread (signal handlers), and an aligned 8-byte load is not torn.
+        // SAFETY: a volatile read of a u64 that is 8-byte aligned (`repr(align(8))`) and owned
+        // by this thread; concurrent writers only exist on the same thread (signal handlers),
+        // and an aligned 8-byte load is a single instruction on 64-bit targets.
         unsafe { core::ptr::read_volatile(self.0.get()) }
     }
 
@@ -45,64 +52,24 @@ impl LocalU64 {
     /// handlers on the owning thread.
     #[inline(always)]
     pub(crate) fn cas(&self, old: u64, new: u64) -> bool {
-        #[cfg(target_arch = "x86_64")]
-        {
-            let prev: u64;
-            // SAFETY: `self.0.get()` is a valid, aligned u64 owned by this thread. cmpxchg
-            // compares RAX with the memory operand and stores `new` if equal; RAX receives the
-            // previous value. No lock prefix: atomic with respect to this CPU only, see module docs.
-            unsafe {
-                core::arch::asm!(
-                    "cmpxchg qword ptr [{p}], {new}",
-                    p = in(reg) self.0.get(),
-                    new = in(reg) new,
-                    inout("rax") old => prev,
-                    options(nostack),
-                );
-            }
-            prev == old
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            // SAFETY: the cell is aligned for u64 and only accessed atomically on this target.
-            let a = unsafe { core::sync::atomic::AtomicU64::from_ptr(self.0.get()) };
-            a.compare_exchange(
-                old,
-                new,
-                core::sync::atomic::Ordering::Relaxed,
-                core::sync::atomic::Ordering::Relaxed,
-            )
-            .is_ok()
-        }
+        // SAFETY: the pointer is valid for the lifetime of `self` and 8-byte aligned
+        // (`repr(C, align(8))`), as `local_cas` requires; by the type invariant only the owning
+        // thread and its signal handlers (or one thread after a quiescent hand-over) access it.
+        unsafe { platform::local_cas(self.0.get(), old, new) }
     }
 
-    /// Adds `v`, atomically with respect to signal handlers on the owning thread.
+    /// Adds `v` (wrapping), atomically with respect to signal handlers on the owning thread.
     #[inline(always)]
     pub(crate) fn add(&self, v: u64) {
-        #[cfg(target_arch = "x86_64")]
-        {
-            // SAFETY: as in `cas`; a single non-locked `add` to memory.
-            unsafe {
-                core::arch::asm!(
-                    "add qword ptr [{p}], {v}",
-                    p = in(reg) self.0.get(),
-                    v = in(reg) v,
-                    options(nostack),
-                );
-            }
-        }
-        #[cfg(not(target_arch = "x86_64"))]
-        {
-            // SAFETY: as in `cas`.
-            let a = unsafe { core::sync::atomic::AtomicU64::from_ptr(self.0.get()) };
-            a.fetch_add(v, core::sync::atomic::Ordering::Relaxed);
-        }
+        // SAFETY: as in `cas`.
+        unsafe { platform::local_add(self.0.get(), v) }
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::LocalU64;
+    use std::cell::Cell;
 
     #[test]
     fn ops() {
@@ -114,5 +81,120 @@ mod tests {
         assert_eq!(c.get(), 10);
         c.set(1);
         assert_eq!(c.get(), 1);
+        c.add(u64::MAX);
+        assert_eq!(c.get(), 0, "add wraps");
+        assert_eq!(LocalU64::default().get(), 0);
+    }
+
+    #[test]
+    fn aligned_to_eight_bytes_everywhere() {
+        assert_eq!(core::mem::align_of::<LocalU64>(), 8);
+        assert_eq!(core::mem::size_of::<LocalU64>(), 8);
+        #[allow(dead_code)]
+        struct Packed(u8, LocalU64, u32, LocalU64);
+        let p = Packed(0, LocalU64::new(1), 0, LocalU64::new(2));
+        assert_eq!(&p.1 as *const LocalU64 as usize % 8, 0);
+        assert_eq!(&p.3 as *const LocalU64 as usize % 8, 0);
+    }
+
+    /// The reservation loop of `ring.rs` in miniature: read the offset, compute, then
+    /// compare-and-swap; a nested closure plays the signal handler that interrupts between the
+    /// read and the CAS and reserves on its own.
+    fn reserve(off: &LocalU64, len: u64, interrupt: &dyn Fn()) -> (u64, u32) {
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let o = off.get();
+            interrupt();
+            if off.cas(o, o + len) {
+                return (o, tries);
+            }
+        }
+    }
+
+    #[test]
+    fn a_handler_between_read_and_cas_gets_its_own_bytes() {
+        let off = LocalU64::new(100);
+        let handler_got = Cell::new(None);
+        let fired = Cell::new(false);
+        let handler = || {
+            if !fired.replace(true) {
+                // The "handler" reserves 8 bytes with no interruption of its own.
+                handler_got.set(Some(reserve(&off, 8, &|| {}).0));
+            }
+        };
+        let (mine, tries) = reserve(&off, 16, &handler);
+        assert_eq!(handler_got.get(), Some(100), "the handler reserved first");
+        assert_eq!(mine, 108, "the interrupted reservation retried after it");
+        assert_eq!(tries, 2);
+        assert_eq!(off.get(), 124);
+    }
+
+    #[test]
+    fn nested_handlers_and_counters_lose_no_update() {
+        // Three levels: the thread, a handler interrupting it, a handler interrupting that one.
+        let off = LocalU64::new(0);
+        let events = LocalU64::new(0);
+        let depth = Cell::new(0u32);
+        let ranges = std::cell::RefCell::new(Vec::new());
+        fn step(
+            off: &LocalU64,
+            events: &LocalU64,
+            depth: &Cell<u32>,
+            ranges: &std::cell::RefCell<Vec<(u64, u64)>>,
+            len: u64,
+        ) {
+            depth.set(depth.get() + 1);
+            let d = depth.get();
+            // A signal arrives once per reservation (a retry is not interrupted again).
+            let fired = Cell::new(false);
+            let nested = || {
+                if d < 3 && !fired.replace(true) {
+                    step(off, events, depth, ranges, len + 1);
+                }
+            };
+            let (o, _) = reserve(off, len, &nested);
+            events.add(1);
+            ranges.borrow_mut().push((o, o + len));
+            depth.set(d - 1);
+        }
+        let n = if cfg!(miri) { 20 } else { 1000 };
+        for _ in 0..n {
+            step(&off, &events, &depth, &ranges, 4);
+        }
+        let mut r = ranges.into_inner();
+        assert_eq!(events.get(), r.len() as u64);
+        assert_eq!(r.len(), 3 * n);
+        // The reserved ranges tile [0, off) exactly: no overlap, no gap.
+        r.sort();
+        let mut end = 0;
+        for (a, b) in r {
+            assert_eq!(a, end);
+            end = b;
+        }
+        assert_eq!(end, off.get());
+        assert_eq!(off.get(), n as u64 * (4 + 5 + 6));
+    }
+
+    #[test]
+    fn hand_over_to_another_thread_after_quiescence() {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        let c = std::sync::Arc::new((LocalU64::new(0), AtomicBool::new(false)));
+        let producer = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                for _ in 0..100 {
+                    c.0.add(1);
+                }
+                // Release: the owner's updates happen-before the other thread's Acquire.
+                c.1.store(true, Ordering::Release);
+            })
+        };
+        while !c.1.load(Ordering::Acquire) {
+            std::thread::yield_now();
+        }
+        assert_eq!(c.0.get(), 100);
+        assert!(c.0.cas(100, 0));
+        producer.join().unwrap();
     }
 }

@@ -1,7 +1,11 @@
-//! Linux system calls used by the tracer. None of these is called from a tracepoint of a thread
-//! in no-syscall mode.
+//! Linux system calls used by the tracer (see the contract in `platform/mod.rs`). None of these
+//! is called from a tracepoint of a thread in no-syscall mode.
+
+mod seccomp;
+pub use seccomp::{exit_thread, join_raw, trap_syscalls_on_this_thread};
 
 use std::io;
+use std::marker::PhantomData;
 
 /// `getpid()`: the process id in the caller's pid namespace.
 pub fn getpid() -> u32 {
@@ -53,6 +57,46 @@ pub fn set_thread_name(name: &str) -> [u8; 16] {
     buf
 }
 
+/// The process name (`/proc/self/comm`, the main thread's `comm`), or `""`.
+#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
+pub fn process_name() -> String {
+    std::fs::read_to_string("/proc/self/comm")
+        .map(|s| s.trim_end_matches('\n').to_string())
+        .unwrap_or_default()
+}
+
+/// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID in text form), shared by
+/// every process of this boot; `None` if it cannot be read.
+#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
+pub fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Options that create a new file readable and writable by the owner only (mode 0600),
+/// refusing to follow a symbolic link in the last component (`O_NOFOLLOW`) and closed on
+/// `exec` (`O_CLOEXEC`). `create_new`: an existing file is an error.
+#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
+pub fn private_file_options() -> std::fs::OpenOptions {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.write(true)
+        .create_new(true)
+        .mode(0o600)
+        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
+    o
+}
+
+/// A directory builder that creates directories accessible by the owner only (mode 0700).
+#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
+pub fn private_dir_builder() -> std::fs::DirBuilder {
+    use std::os::unix::fs::DirBuilderExt;
+    let mut b = std::fs::DirBuilder::new();
+    b.mode(0o700);
+    b
+}
+
 /// The host name, for the trace environment.
 pub fn hostname() -> String {
     let mut buf = [0u8; 256];
@@ -100,6 +144,29 @@ pub fn munlock(ptr: *const u8, len: usize) {
     unsafe { libc::munlock(ptr as *const libc::c_void, len) };
 }
 
+/// Physical memory of the machine in bytes (`sysconf(_SC_PHYS_PAGES) * page size`), or `None`
+/// if unknown.
+pub fn physical_memory() -> Option<u64> {
+    // SAFETY: sysconf has no preconditions.
+    let pages = unsafe { libc::sysconf(libc::_SC_PHYS_PAGES) };
+    (pages > 0).then(|| pages as u64 * page_size() as u64)
+}
+
+/// The soft `RLIMIT_MEMLOCK` of the process in bytes, or `None` when it is unlimited or cannot
+/// be read. (A process with `CAP_IPC_LOCK` may lock more than this.)
+pub fn memlock_limit() -> Option<u64> {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `r` is a valid out-pointer for getrlimit.
+    if unsafe { libc::getrlimit(libc::RLIMIT_MEMLOCK, &mut r) } != 0 {
+        return None;
+    }
+    #[allow(clippy::unnecessary_cast)] // rlim_t is 32 bits on some 32-bit targets
+    (r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
+}
+
 const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
 
 /// Issues a full memory barrier on every running thread of the system (`membarrier(2)`,
@@ -109,6 +176,11 @@ const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
 pub fn membarrier_global() -> bool {
     // SAFETY: membarrier with a valid command and flags 0 has no memory-safety preconditions.
     unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0 }
+}
+
+/// Same as [`membarrier_global`].
+pub fn membarrier() -> bool {
+    membarrier_global()
 }
 
 /// Registers fork handlers with `pthread_atfork`.
@@ -200,13 +272,20 @@ pub fn abort() -> ! {
 /// previous mask). Tracer control paths that hold a lock run under it, so a signal handler that
 /// traces cannot interrupt them and wait for the lock its own thread holds. Synchronous fault
 /// signals (SIGSEGV, SIGBUS, SIGFPE, SIGILL) stay deliverable.
+///
+/// Not `Send` (nor `Sync`): the saved mask belongs to the thread that blocked, and dropping the
+/// block on another thread would install it there. `verify::__contract` proves it with a
+/// `compile_fail` doc test.
 #[derive(Debug)]
 pub struct SignalBlock {
     old: libc::sigset_t,
+    /// Makes the type `!Send + !Sync`.
+    _not_send: PhantomData<*const ()>,
 }
 
 impl SignalBlock {
     /// Blocks signals (two system calls: control paths only).
+    #[allow(clippy::new_without_default)] // a `Default` that blocks signals would surprise
     pub fn new() -> SignalBlock {
         // SAFETY: sigset_t is plain data; sigfillset/sigdelset/pthread_sigmask only write the
         // sets we pass and the calling thread's mask.
@@ -218,14 +297,18 @@ impl SignalBlock {
                 libc::sigdelset(&mut all, s);
             }
             libc::pthread_sigmask(libc::SIG_BLOCK, &all, &mut old);
-            SignalBlock { old }
+            SignalBlock {
+                old,
+                _not_send: PhantomData,
+            }
         }
     }
 }
 
 impl Drop for SignalBlock {
     fn drop(&mut self) {
-        // SAFETY: restores the mask saved by `new` on the same thread (the type is not Send).
+        // SAFETY: restores the mask saved by `new` on the same thread: the type is
+        // `!Send` (`_not_send`), so it is dropped on the thread that created it.
         unsafe { libc::pthread_sigmask(libc::SIG_SETMASK, &self.old, std::ptr::null_mut()) };
     }
 }
