@@ -239,7 +239,10 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
                 "  process {} ({}): {} events written, {} discarded",
                 s.pid, name, s.written, s.discarded
             ),
-            None => println!("  process {name}: malformed stats file"),
+            None => println!(
+                "  process {name}: unreadable stats file {} (malformed, or not a regular file)",
+                dir.join(hushtrace_ctf::stats::file_name(&name)).display()
+            ),
         }
     }
     for name in incomplete {

@@ -174,21 +174,45 @@ impl std::error::Error for Error {}
 
 /// A tolerated defect in the input (for example a truncated last packet), for the caller to
 /// print.
+///
+/// ```
+/// use hushtrace_ctf::reader::{Location, Warning};
+/// let w = Warning { path: "/t/1/stream_0".into(), offset: 224, location: Location::Offset(224),
+///                   message: "truncated last packet".into() };
+/// assert_eq!(w.to_string(), "/t/1/stream_0: byte offset 224: truncated last packet");
+/// let w = Warning { path: "/t/1".into(), offset: 0, location: Location::File,
+///                   message: "incomplete trace".into() };
+/// assert_eq!(w.to_string(), "/t/1: incomplete trace");
+/// ```
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Warning {
-    /// The file concerned.
+    /// The file or directory concerned.
     pub path: PathBuf,
-    /// Byte offset in it.
+    /// Byte offset in it (0 when the warning is about the whole file or directory).
     pub offset: u64,
+    /// Where in it: [`Location::Offset`] of `offset`, or [`Location::File`] for the whole.
+    pub location: Location,
     /// What was found and what the reader did about it.
     pub message: String,
 }
 
 impl Warning {
+    /// A warning at byte `offset` of `path`.
     fn new(path: &Path, offset: u64, message: String) -> Self {
         Warning {
             path: path.to_path_buf(),
             offset,
+            location: Location::Offset(offset),
+            message,
+        }
+    }
+
+    /// A warning about the file or directory `path` as a whole.
+    fn about(path: &Path, message: String) -> Self {
+        Warning {
+            path: path.to_path_buf(),
+            offset: 0,
+            location: Location::File,
             message,
         }
     }
@@ -198,9 +222,9 @@ impl fmt::Display for Warning {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{}: byte offset {}: {}",
+            "{}{}: {}",
             self.path.display(),
-            self.offset,
+            self.location,
             self.message
         )
     }

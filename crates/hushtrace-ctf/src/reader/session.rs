@@ -72,9 +72,8 @@ impl Session {
                 if file::exists(&path.join(METADATA_FILE)) {
                     traces.push(open_trace(&path, name, dir, &mut warnings)?);
                 } else if has_streams(&path) {
-                    warnings.push(Warning::new(
+                    warnings.push(Warning::about(
                         &path,
-                        0,
                         "stream files without a metadata file: skipped".into(),
                     ));
                 }
@@ -183,9 +182,8 @@ fn open_trace(
     let stats = match ProcessStats::read(&stats_path) {
         Ok(Some(s)) => Some(s),
         Ok(None) => {
-            warnings.push(Warning::new(
+            warnings.push(Warning::about(
                 dir,
-                0,
                 format!(
                     "incomplete trace: no statistics file {}: the process did not stop tracing \
                      (it crashed, was killed, or is still running); events still in its buffers \
@@ -196,9 +194,8 @@ fn open_trace(
             None
         }
         Err(e) => {
-            warnings.push(Warning::new(
+            warnings.push(Warning::about(
                 &stats_path,
-                0,
                 format!("statistics file ignored: {}", e.kind),
             ));
             None
