@@ -6,7 +6,8 @@
 //! page-aligned), memory locking and huge pages are unavailable, there is no `fork`, signal
 //! masks are not touched, and `verify` reports `ErrorKind::Unsupported`. On non-Linux targets
 //! `SUPPORTED` is false and the runtime refuses to start sessions; under Miri on Linux the
-//! runtime runs on these fallbacks.
+//! runtime runs on these fallbacks. Everything here works under Miri's default isolation (no
+//! host wall clock, environment or file system needed).
 
 use std::alloc::Layout;
 use std::cell::Cell;
@@ -14,7 +15,7 @@ use std::io;
 use std::marker::PhantomData;
 use std::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 use std::sync::OnceLock;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 /// The process id from std.
 pub fn getpid() -> u32 {
@@ -119,8 +120,17 @@ pub fn monotonic_ns() -> u64 {
     origin.elapsed().as_nanos() as u64 + 1
 }
 
-/// Nanoseconds since the Unix epoch (std's `SystemTime`; 0 before the epoch).
+/// Under Miri (whose isolation hides the wall clock): a fixed epoch time, 2024-01-01T00:00Z,
+/// plus [`monotonic_ns`], so runs are deterministic.
+#[cfg(miri)]
 pub fn realtime_ns() -> u64 {
+    1_704_067_200_000_000_000 + monotonic_ns()
+}
+
+/// Nanoseconds since the Unix epoch (std's `SystemTime`; 0 before the epoch).
+#[cfg(not(miri))]
+pub fn realtime_ns() -> u64 {
+    use std::time::{SystemTime, UNIX_EPOCH};
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_nanos() as u64)
