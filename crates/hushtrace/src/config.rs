@@ -49,6 +49,29 @@ pub enum Error {
     AlreadyRunning,
     /// Tracing is not implemented on this operating system (tracepoints are no-ops there).
     Unsupported,
+    /// The session stopped, but writing its trace failed: `stats` are what was written and
+    /// lost (the failed packets are counted in `events_discarded`), the trace on disk is
+    /// readable up to the last complete packet of each stream.
+    Stop {
+        /// What the session recorded.
+        stats: Stats,
+        /// The file that could not be written.
+        path: PathBuf,
+        /// The first error.
+        source: std::io::Error,
+    },
+}
+
+/// What a session recorded in this process.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Events written to the trace.
+    pub events_written: u64,
+    /// Events lost: dropped on a full buffer (discard mode), overwritten (overwrite mode),
+    /// dropped by a nested tracepoint at a packet boundary, or lost to a write error.
+    pub events_discarded: u64,
+    /// This process's trace directory (`<output_dir>/<pid>`), absolute.
+    pub trace_dir: PathBuf,
 }
 
 impl fmt::Display for Error {
@@ -66,6 +89,18 @@ impl fmt::Display for Error {
             } => write!(f, "invalid value {value:?}: {reason}"),
             Error::Io { path, source } => write!(f, "{}: {source}", path.display()),
             Error::AlreadyRunning => write!(f, "a hushtrace session is already running"),
+            Error::Stop {
+                stats,
+                path,
+                source,
+            } => write!(
+                f,
+                "{}: {source} (the trace is readable up to the failure: {} events written, {} \
+                 lost)",
+                path.display(),
+                stats.events_written,
+                stats.events_discarded
+            ),
             Error::Unsupported => write!(
                 f,
                 "hushtrace cannot trace on this platform (unsupported platform: Linux only); \
@@ -78,7 +113,7 @@ impl fmt::Display for Error {
 impl std::error::Error for Error {
     fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
         match self {
-            Error::Io { source, .. } => Some(source),
+            Error::Io { source, .. } | Error::Stop { source, .. } => Some(source),
             _ => None,
         }
     }

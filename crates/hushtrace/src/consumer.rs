@@ -7,14 +7,11 @@ use crate::config::Error;
 use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer, Mode};
 use crate::state::{self, ConsumerThread, Shared};
+use crate::tracedir::TraceFiles;
 use hushtrace_core::callsites;
-use hushtrace_ctf::layout::{METADATA_FILE, STATS_SUFFIX, STREAM_PREFIX};
+use hushtrace_ctf::layout::{METADATA_FILE, STREAM_PREFIX};
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
-use std::collections::HashMap;
-use std::fs::File;
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
-use std::path::{Path, PathBuf};
+use hushtrace_ctf::stats::ProcessStats;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -28,48 +25,35 @@ const POOL_MAX: usize = 64;
 #[derive(Debug)]
 pub(crate) struct Consumer {
     shared: Arc<Shared>,
-    dir: PathBuf,
-    files: HashMap<u64, File>,
+    files: TraceFiles,
     types_gen: Option<u64>,
 }
 
-fn create_file(path: &Path) -> std::io::Result<File> {
-    std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC)
-        .open(path)
-}
-
 impl Consumer {
-    /// Creates this process's trace directory (`<output>/<pid>`, or `<pid>.<n>` if an earlier
-    /// process with the same pid — e.g. before an `exec` — already has it) and writes the
-    /// metadata.
+    /// Creates this process's trace directory (`<root>/<pid>`, or `<pid>.<n>` if an earlier
+    /// process with the same pid — e.g. before an `exec` — or an earlier session of this process
+    /// already has it), relative to the session root's descriptor, and writes the metadata.
     pub(crate) fn create(shared: Arc<Shared>) -> Result<Consumer, Error> {
-        let root = shared.cfg.output_dir.clone();
-        create_private_dir(&root)?;
         let pid = shared.pid.load(Ordering::Relaxed);
-        let mut n = 0;
-        let dir = loop {
-            let name = if n == 0 {
-                pid.to_string()
-            } else {
-                format!("{pid}.{n}")
-            };
-            let d = root.join(name);
-            use std::os::unix::fs::DirBuilderExt;
-            match std::fs::DirBuilder::new().mode(0o700).create(&d) {
-                Ok(()) => break d,
-                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n < 1000 => n += 1,
-                Err(source) => return Err(Error::Io { path: d, source }),
-            }
+        let dir = {
+            let mut inner = shared.inner.lock();
+            let inner = &mut *inner;
+            let root_path = inner.root.path().to_path_buf();
+            let mut next = state::next_suffix();
+            let dir = inner
+                .root
+                .create_subdir(&pid.to_string(), &mut next)
+                .map_err(|source| Error::Io {
+                    path: root_path.join(pid.to_string()),
+                    source,
+                })?;
+            state::set_next_suffix(next);
+            inner.trace_dir = dir.path().to_path_buf();
+            dir
         };
-        shared.inner.lock().trace_dir = dir.clone();
         let mut c = Consumer {
             shared,
-            dir,
-            files: HashMap::new(),
+            files: TraceFiles::new(dir),
             types_gen: None,
         };
         c.write_metadata()?;
@@ -106,16 +90,13 @@ impl Consumer {
             events,
         };
         let text = to_tsdl(&desc);
-        let tmp = self.dir.join(".metadata.tmp");
-        let path = self.dir.join(METADATA_FILE);
-        let io = |p: &Path, source| Error::Io {
-            path: p.to_path_buf(),
-            source,
-        };
-        let _ = std::fs::remove_file(&tmp);
-        let mut f = create_file(&tmp).map_err(|e| io(&tmp, e))?;
-        f.write_all(text.as_bytes()).map_err(|e| io(&tmp, e))?;
-        std::fs::rename(&tmp, &path).map_err(|e| io(&path, e))?;
+        self.files
+            .dir
+            .replace_file(METADATA_FILE, text.as_bytes())
+            .map_err(|source| Error::Io {
+                path: self.files.dir.path().join(METADATA_FILE),
+                source,
+            })?;
         self.types_gen = Some(gen);
         Ok(())
     }
@@ -125,26 +106,17 @@ impl Consumer {
     }
 
     /// Writes one packet of `b` to its stream file (created on first use). A failure is
-    /// recorded as the session's I/O error and the packet's events are counted lost; the slot is
-    /// released either way.
+    /// recorded as the session's I/O error and the packet's events are counted lost (the
+    /// stream is cut back to its last complete packet); the slot is released either way.
     fn write_packet(&mut self, b: &Buffer, bytes: &[u8], events: u64) {
-        use std::collections::hash_map::Entry;
-        let r = match self.files.entry(b.instance) {
-            Entry::Occupied(o) => o
-                .into_mut()
-                .write_all(bytes)
-                .map_err(|e| format!("{}: {e}", self.dir.display())),
-            Entry::Vacant(v) => {
-                let path = self.dir.join(format!("{STREAM_PREFIX}{}", b.instance));
-                create_file(&path)
-                    .and_then(|f| v.insert(f).write_all(bytes))
-                    .map_err(|e| format!("{}: {e}", path.display()))
-            }
-        };
-        match r {
+        let name = format!("{STREAM_PREFIX}{}", b.instance);
+        match self.files.append(b.instance, &name, bytes) {
             Ok(()) => self.shared.written.fetch_add(events, Ordering::Relaxed),
-            Err(msg) => {
-                self.note_error(msg);
+            Err(e) => {
+                self.note_error(format!(
+                    "{}: {e}",
+                    self.files.dir.path().join(&name).display()
+                ));
                 self.shared.lost.fetch_add(events, Ordering::Relaxed)
             }
         };
@@ -198,27 +170,33 @@ impl Consumer {
         for b in retired {
             if b.state.load(Ordering::Acquire) == BufState::Pooled {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
-                self.files.remove(&b.instance);
+                self.files.forget(b.instance);
             }
             // Unmapped here, outside the lock.
             drop(b);
         }
     }
 
+    /// Writes `<root>/<trace dir name>.stats.json` atomically (never a partial or empty file).
     fn write_stats(&mut self) {
         let name = self
+            .files
             .dir
+            .path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_default();
-        let path = self.dir.with_file_name(format!("{name}{STATS_SUFFIX}"));
-        let body = format!(
-            "{{\"pid\":{},\"written\":{},\"discarded\":{}}}\n",
-            self.shared.pid.load(Ordering::Relaxed),
-            self.shared.written.load(Ordering::Relaxed),
-            self.shared.total_lost()
-        );
-        let r = create_file(&path).and_then(|mut f| f.write_all(body.as_bytes()));
+        let body = ProcessStats {
+            pid: self.shared.pid.load(Ordering::Relaxed) as u64,
+            written: self.shared.written.load(Ordering::Relaxed),
+            discarded: self.shared.total_lost(),
+        }
+        .to_json();
+        let file = hushtrace_ctf::stats::file_name(&name);
+        let mut inner = self.shared.inner.lock();
+        let r = inner.root.replace_file(&file, body.as_bytes());
+        let path = inner.root.path().join(&file);
+        drop(inner);
         if let Err(e) = r {
             self.note_error(format!("{}: {e}", path.display()));
         }
@@ -242,9 +220,7 @@ impl Consumer {
         if let Err(e) = self.write_metadata() {
             self.note_error(e);
         }
-        for f in self.files.values_mut() {
-            let _ = f.flush();
-        }
+        self.files.close_all();
         self.write_stats();
     }
 }
@@ -317,26 +293,4 @@ pub(crate) fn throttle_registration() {
     while state::exited_pending() > EXITED_HIGH_WATER / 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
     }
-}
-
-/// Creates `dir` (and parents) with mode 0700; refuses a path that is a symlink or not a
-/// directory.
-fn create_private_dir(dir: &Path) -> Result<(), Error> {
-    use std::os::unix::fs::DirBuilderExt;
-    let io = |source| Error::Io {
-        path: dir.to_path_buf(),
-        source,
-    };
-    std::fs::DirBuilder::new()
-        .recursive(true)
-        .mode(0o700)
-        .create(dir)
-        .map_err(io)?;
-    let md = std::fs::symlink_metadata(dir).map_err(io)?;
-    if !md.is_dir() {
-        return Err(io(std::io::Error::other(
-            "not a directory (symbolic links are not followed)",
-        )));
-    }
-    Ok(())
 }

@@ -60,18 +60,20 @@ mod ring;
 mod session;
 mod state;
 mod thread;
+mod tracedir;
 pub mod verify;
 mod write;
 
-pub use config::{Error, Policy, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE};
+pub use config::{
+    Error, Policy, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,
+};
 pub use hushtrace_core::STR_CAP;
 pub use nosyscall::{
     clear_thread_no_syscall, init_thread, load_policy as load_no_syscall_policy, set_thread_name,
-    set_thread_no_syscall, thread_in_no_syscall, NoSyscallGuard,
+    set_thread_no_syscall, thread_in_no_syscall, try_set_thread_no_syscall, NoSyscallGuard,
 };
 pub use ring::Mode;
 pub use session::{start_from_env, Session, SessionBuilder};
-pub use state::Stats;
 
 use std::marker::PhantomData;
 

@@ -84,24 +84,75 @@ pub fn set_thread_name(name: &str) {
 /// hushtrace::clear_thread_no_syscall();
 /// ```
 pub fn set_thread_no_syscall() {
+    let _ = enter_no_syscall(false);
+}
+
+/// Like [`set_thread_no_syscall`], but refuses to enter the mode when its promise cannot be
+/// kept: the thread's ring could not be allocated, or cannot be locked in memory because it is
+/// larger than `RLIMIT_MEMLOCK` allows (an unlocked page may be swapped out and faulted back
+/// in from the tracepoint). The error names the ring's size and the limit. Without a running
+/// session it only prepares the thread and enters the mode (a session started later checks
+/// the limit at start).
+///
+/// ```
+/// hushtrace::try_set_thread_no_syscall().expect("no session: nothing to lock");
+/// assert!(hushtrace::thread_in_no_syscall());
+/// hushtrace::clear_thread_no_syscall();
+/// ```
+pub fn try_set_thread_no_syscall() -> Result<(), Error> {
+    enter_no_syscall(true)
+}
+
+fn enter_no_syscall(strict: bool) -> Result<(), Error> {
     if !state::policy_loaded() {
         let _ = load_policy();
     }
     let Some(ctx) = thread::current() else {
-        return;
+        return Err(Error::Config {
+            var: None,
+            value: "set_thread_no_syscall".into(),
+            reason: "the thread is exiting".into(),
+        });
     };
     consumer::ensure_running();
     // Under the registry lock so that a concurrent session start either sees the flag (and
     // prefaults the buffer it attaches) or attached before we look at the buffer here.
     let sig = SignalBlock::new();
-    let _reg = state::lock_registry(&sig);
-    ctx.no_syscall.store(true, Ordering::Relaxed);
+    let reg = state::lock_registry(&sig);
     let b = ctx.buffer.load(Ordering::Acquire);
+    let session = reg.session.clone();
     if !b.is_null() {
         // SAFETY: the attached buffer is alive while attached; we hold the registry lock, so
         // no session stop detaches and frees it meanwhile.
-        unsafe { (*b).prefault() };
+        let buf = unsafe { &*b };
+        if !buf.prefault() && strict {
+            if let Some(e) = memlock_error(buf.capacity()) {
+                return Err(e);
+            }
+        }
+    } else if strict && session.is_some() {
+        return Err(Error::Config {
+            var: None,
+            value: "set_thread_no_syscall".into(),
+            reason: "the thread's ring could not be allocated".into(),
+        });
     }
+    ctx.no_syscall.store(true, Ordering::Relaxed);
+    Ok(())
+}
+
+/// The error for a ring of `bytes` that `mlock` refused, naming `RLIMIT_MEMLOCK`.
+pub(crate) fn memlock_error(bytes: usize) -> Option<Error> {
+    let limit = platform::memlock_limit()?;
+    Some(Error::Config {
+        var: None,
+        value: format!("{bytes} bytes"),
+        reason: format!(
+            "a no-syscall thread's ring ({bytes} bytes) must be locked in memory, but \
+             RLIMIT_MEMLOCK allows {limit} bytes for this process: raise it (ulimit -l, \
+             LimitMEMLOCK= in systemd), grant CAP_IPC_LOCK, or use smaller sub-buffers"
+        ),
+    })
 }
 
 /// Leaves no-syscall mode.

@@ -242,7 +242,8 @@ impl Buffer {
     /// later, and `mlock`s the ring where the process may (ignoring EPERM/ENOMEM). Called by the
     /// owner before it enters no-syscall mode, or by a session start for such a thread before
     /// the buffer is published to it.
-    pub fn prefault(&self) {
+    /// Returns whether the ring is locked in memory.
+    pub fn prefault(&self) -> bool {
         // Every page is about to be resident anyway: huge pages cost no extra memory here and
         // save TLB misses on the real-time thread's write path.
         platform::advise_hugepages(self.mem, self.capacity());
@@ -258,6 +259,7 @@ impl Buffer {
         if !self.locked.get() && platform::mlock(self.mem, self.capacity()).is_ok() {
             self.locked.set(true);
         }
+        self.locked.get()
     }
 
     /// Sets the identity used for the next packets (owner, or before publication).
@@ -318,22 +320,29 @@ impl Buffer {
             p.discarded.add(1);
             return Err(Full::Dropped);
         }
-        let committed = p.open.get();
-        if committed {
-            self.finalize(&now);
-        }
-        let opened = self.open_next(&now);
-        // A signal handler may already have filled part of the fresh packet.
-        let r = match opened
-            .then(|| self.reserve_in_open_packet(len, &now))
-            .flatten()
-        {
-            Some(r) => Ok(r),
-            None => {
-                p.discarded.add(1);
-                Err(Full::Dropped)
+        // Signal handlers may fill the fresh packet before this thread reserves in it (a storm
+        // of signals, each handler recording one event, while this thread makes only a few
+        // instructions of progress between them): then close that packet too and open
+        // another, at most once per slot, so the interrupted event is not dropped merely
+        // because handlers were faster.
+        let mut committed = false;
+        let mut r = Err(Full::Dropped);
+        for _ in 0..self.num_subbufs {
+            if p.open.get() {
+                self.finalize(&now);
+                committed = true;
             }
-        };
+            if !self.open_next(&now) {
+                break;
+            }
+            if let Some(ok) = self.reserve_in_open_packet(len, &now) {
+                r = Ok(ok);
+                break;
+            }
+        }
+        if r.is_err() {
+            p.discarded.add(1);
+        }
         // Wake the consumer (discard mode only: an attached overwrite-mode ring is read only
         // when it stops) and only now: signals pending on the wake-up's system call are
         // delivered while a packet is open, so their events are not dropped.
@@ -603,6 +612,42 @@ mod tests {
         let seqs: Vec<u64> = pk.iter().map(|p| p.0).collect();
         let last = *seqs.last().unwrap();
         assert_eq!(seqs, (last - 3..=last).collect::<Vec<_>>());
+    }
+
+    /// A storm of signal handlers (nested reservations at depth 2, simulated from inside the
+    /// interrupted reservation's clock read) fills the packet the interrupted event has just
+    /// opened: the interrupted event goes into the next packet instead of being dropped; only
+    /// the nested event that found no room is lost.
+    #[test]
+    fn handlers_filling_a_fresh_packet_do_not_drop_the_interrupted_event() {
+        let b = buf(Mode::Discard);
+        let per_packet = (4096 - PACKET_HEADER_LEN as u64) / 18;
+        assert_eq!(write_n(&b, per_packet), per_packet);
+        let calls = std::cell::Cell::new(0u32);
+        let nested = std::cell::Cell::new(0u64);
+        let now = || {
+            calls.set(calls.get() + 1);
+            // Third clock read: inside the fresh packet's reservation (after the old packet's
+            // end and the new one's begin timestamps).
+            if calls.get() == 3 {
+                while b.reserve(18, 2, || 7, || {}).is_ok() {
+                    nested.set(nested.get() + 1);
+                }
+            }
+            9
+        };
+        assert!(
+            b.reserve(18, 1, now, || {}).is_ok(),
+            "interrupted event dropped"
+        );
+        assert_eq!(nested.get(), per_packet);
+        assert_eq!(
+            b.lost(),
+            1,
+            "only the nested event that did not fit is lost"
+        );
+        let pk = collect(&b, true);
+        assert_eq!(pk.iter().map(|p| p.1).sum::<u64>(), 2 * per_packet + 1);
     }
 
     #[test]

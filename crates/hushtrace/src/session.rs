@@ -1,11 +1,12 @@
 //! The public session API: build, start and stop a session; `start_from_env`.
 
-use crate::config::{Config, Error, Raw};
+use crate::config::{Config, Error, Raw, Stats};
 use crate::consumer::{self, Consumer};
 use crate::ctx::ThreadCtx;
 use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer, Mode};
-use crate::state::{self, Shared, Stats};
+use crate::state::{self, Shared};
+use crate::tracedir::Dir;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Once};
@@ -118,9 +119,16 @@ impl Drop for Session {
 
 static INSTALL: Once = Once::new();
 
+/// Process exit (`exit()`, return from `main`): stops the session so the trace is complete. If
+/// another thread is inside `stop()` right now, waits (up to 15 s: the stop's own bound) for it
+/// to finish writing, rather than letting the process end under it.
 extern "C" fn at_exit() {
     if let Some(s) = state::current_session() {
         let _ = stop_shared(&s);
+    }
+    let deadline = Instant::now() + Duration::from_secs(15);
+    while state::stop_in_progress() && Instant::now() < deadline {
+        std::thread::sleep(Duration::from_millis(1));
     }
 }
 
@@ -129,6 +137,7 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
         return Err(Error::Unsupported);
     }
     cfg.validate(raw)?;
+    check_memory(&cfg)?;
     crate::nosyscall::load_policy()?;
     INSTALL.call_once(|| {
         hushtrace_core::assign_ids();
@@ -139,7 +148,11 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
         return Err(Error::AlreadyRunning);
     }
     crate::clock::calibrate();
-    let shared = Arc::new(Shared::new(cfg));
+    let root = Dir::open_root(&cfg.output_dir).map_err(|source| Error::Io {
+        path: cfg.output_dir.clone(),
+        source,
+    })?;
+    let shared = Arc::new(Shared::new(cfg, root));
     let consumer = Consumer::create(shared.clone())?;
     {
         let sig = SignalBlock::new();
@@ -159,15 +172,56 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
     })
 }
 
+/// Refuses rings that cannot work on this machine: larger than half its memory, or, for the
+/// threads already in no-syscall mode, more than `RLIMIT_MEMLOCK` lets the process lock.
+fn check_memory(cfg: &Config) -> Result<(), Error> {
+    let ring = cfg.subbuf_size * cfg.num_subbufs;
+    if let Some(mem) = platform::physical_memory() {
+        if ring as u64 > mem / 2 {
+            return Err(Error::Config {
+                var: None,
+                value: format!("{} x {} bytes", cfg.num_subbufs, cfg.subbuf_size),
+                reason: format!(
+                    "a ring of {ring} bytes per thread exceeds half of this machine's memory \
+                     ({mem} bytes)"
+                ),
+            });
+        }
+    }
+    let rt_threads = {
+        let sig = SignalBlock::new();
+        let reg = state::lock_registry(&sig);
+        reg.threads
+            .iter()
+            .filter(|t| !t.dead.load(Ordering::Relaxed) && t.in_no_syscall())
+            .count()
+    };
+    if let Some(limit) = platform::memlock_limit() {
+        if rt_threads > 0 && (ring * rt_threads) as u64 > limit {
+            return Err(
+                crate::nosyscall::memlock_error(ring * rt_threads).expect("a memlock limit is set")
+            );
+        }
+    }
+    Ok(())
+}
+
 /// Waits until none of the threads whose buffers were detached is inside a tracepoint. A
 /// thread still inside one after a 10 s grace period (stopped by a debugger or SIGSTOP, or
 /// starved) keeps its buffer for good: it is marked Leaked, never read and never unmapped, so
 /// the thread cannot write into freed memory; its events are lost.
 fn quiesce(detached: &[(Arc<ThreadCtx>, *const Buffer)]) {
-    if detached.is_empty() {
+    // The calling thread is not inside a tracepoint; if it is the only one with a buffer (a
+    // single-threaded program, a fork child), there is nothing to wait for and no barrier to
+    // issue.
+    let me = crate::thread::with_current(|c| c as *const ThreadCtx).unwrap_or(std::ptr::null());
+    if detached
+        .iter()
+        .all(|(t, _)| std::ptr::eq(Arc::as_ptr(t), me))
+    {
         return;
     }
-    if !platform::membarrier_global() {
+    if !platform::membarrier() {
         std::thread::sleep(Duration::from_millis(20));
     }
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -185,6 +239,7 @@ fn quiesce(detached: &[(Arc<ThreadCtx>, *const Buffer)]) {
 }
 
 pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
+    let _stopping = state::stopping();
     let sig = SignalBlock::new();
     let detached = {
         let mut reg = state::lock_registry(&sig);
@@ -248,8 +303,9 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
     }
     inner.final_stats = Some(stats.clone());
     if let Some(e) = inner.io_error.clone() {
-        return Err(Error::Io {
-            path: stats.trace_dir.clone(),
+        return Err(Error::Stop {
+            stats,
+            path: inner.trace_dir.clone(),
             source: std::io::Error::other(e),
         });
     }

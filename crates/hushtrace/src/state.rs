@@ -8,29 +8,18 @@
 //! asynchronous signals first ([`lock_registry`] takes the proof), so a signal handler that
 //! traces can never wait for a lock its own thread holds.
 
-use crate::config::{Config, Policy};
+use crate::config::{Config, Policy, Stats};
 use crate::ctx::ThreadCtx;
 use crate::lock::{SpinGuard, SpinLock};
 use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer};
+use crate::tracedir::Dir;
 use std::path::PathBuf;
 use std::sync::atomic::{
     AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
 };
 use std::sync::Arc;
 use std::thread::{JoinHandle, Thread};
-
-/// What a session recorded in this process.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct Stats {
-    /// Events written to the trace.
-    pub events_written: u64,
-    /// Events lost: dropped on a full buffer (discard mode), overwritten (overwrite mode),
-    /// dropped by a nested tracepoint at a packet boundary, or lost to a write error.
-    pub events_discarded: u64,
-    /// This process's trace directory (`<output_dir>/<pid>`).
-    pub trace_dir: PathBuf,
-}
 
 // ---------------------------------------------------------------------------------------------
 // The registry
@@ -95,6 +84,8 @@ pub(crate) struct Inner {
     pub io_error: Option<String>,
     /// The statistics of the stop, for a second `stop()`.
     pub final_stats: Option<Stats>,
+    /// The session root, resolved and opened once at start (see `tracedir.rs`).
+    pub root: Dir,
 }
 
 /// State shared by the session handle, the consumer and the fork handlers.
@@ -136,7 +127,7 @@ impl<T> ForkLock for SpinLock<T> {
 }
 
 impl Shared {
-    pub(crate) fn new(cfg: Config) -> Shared {
+    pub(crate) fn new(cfg: Config, root: Dir) -> Shared {
         Shared {
             cfg,
             pid: AtomicU32::new(platform::getpid()),
@@ -153,6 +144,7 @@ impl Shared {
                 trace_dir: PathBuf::new(),
                 io_error: None,
                 final_stats: None,
+                root,
             }),
         }
     }
@@ -259,6 +251,22 @@ static CONSUMER_ALIVE: AtomicBool = AtomicBool::new(false);
 static LOST_OUTSIDE_RINGS: AtomicU64 = AtomicU64::new(0);
 /// Buffers of exited threads not yet drained and recycled by the consumer.
 static EXITED_PENDING: AtomicUsize = AtomicUsize::new(0);
+/// Where this process starts looking for a free `<pid>.<n>` trace directory name: past the
+/// ones its earlier sessions used (reset in a fork child, whose pid is new).
+static NEXT_SUFFIX: AtomicU64 = AtomicU64::new(0);
+
+/// The first trace directory suffix to try.
+pub(crate) fn next_suffix() -> u64 {
+    NEXT_SUFFIX.load(Ordering::Relaxed)
+}
+
+/// Records the next trace directory suffix to try.
+pub(crate) fn set_next_suffix(n: u64) {
+    NEXT_SUFFIX.store(n, Ordering::Relaxed);
+}
+
+/// Stops in progress (a process exit waits for them, so the trace is complete).
+static STOPPING: AtomicUsize = AtomicUsize::new(0);
 /// The no-syscall policy: 0 = not loaded yet (acts as `Zero`), else `Policy as u8 + 1`.
 static POLICY: AtomicU8 = AtomicU8::new(0);
 
@@ -278,6 +286,27 @@ pub(crate) fn install_session(reg: &mut RegistryGuard<'_>, s: Arc<Shared>) {
 pub(crate) fn remove_session(reg: &mut RegistryGuard<'_>) -> Option<Arc<Shared>> {
     ACTIVE.store(false, Ordering::Release);
     reg.session.take()
+}
+
+/// Marks a stop in progress until the returned guard drops.
+pub(crate) fn stopping() -> StopInProgress {
+    STOPPING.fetch_add(1, Ordering::AcqRel);
+    StopInProgress(())
+}
+
+/// A stop in progress (see [`stopping`]).
+#[derive(Debug)]
+pub(crate) struct StopInProgress(());
+
+impl Drop for StopInProgress {
+    fn drop(&mut self) {
+        STOPPING.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+/// Whether some thread is inside a stop.
+pub(crate) fn stop_in_progress() -> bool {
+    STOPPING.load(Ordering::Acquire) != 0
 }
 
 /// Adds to the session's lost count. Lock-free: tracepoints call it, possibly from a signal
@@ -410,6 +439,8 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     }
     LOST_OUTSIDE_RINGS.store(0, Ordering::Relaxed);
     EXITED_PENDING.store(0, Ordering::Relaxed);
+    NEXT_SUFFIX.store(0, Ordering::Relaxed);
+    STOPPING.store(0, Ordering::Relaxed);
     WAKE.store(std::ptr::null_mut(), Ordering::Relaxed);
     CONSUMER_ALIVE.store(false, Ordering::Relaxed);
     let Some(s) = reg.session.as_ref() else {

@@ -1,0 +1,375 @@
+//! The files of a trace, handled through directory descriptors.
+//!
+//! * The session root is resolved to an absolute path **once**, at session start, and opened
+//!   as a directory descriptor; a later `chdir()` of the program changes nothing.
+//! * The root must belong to the user and must not be writable by group or others (as ssh
+//!   requires of its files); every file and directory below it is created relative to a
+//!   descriptor opened with `O_NOFOLLOW | O_DIRECTORY`, so swapping a path component for a
+//!   symbolic link cannot redirect the trace.
+//! * Every descriptor is verified (device and inode, one `fstat`) before it is used: a program
+//!   that closes all its descriptors (as daemons do) and reuses their numbers never receives a
+//!   trace packet. A descriptor found closed or replaced is forgotten (the number is the
+//!   program's now: never closed by us) and the file is reopened by name and verified.
+//! * Streams are written with `pwrite` at the offset the consumer keeps: a failed write (a full
+//!   disk) is cut off with `ftruncate`, so the stream stays well-formed and later packets follow
+//!   the last complete one.
+//! * At most [`MAX_OPEN_STREAMS`] stream files are open at once; the others are reopened on
+//!   demand, so the tracer's descriptors do not grow with the number of threads.
+
+use rustix::fd::{AsFd, BorrowedFd, IntoRawFd, OwnedFd};
+use rustix::fs::{AtFlags, Mode, OFlags};
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Stream files kept open at once.
+pub(crate) const MAX_OPEN_STREAMS: usize = 16;
+
+/// Device and inode: what a descriptor must still refer to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+struct FileId {
+    dev: u64,
+    ino: u64,
+}
+
+impl FileId {
+    fn of(fd: BorrowedFd<'_>) -> io::Result<FileId> {
+        let st = rustix::fs::fstat(fd)?;
+        Ok(FileId {
+            dev: st.st_dev as u64,
+            ino: st.st_ino as u64,
+        })
+    }
+}
+
+/// A descriptor the tracer opened, with the identity of the file it opened. If the program
+/// closes it and the number is reused, the descriptor is never used or closed by us again.
+#[derive(Debug)]
+struct Checked {
+    fd: Option<OwnedFd>,
+    id: FileId,
+}
+
+impl Checked {
+    fn new(fd: OwnedFd) -> io::Result<Checked> {
+        let id = FileId::of(fd.as_fd())?;
+        Ok(Checked { fd: Some(fd), id })
+    }
+
+    /// The descriptor if it still refers to our file; otherwise forgets it (without closing:
+    /// the number may be the program's now) and returns `None`.
+    fn get(&mut self) -> Option<BorrowedFd<'_>> {
+        let ok = match &self.fd {
+            Some(fd) => FileId::of(fd.as_fd()).ok() == Some(self.id),
+            None => false,
+        };
+        if !ok {
+            if let Some(fd) = self.fd.take() {
+                // Not ours any more (closed, maybe reused by the program): never close it.
+                let _ = fd.into_raw_fd();
+            }
+            return None;
+        }
+        self.fd.as_ref().map(|f| f.as_fd())
+    }
+
+    /// Installs a freshly opened descriptor of the same file; false (and the new descriptor
+    /// closed) if it is another file.
+    fn reinstall(&mut self, fd: OwnedFd) -> bool {
+        if FileId::of(fd.as_fd()).ok() == Some(self.id) {
+            self.fd = Some(fd);
+            true
+        } else {
+            false
+        }
+    }
+
+    /// Closes the descriptor if it is still ours (the number is never closed otherwise).
+    fn close(&mut self) {
+        if self.get().is_some() {
+            self.fd = None; // drop closes it
+        }
+    }
+}
+
+impl Drop for Checked {
+    fn drop(&mut self) {
+        self.close();
+    }
+}
+
+fn dir_flags() -> OFlags {
+    OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC
+}
+
+/// A directory of the trace (the session root or a process's trace directory).
+#[derive(Debug)]
+pub(crate) struct Dir {
+    /// Absolute path, resolved once.
+    path: PathBuf,
+    fd: Checked,
+}
+
+impl Dir {
+    /// The directory's absolute path (as resolved when it was opened).
+    pub(crate) fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// The directory's descriptor, reopened by its absolute path (and verified to be the same
+    /// directory) if the program closed or replaced it.
+    fn fd(&mut self) -> io::Result<BorrowedFd<'_>> {
+        if self.fd.get().is_none() {
+            let fd = rustix::fs::open(&self.path, dir_flags(), Mode::empty())?;
+            if !self.fd.reinstall(fd) {
+                return Err(io::Error::other(format!(
+                    "{} was replaced by another directory",
+                    self.path.display()
+                )));
+            }
+        }
+        self.fd
+            .get()
+            .ok_or_else(|| io::Error::other("directory descriptor lost"))
+    }
+
+    /// Opens the session root: creates it (mode 0700, parents as needed), resolves it to an
+    /// absolute path once, refuses a symbolic link, a directory owned by another user, or one
+    /// writable by group or others.
+    pub(crate) fn open_root(path: &Path) -> io::Result<Dir> {
+        use std::os::unix::fs::DirBuilderExt;
+        let abs = if path.is_absolute() {
+            path.to_path_buf()
+        } else {
+            std::env::current_dir()?.join(path)
+        };
+        std::fs::DirBuilder::new()
+            .recursive(true)
+            .mode(0o700)
+            .create(&abs)?;
+        let fd = rustix::fs::open(&abs, dir_flags(), Mode::empty()).map_err(|e| {
+            if e == rustix::io::Errno::LOOP || e == rustix::io::Errno::NOTDIR {
+                io::Error::other("not a directory (symbolic links are not followed)")
+            } else {
+                e.into()
+            }
+        })?;
+        check_private(fd.as_fd())?;
+        Ok(Dir {
+            path: abs,
+            fd: Checked::new(fd)?,
+        })
+    }
+
+    /// Creates a new subdirectory (mode 0700) named `name`, or `name.<n>` for the first free
+    /// `n` from `*next` on when it exists (an earlier process with the same pid, or an earlier
+    /// session of this process), and opens it. `*next` is advanced past the name used.
+    pub(crate) fn create_subdir(&mut self, name: &str, next: &mut u64) -> io::Result<Dir> {
+        loop {
+            let n = *next;
+            let candidate = if n == 0 {
+                name.to_string()
+            } else {
+                format!("{name}.{n}")
+            };
+            let parent = self.fd()?;
+            match rustix::fs::mkdirat(parent, candidate.as_str(), Mode::from_raw_mode(0o700)) {
+                Ok(()) => {
+                    *next = n + 1;
+                    let fd =
+                        rustix::fs::openat(parent, candidate.as_str(), dir_flags(), Mode::empty())?;
+                    check_private(fd.as_fd())?;
+                    return Ok(Dir {
+                        path: self.path.join(&candidate),
+                        fd: Checked::new(fd)?,
+                    });
+                }
+                Err(rustix::io::Errno::EXIST) if n < u32::MAX as u64 => *next = n + 1,
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+
+    /// Creates a new file (`O_EXCL | O_NOFOLLOW`, mode 0600) in this directory.
+    fn create_file(&mut self, name: &str) -> io::Result<OwnedFd> {
+        let fd = rustix::fs::openat(
+            self.fd()?,
+            name,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?;
+        Ok(fd)
+    }
+
+    /// Writes `bytes` as file `name` atomically: a temporary file, then a rename over `name`.
+    /// On failure the temporary file is removed and `name` is left as it was; never a partial
+    /// or empty file under `name`.
+    pub(crate) fn replace_file(&mut self, name: &str, bytes: &[u8]) -> io::Result<()> {
+        let tmp = format!(".{name}.tmp");
+        let _ = rustix::fs::unlinkat(self.fd()?, tmp.as_str(), AtFlags::empty());
+        let r = (|| {
+            let fd = self.create_file(&tmp)?;
+            write_all_at(fd.as_fd(), bytes, 0)?;
+            drop(fd);
+            let d = self.fd()?;
+            rustix::fs::renameat(d, tmp.as_str(), d, name)?;
+            Ok(())
+        })();
+        if r.is_err() {
+            if let Ok(d) = self.fd() {
+                let _ = rustix::fs::unlinkat(d, tmp.as_str(), AtFlags::empty());
+            }
+        }
+        r
+    }
+}
+
+/// Refuses a directory owned by another user or writable by group or others.
+fn check_private(fd: BorrowedFd<'_>) -> io::Result<()> {
+    let st = rustix::fs::fstat(fd)?;
+    let me = rustix::process::geteuid().as_raw();
+    if st.st_uid != me {
+        return Err(io::Error::other(format!(
+            "owned by uid {}, not by this user (uid {me}): refusing a directory another user \
+             controls",
+            st.st_uid
+        )));
+    }
+    let mode = st.st_mode as u32;
+    if mode & 0o022 != 0 {
+        return Err(io::Error::other(format!(
+            "writable by group or others (mode {:o}): refusing a directory another user could \
+             change; use a private one (chmod go-w)",
+            mode & 0o7777
+        )));
+    }
+    Ok(())
+}
+
+fn write_all_at(fd: BorrowedFd<'_>, mut bytes: &[u8], mut off: u64) -> io::Result<()> {
+    while !bytes.is_empty() {
+        match rustix::io::pwrite(fd, bytes, off) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(n) => {
+                bytes = &bytes[n..];
+                off += n as u64;
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// One stream file of a trace directory: its name, the bytes written so far, and (while it is
+/// among the most recently used) an open descriptor.
+#[derive(Debug)]
+struct Stream {
+    name: String,
+    /// Set once the file exists.
+    id: Option<FileId>,
+    len: u64,
+    fd: Option<Checked>,
+    last_use: u64,
+}
+
+/// A process's trace directory and its stream files.
+#[derive(Debug)]
+pub(crate) struct TraceFiles {
+    pub(crate) dir: Dir,
+    streams: std::collections::HashMap<u64, Stream>,
+    clock: u64,
+}
+
+impl TraceFiles {
+    pub(crate) fn new(dir: Dir) -> TraceFiles {
+        TraceFiles {
+            dir,
+            streams: std::collections::HashMap::new(),
+            clock: 0,
+        }
+    }
+
+    /// Appends one packet to stream `instance` (file `name`, created on first use). On failure
+    /// the stream is cut back to its last complete packet, and the error returned.
+    pub(crate) fn append(&mut self, instance: u64, name: &str, bytes: &[u8]) -> io::Result<()> {
+        self.clock += 1;
+        let now = self.clock;
+        let open = self.streams.values().filter(|s| s.fd.is_some()).count();
+        if self.streams.get(&instance).is_none_or(|s| s.fd.is_none()) && open >= MAX_OPEN_STREAMS {
+            // Close the least recently used stream.
+            if let Some(lru) = self
+                .streams
+                .values_mut()
+                .filter(|s| s.fd.is_some())
+                .min_by_key(|s| s.last_use)
+            {
+                lru.fd = None;
+            }
+        }
+        let stream = self.streams.entry(instance).or_insert_with(|| Stream {
+            name: name.to_string(),
+            id: None,
+            len: 0,
+            fd: None,
+            last_use: now,
+        });
+        stream.last_use = now;
+        if stream.fd.as_mut().is_some_and(|c| c.get().is_none()) {
+            stream.fd = None; // closed or replaced behind our back
+        }
+        if stream.fd.is_none() {
+            let fd = match stream.id {
+                None => {
+                    let fd = self.dir.create_file(&stream.name)?;
+                    stream.id = Some(FileId::of(fd.as_fd())?);
+                    fd
+                }
+                Some(id) => {
+                    let fd = rustix::fs::openat(
+                        self.dir.fd()?,
+                        stream.name.as_str(),
+                        OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+                        Mode::empty(),
+                    )?;
+                    if FileId::of(fd.as_fd())? != id {
+                        return Err(io::Error::other(format!(
+                            "{} was replaced by another file",
+                            self.dir.path.join(&stream.name).display()
+                        )));
+                    }
+                    fd
+                }
+            };
+            stream.fd = Some(Checked::new(fd)?);
+        }
+        let fd = stream
+            .fd
+            .as_mut()
+            .and_then(|c| c.get())
+            .ok_or_else(|| io::Error::other("stream descriptor lost"))?;
+        match write_all_at(fd, bytes, stream.len) {
+            Ok(()) => {
+                stream.len += bytes.len() as u64;
+                Ok(())
+            }
+            Err(e) => {
+                // Cut off what part of the packet was written: the stream ends with its last
+                // complete packet, and the next one follows it.
+                let _ = rustix::fs::ftruncate(fd, stream.len);
+                Err(e)
+            }
+        }
+    }
+
+    /// Closes every stream descriptor (the files stay).
+    pub(crate) fn close_all(&mut self) {
+        for s in self.streams.values_mut() {
+            s.fd = None;
+        }
+    }
+
+    /// Forgets stream `instance` (its buffer was freed).
+    pub(crate) fn forget(&mut self, instance: u64) {
+        self.streams.remove(&instance);
+    }
+}
