@@ -205,17 +205,14 @@ impl Consumer {
     /// The consumer loop; returns after the final flush once the session's stop flag is set.
     pub(crate) fn run(mut self) {
         let timer = self.shared.cfg.read_timer;
-        if std::thread::current().name() == Some(CONSUMER_THREAD_NAME) {
-            // Application signal handlers (which may trace) must never run on this thread.
-            platform::block_signals_forever();
-        }
         loop {
+            let token = state::wakeup_token();
             let stopping = self.shared.stop.load(Ordering::Acquire);
             self.cycle(stopping);
             if stopping {
                 break;
             }
-            std::thread::park_timeout(timer);
+            state::wait_for_wakeup(token, timer);
         }
         if let Err(e) = self.write_metadata() {
             self.note_error(e);
@@ -228,17 +225,26 @@ impl Consumer {
 // ---------------------------------------------------------------------------------------------
 // Life cycle of the consumer thread
 
-/// Starts the consumer thread of this process.
-pub(crate) fn spawn(c: Consumer) -> ConsumerThread {
-    let join = std::thread::Builder::new()
-        .name(CONSUMER_THREAD_NAME.into())
-        .spawn(move || c.run())
-        .expect("spawn hushtrace consumer thread");
-    state::set_consumer(join.thread().clone());
-    ConsumerThread {
+/// Starts the consumer thread of this process: a raw `pthread_create` (see
+/// `platform::spawn_raw`), so a fork child can start it even when another thread of the parent
+/// held a lock of the standard library's thread machinery at the moment of the fork. The thread
+/// blocks every asynchronous signal (an application handler, which may trace, never runs on
+/// it) and uses no std thread API.
+pub(crate) fn spawn(c: Consumer) -> Result<ConsumerThread, Error> {
+    let thread = platform::spawn_raw(Box::new(move || {
+        platform::block_signals_forever();
+        platform::set_thread_name(CONSUMER_THREAD_NAME);
+        c.run();
+    }))
+    .map_err(|source| Error::Io {
+        path: "hushtrace consumer thread".into(),
+        source,
+    })?;
+    state::set_consumer_alive();
+    Ok(ConsumerThread {
         pid: platform::getpid(),
-        join,
-    }
+        thread,
+    })
 }
 
 /// Wakes the consumer after a packet hand-over (threads that allow system calls only). In the
@@ -268,8 +274,8 @@ pub(crate) fn ensure_running() {
     if state::consumer_alive() {
         return;
     }
-    match Consumer::create(s.clone()) {
-        Ok(c) => *slot = Some(spawn(c)),
+    match Consumer::create(s.clone()).and_then(spawn) {
+        Ok(t) => *slot = Some(t),
         Err(e) => {
             s.note_error(e);
             s.consumer_failed.store(true, Ordering::Relaxed);

@@ -164,7 +164,7 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
         for t in reg.threads.clone() {
             shared.attach(&reg, &t);
         }
-        *shared.consumer.lock() = Some(consumer::spawn(consumer));
+        *shared.consumer.lock() = Some(consumer::spawn(consumer)?);
         state::install_session(&mut reg, shared.clone());
     }
     Ok(Session {
@@ -281,13 +281,15 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
     let mine = platform::getpid();
     match handle {
         Some(h) if h.pid == mine => {
-            h.join.thread().unpark();
-            let _ = h.join.join();
+            state::unpark_consumer();
+            h.thread.join();
         }
-        other => {
-            std::mem::forget(other);
-            Consumer::create(s.clone())?.run();
-        }
+        // No consumer, or a handle inherited across fork() that names a thread of the parent
+        // (never joined): run the final pass here.
+        _ => match Consumer::create(s.clone()) {
+            Ok(c) => c.run(),
+            Err(e) => s.note_error(e),
+        },
     }
     state::clear_consumer();
     let stats = Stats {

@@ -15,11 +15,9 @@ use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer};
 use crate::tracedir::Dir;
 use std::path::PathBuf;
-use std::sync::atomic::{
-    AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering,
-};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
 use std::sync::Arc;
-use std::thread::{JoinHandle, Thread};
+use std::time::Duration;
 
 // ---------------------------------------------------------------------------------------------
 // The registry
@@ -68,7 +66,7 @@ pub(crate) fn current_session() -> Option<Arc<Shared>> {
 pub(crate) struct ConsumerThread {
     /// The process that started it (a fork child's inherited handle is not its own).
     pub pid: u32,
-    pub join: JoinHandle<()>,
+    pub thread: platform::RawThread,
 }
 
 /// The parts of a session's state that need a lock (control paths only).
@@ -242,8 +240,9 @@ fn boot_clock_uuid() -> [u8; 16] {
 
 /// Whether a session is running in this process (a hint for cold paths).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
-/// The consumer thread's handle for wake-ups (leaked box; null when there is none).
-static WAKE: AtomicPtr<Thread> = AtomicPtr::new(std::ptr::null_mut());
+/// The consumer's wake-up word (a futex): bumped by every wake-up, so a wake-up that comes
+/// while the consumer is busy makes its next wait return at once.
+static WAKE: AtomicU32 = AtomicU32::new(0);
 /// Whether this process has a consumer thread.
 static CONSUMER_ALIVE: AtomicBool = AtomicBool::new(false);
 /// Events lost by tracepoints outside any ring (no buffer, registration impossible) during the
@@ -335,26 +334,31 @@ pub(crate) fn consumer_alive() -> bool {
     CONSUMER_ALIVE.load(Ordering::Acquire)
 }
 
-/// Records the consumer thread (started by this process) for wake-ups.
-pub(crate) fn set_consumer(t: Thread) {
-    let t = Box::into_raw(Box::new(t));
-    WAKE.store(t, Ordering::Release);
+/// Records that this process has a consumer thread.
+pub(crate) fn set_consumer_alive() {
     CONSUMER_ALIVE.store(true, Ordering::Release);
 }
 
 /// The consumer thread ended.
 pub(crate) fn clear_consumer() {
     CONSUMER_ALIVE.store(false, Ordering::Release);
-    WAKE.store(std::ptr::null_mut(), Ordering::Release);
 }
 
-/// Unparks the consumer, if there is one. No lock, no allocation.
+/// Wakes the consumer (a system call: threads that allow them only). No lock, no allocation.
 pub(crate) fn unpark_consumer() {
-    let t = WAKE.load(Ordering::Acquire);
-    if !t.is_null() {
-        // SAFETY: WAKE points to a leaked `Thread` that is never freed.
-        unsafe { (*t).unpark() };
-    }
+    WAKE.fetch_add(1, Ordering::Release);
+    platform::futex_wake(&WAKE);
+}
+
+/// The consumer's wake-up token: read it before a pass over the buffers, then
+/// [`wait_for_wakeup`] with it.
+pub(crate) fn wakeup_token() -> u32 {
+    WAKE.load(Ordering::Acquire)
+}
+
+/// Consumer: sleeps up to `timeout`, or until a wake-up after `token` was taken.
+pub(crate) fn wait_for_wakeup(token: u32, timeout: Duration) {
+    platform::futex_wait(&WAKE, token, timeout);
 }
 
 /// The policy in force (a relaxed load; no system call).
@@ -441,7 +445,6 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     EXITED_PENDING.store(0, Ordering::Relaxed);
     NEXT_SUFFIX.store(0, Ordering::Relaxed);
     STOPPING.store(0, Ordering::Relaxed);
-    WAKE.store(std::ptr::null_mut(), Ordering::Relaxed);
     CONSUMER_ALIVE.store(false, Ordering::Relaxed);
     let Some(s) = reg.session.as_ref() else {
         return;
@@ -454,9 +457,9 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     // only one in the child.
     let (consumer, inner) = unsafe { (s.consumer.get_unchecked(), s.inner.get_unchecked()) };
     inner.uuid = uuid;
-    if let Some(h) = consumer.take() {
-        std::mem::forget(h); // its thread does not exist here
-    }
+    // The consumer handle names a thread of the parent: dropped without joining (a plain
+    // pthread_t, no destructor, no free).
+    *consumer = None;
     for b in inner.buffers.iter() {
         if !std::ptr::eq(Arc::as_ptr(b), mine) {
             b.state.store(BufState::Abandoned, Ordering::Relaxed);

@@ -680,6 +680,14 @@ fn forks_under_thread_churn_never_hang() {
                     break;
                 }
                 if t0.elapsed() > deadline {
+                    if hung.is_empty() {
+                        let stacks = std::process::Command::new("gdb")
+                            .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
+                            .output()
+                            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+                            .unwrap_or_else(|e| format!("(no gdb: {e})"));
+                        eprintln!("child {pid} hung:\n{stacks}");
+                    }
                     hung.push(pid);
                     // SAFETY: our own child.
                     unsafe { libc::kill(pid, libc::SIGKILL) };

@@ -148,15 +148,40 @@ pub fn mlock(_ptr: *const u8, _len: usize) -> io::Result<()> {
 /// Nothing to unlock.
 pub fn munlock(_ptr: *const u8, _len: usize) {}
 
-/// No system-wide barrier: always false (the caller falls back to a sleep).
-pub fn membarrier_global() -> bool {
+/// No process-wide barrier: always false (the caller falls back to a sleep).
+pub fn membarrier() -> bool {
     false
 }
 
-/// Same as [`membarrier_global`]: always false.
-pub fn membarrier() -> bool {
-    membarrier_global()
+/// A thread started with [`spawn_raw`] (a std thread here).
+#[derive(Debug)]
+pub struct RawThread(std::thread::JoinHandle<()>);
+
+/// Starts `f` on a new std thread.
+pub fn spawn_raw(f: Box<dyn FnOnce() + Send>) -> io::Result<RawThread> {
+    std::thread::Builder::new().spawn(f).map(RawThread)
 }
+
+impl RawThread {
+    /// Waits for the thread to end.
+    pub fn join(self) {
+        let _ = self.0.join();
+    }
+}
+
+/// Sleeps a little (at most `timeout`, at most 1 ms): no futex here, so wake-ups are polled.
+pub fn futex_wait(
+    word: &std::sync::atomic::AtomicU32,
+    expected: u32,
+    timeout: std::time::Duration,
+) {
+    if word.load(std::sync::atomic::Ordering::Acquire) == expected {
+        std::thread::sleep(timeout.min(std::time::Duration::from_millis(1)));
+    }
+}
+
+/// Nothing to do: [`futex_wait`] polls.
+pub fn futex_wake(_word: &std::sync::atomic::AtomicU32) {}
 
 /// Unknown here.
 pub fn physical_memory() -> Option<u64> {

@@ -167,20 +167,25 @@ pub fn memlock_limit() -> Option<u64> {
     (r.rlim_cur != libc::RLIM_INFINITY).then_some(r.rlim_cur as u64)
 }
 
-const MEMBARRIER_CMD_GLOBAL: libc::c_int = 1;
+const MEMBARRIER_CMD_PRIVATE_EXPEDITED: libc::c_int = 1 << 3;
+const MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED: libc::c_int = 1 << 4;
 
-/// Issues a full memory barrier on every running thread of the system (`membarrier(2)`,
-/// `MEMBARRIER_CMD_GLOBAL`), so that producers can use compiler-only fences on their fast path
-/// (the asymmetric-fence scheme of liburcu's `urcu-memb`). Returns false when the kernel or a
-/// sandbox refuses; the caller then falls back to a sleep.
-pub fn membarrier_global() -> bool {
-    // SAFETY: membarrier with a valid command and flags 0 has no memory-safety preconditions.
-    unsafe { libc::syscall(libc::SYS_membarrier, MEMBARRIER_CMD_GLOBAL, 0, 0) == 0 }
-}
-
-/// Same as [`membarrier_global`].
+/// Issues a full memory barrier on every running thread of **this process** (`membarrier(2)`,
+/// `MEMBARRIER_CMD_PRIVATE_EXPEDITED`, registering the process first when needed): IPIs to the
+/// CPUs running our threads, bounded in time, unlike `MEMBARRIER_CMD_GLOBAL`, which waits for
+/// every CPU of the system to schedule and took up to 21 s under fork and thread-churn load.
+/// Returns false when the kernel refuses (the caller then falls back to a sleep).
 pub fn membarrier() -> bool {
-    membarrier_global()
+    let call = |cmd: libc::c_int| {
+        // SAFETY: membarrier with a valid command and flags 0 has no memory-safety
+        // preconditions.
+        unsafe { libc::syscall(libc::SYS_membarrier, cmd, 0, 0) == 0 }
+    };
+    // Not registered yet (or a fork child whose registration did not carry over): register,
+    // then retry once.
+    call(MEMBARRIER_CMD_PRIVATE_EXPEDITED)
+        || (call(MEMBARRIER_CMD_REGISTER_PRIVATE_EXPEDITED)
+            && call(MEMBARRIER_CMD_PRIVATE_EXPEDITED))
 }
 
 /// Registers fork handlers with `pthread_atfork`.
@@ -317,4 +322,65 @@ impl Drop for SignalBlock {
 /// must never run an application's signal handler).
 pub fn block_signals_forever() {
     std::mem::forget(SignalBlock::new());
+}
+
+/// A thread started with [`spawn_raw`].
+#[derive(Debug)]
+pub struct RawThread(libc::pthread_t);
+
+/// Starts `f` on a new thread with `pthread_create` directly: no lock of the standard
+/// library's thread machinery is involved, so this works in the child of a `fork()` even when
+/// another thread of the parent was starting or exiting at the moment of the fork (glibc resets
+/// its own thread-creation locks in the child). `f` must not use `std::thread::current()`,
+/// `park` or other std thread APIs; a panic in it is caught and ends the thread.
+pub fn spawn_raw(f: Box<dyn FnOnce() + Send>) -> io::Result<RawThread> {
+    extern "C" fn trampoline(arg: *mut libc::c_void) -> *mut libc::c_void {
+        // SAFETY: `arg` is the box leaked by `spawn_raw` for this thread, taken back once.
+        let f = unsafe { Box::from_raw(arg as *mut Box<dyn FnOnce() + Send>) };
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+        std::ptr::null_mut()
+    }
+    let arg = Box::into_raw(Box::new(f)) as *mut libc::c_void;
+    let mut t: libc::pthread_t = 0;
+    // SAFETY: `t` is a valid out-pointer, default attributes (null), and `trampoline` takes
+    // ownership of `arg` only if the thread starts.
+    let r = unsafe { libc::pthread_create(&mut t, std::ptr::null(), trampoline, arg) };
+    if r != 0 {
+        // SAFETY: the thread did not start, so `arg` is still ours.
+        drop(unsafe { Box::from_raw(arg as *mut Box<dyn FnOnce() + Send>) });
+        return Err(io::Error::from_raw_os_error(r));
+    }
+    Ok(RawThread(t))
+}
+
+impl RawThread {
+    /// Waits for the thread to end.
+    pub fn join(self) {
+        // SAFETY: a joinable thread we started and have not joined (join consumes the handle).
+        unsafe { libc::pthread_join(self.0, std::ptr::null_mut()) };
+    }
+}
+
+/// Sleeps until `word` is woken by [`futex_wake`] or no longer holds `expected`, or `timeout`
+/// passes (`futex(FUTEX_WAIT_PRIVATE)`; spurious returns are possible).
+pub fn futex_wait(
+    word: &std::sync::atomic::AtomicU32,
+    expected: u32,
+    timeout: std::time::Duration,
+) {
+    let ts = rustix::thread::futex::Timespec {
+        tv_sec: timeout.as_secs().min(i64::MAX as u64) as i64,
+        tv_nsec: timeout.subsec_nanos() as _,
+    };
+    let _ = rustix::thread::futex::wait(
+        word,
+        rustix::thread::futex::Flags::PRIVATE,
+        expected,
+        Some(&ts),
+    );
+}
+
+/// Wakes one thread sleeping in [`futex_wait`] on `word` (a system call).
+pub fn futex_wake(word: &std::sync::atomic::AtomicU32) {
+    let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::PRIVATE, 1);
 }

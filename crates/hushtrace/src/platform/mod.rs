@@ -38,7 +38,9 @@
 //! | [`monotonic_ns`], [`realtime_ns`] | yes or vDSO (`clock_gettime`) | yes (POSIX) | cannot fail (0 if the clock is missing) |
 //! | [`mlock`] | yes | raw | `Err(errno)` (EPERM/ENOMEM under `RLIMIT_MEMLOCK`); fallback `Err(Unsupported)` |
 //! | [`munlock`] | yes | raw | ignored |
-//! | [`membarrier_global`], [`membarrier`] | yes | raw | `false` (caller sleeps instead); fallback always `false` |
+//! | [`membarrier`] | yes (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`, registering first) | raw | `false` (caller sleeps instead); fallback always `false` |
+//! | [`spawn_raw`], [`RawThread::join`] | yes (`pthread_create`/`pthread_join`; fallback: a std thread) | no, but takes no std lock (usable in a fork child) | `Err(errno)` |
+//! | [`futex_wait`], [`futex_wake`] | yes (`futex`; fallback: 1 ms polling) | raw | spurious wake-ups |
 //! | [`physical_memory`] | no (`sysconf`) | yes in glibc/musl | `None`; fallback `None` |
 //! | [`memlock_limit`] | yes (`getrlimit`) | raw | `None` (also when unlimited); fallback `None` |
 //! | [`atfork`] | no (libc bookkeeping) | no | ignored; fallback: no-op (no `fork`) |
