@@ -628,8 +628,12 @@ fn files_created_through_directory_descriptors_are_private() {
 }
 
 /// 9.2: forks while other threads start and exit must not hang the children: not on a lock
-/// another thread held at fork time (the child's consumer thread), not in exit-time stop. Each
-/// child traces on its main thread and a new thread, then `exit()`s (flushing its trace).
+/// another thread held at fork time (the consumer thread the child starts), not in exit-time
+/// stop. Each child traces enough to hand packets over (which starts its consumer thread),
+/// then `exit()`s (flushing its trace). The child starts no `std::thread` of its own: std's
+/// thread start takes a lock (`stack_overflow::thread_info`) that a parent thread starting at
+/// the moment of the fork leaves held forever in the child, which is exactly why the tracer
+/// starts its thread with `pthread_create` directly.
 /// `HUSHTRACE_STRESS_FORKS` sets the number of forks (default 300; `ci/stress.sh` runs
 /// thousands); the longest child lifetime is printed.
 #[test]
@@ -666,9 +670,8 @@ fn forks_under_thread_churn_never_hang() {
             // SAFETY: the child traces, starts one thread and exits; it never returns here.
             let pid = unsafe { libc::fork() };
             if pid == 0 {
-                emit(50);
-                let _ = std::thread::spawn(|| emit(50)).join();
-                // SAFETY: exit runs the tracer's flush.
+                emit(600); // > 3 packets of 4 KiB: the child starts its consumer thread
+                           // SAFETY: exit runs the tracer's flush.
                 unsafe { libc::exit(0) };
             }
             let deadline = Duration::from_secs(20);
@@ -682,7 +685,13 @@ fn forks_under_thread_churn_never_hang() {
                 if t0.elapsed() > deadline {
                     if hung.is_empty() {
                         let stacks = std::process::Command::new("gdb")
-                            .args(["-p", &pid.to_string(), "-batch", "-ex", "thread apply all bt"])
+                            .args([
+                                "-p",
+                                &pid.to_string(),
+                                "-batch",
+                                "-ex",
+                                "thread apply all bt",
+                            ])
                             .output()
                             .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
                             .unwrap_or_else(|e| format!("(no gdb: {e})"));
@@ -701,9 +710,32 @@ fn forks_under_thread_churn_never_hang() {
         for t in spawners {
             t.join().unwrap();
         }
-        let _ = s.stop();
+        let parent = s.stop().map_err(|e| e.to_string())?;
         eprintln!("{forks} forks under thread churn: longest child lifetime {worst:?}");
         check!(hung.is_empty(), "children hung: {hung:?}");
+        // Every child flushed a complete account of its 600 events at exit.
+        let mut children = 0;
+        for e in std::fs::read_dir(&dir)
+            .map_err(|e| e.to_string())?
+            .flatten()
+        {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let Some(pid) = name.strip_suffix(".stats.json") else {
+                continue;
+            };
+            if parent.trace_dir.ends_with(pid) {
+                continue;
+            }
+            let text = std::fs::read_to_string(e.path()).map_err(|e| e.to_string())?;
+            let st = hushtrace_ctf::stats::ProcessStats::parse(&text)
+                .ok_or_else(|| format!("bad stats {name}: {text}"))?;
+            check!(st.written + st.discarded == 600, "child {pid}: {text}");
+            children += 1;
+        }
+        check!(
+            children == forks,
+            "{children} children wrote stats, {forks} forked"
+        );
         Ok(())
     });
 }
