@@ -83,9 +83,7 @@ impl Consumer {
             clock_uuid: self.shared.clock_uuid,
             clock: crate::clock::calibrate().clone(),
             vpid: self.shared.pid.load(Ordering::Relaxed),
-            procname: std::fs::read_to_string("/proc/self/comm")
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default(),
+            procname: platform::process_name(),
             hostname: platform::hostname(),
             events,
         };

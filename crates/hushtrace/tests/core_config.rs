@@ -1,5 +1,5 @@
 //! Bad configuration and unwritable output give clear errors and the application keeps
-//! running; trace directories and files are owner-only (DESIGN.md §7.2, §7.3).
+//! running; trace directories and files are owner-only (README, "Output").
 //!
 //! Environment cases run `test_env` (`crates/hushtrace-testbins`) as a subprocess (the
 //! environment is process-global); the in-process cases are serialized by `LOCK` (one session

@@ -1,5 +1,5 @@
 //! A signal handler that emits events while the interrupted thread is inside a tracepoint
-//! leaves both records intact (DESIGN.md §1.4): babeltrace2 parses every event, the interrupted
+//! leaves both records intact (README, "Signal handlers"): babeltrace2 parses every event, the interrupted
 //! thread's sequence is complete and ordered, and every handler event is written or counted as
 //! discarded.
 

@@ -79,7 +79,6 @@ pub fn hostname() -> String {
 }
 
 /// The executable's file name, or `""`.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
 pub fn process_name() -> String {
     std::env::current_exe()
         .ok()
@@ -88,29 +87,8 @@ pub fn process_name() -> String {
 }
 
 /// No boot id is known here.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
 pub fn boot_id() -> Option<String> {
     None
-}
-
-/// Options that create a new file (`create_new`), owner-only (mode 0600) on Unix.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
-pub fn private_file_options() -> std::fs::OpenOptions {
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true).create_new(true);
-    #[cfg(unix)]
-    std::os::unix::fs::OpenOptionsExt::mode(&mut o, 0o600);
-    o
-}
-
-/// A directory builder, owner-only (mode 0700) on Unix.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
-pub fn private_dir_builder() -> std::fs::DirBuilder {
-    #[allow(unused_mut)]
-    let mut b = std::fs::DirBuilder::new();
-    #[cfg(unix)]
-    std::os::unix::fs::DirBuilderExt::mode(&mut b, 0o700);
-    b
 }
 
 /// Nanoseconds since a process-wide origin (std's monotonic `Instant`); 0 is never returned.

@@ -58,7 +58,6 @@ pub fn set_thread_name(name: &str) -> [u8; 16] {
 }
 
 /// The process name (`/proc/self/comm`, the main thread's `comm`), or `""`.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
 pub fn process_name() -> String {
     std::fs::read_to_string("/proc/self/comm")
         .map(|s| s.trim_end_matches('\n').to_string())
@@ -67,34 +66,10 @@ pub fn process_name() -> String {
 
 /// The kernel's boot id (`/proc/sys/kernel/random/boot_id`, a UUID in text form), shared by
 /// every process of this boot; `None` if it cannot be read.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
 pub fn boot_id() -> Option<String> {
     std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
         .ok()
         .map(|s| s.trim().to_string())
-}
-
-/// Options that create a new file readable and writable by the owner only (mode 0600),
-/// refusing to follow a symbolic link in the last component (`O_NOFOLLOW`) and closed on
-/// `exec` (`O_CLOEXEC`). `create_new`: an existing file is an error.
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
-pub fn private_file_options() -> std::fs::OpenOptions {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut o = std::fs::OpenOptions::new();
-    o.write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_CLOEXEC);
-    o
-}
-
-/// A directory builder that creates directories accessible by the owner only (mode 0700).
-#[allow(dead_code)] // TODO(runtime owner): use in consumer.rs/session.rs, then drop this
-pub fn private_dir_builder() -> std::fs::DirBuilder {
-    use std::os::unix::fs::DirBuilderExt;
-    let mut b = std::fs::DirBuilder::new();
-    b.mode(0o700);
-    b
 }
 
 /// The host name, for the trace environment.

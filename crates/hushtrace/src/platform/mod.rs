@@ -53,7 +53,6 @@
 //! | [`abort`] | yes | yes (POSIX) | does not return |
 //! | [`SignalBlock::new`] / drop | yes (`pthread_sigmask`) | yes (POSIX) | ignored; fallback: no-op |
 //! | [`block_signals_forever`] | yes | yes (POSIX) | ignored; fallback: no-op |
-//! | [`private_file_options`], [`private_dir_builder`] | no (builders; `open`/`mkdir` later) | no | — |
 //! | [`trap_syscalls_on_this_thread`] | yes (`sigaction`, `prctl` ×2) | no | `Err(errno)`; `Err(Unsupported)` off x86_64/aarch64 Linux |
 //! | [`exit_thread`] | yes (raw `exit`) | raw | does not return; fallback: unwinds the thread |
 //! | [`join_raw`] | yes (`pthread_join`) | no | ignored |
