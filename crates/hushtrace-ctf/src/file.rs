@@ -7,66 +7,9 @@ use std::io::{self, Read};
 use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
 use std::path::Path;
 
-// `open(2)` flags std does not name. Values as in the `libc` crate for these targets; where they
-// are unknown the flags are 0 and only the checks before and after `open` remain (an `lstat`
-// before, which rejects symbolic links, FIFOs and devices; an `fstat` after).
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "x86",
-        target_arch = "x86_64",
-        target_arch = "riscv32",
-        target_arch = "riscv64",
-        target_arch = "loongarch64",
-        target_arch = "s390x"
-    )
-))]
-const FLAGS: i32 = 0x20000 /* O_NOFOLLOW */ | 0x800 /* O_NONBLOCK */;
-#[cfg(all(
-    target_os = "linux",
-    any(
-        target_arch = "arm",
-        target_arch = "aarch64",
-        target_arch = "powerpc",
-        target_arch = "powerpc64",
-        target_arch = "m68k"
-    )
-))]
-const FLAGS: i32 = 0x8000 /* O_NOFOLLOW */ | 0x800 /* O_NONBLOCK */;
-#[cfg(any(
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly"
-))]
-const FLAGS: i32 = 0x100 /* O_NOFOLLOW */ | 0x4 /* O_NONBLOCK */;
-#[cfg(not(any(
-    all(
-        target_os = "linux",
-        any(
-            target_arch = "x86",
-            target_arch = "x86_64",
-            target_arch = "riscv32",
-            target_arch = "riscv64",
-            target_arch = "loongarch64",
-            target_arch = "s390x",
-            target_arch = "arm",
-            target_arch = "aarch64",
-            target_arch = "powerpc",
-            target_arch = "powerpc64",
-            target_arch = "m68k"
-        )
-    ),
-    target_os = "macos",
-    target_os = "ios",
-    target_os = "freebsd",
-    target_os = "netbsd",
-    target_os = "openbsd",
-    target_os = "dragonfly"
-)))]
-const FLAGS: i32 = 0;
+/// `open(2)` flags std does not name: never through a symbolic link, never blocking on a FIFO
+/// or device. The `lstat` before and `fstat` after `open` check the file type as well.
+const FLAGS: i32 = libc::O_NOFOLLOW | libc::O_NONBLOCK;
 
 /// What a non-regular file is, for error messages.
 fn describe(ft: std::fs::FileType) -> &'static str {
