@@ -127,6 +127,8 @@ pub struct CallsiteState {
     /// The callsite's event id, cached by [`assign_ids`] next to `interest` so the tracepoint
     /// reads it from the line it already loaded.
     id: AtomicU16,
+    /// Registered at run time (its id is not its position in [`CALLSITES`]).
+    registered: core::sync::atomic::AtomicBool,
 }
 
 impl CallsiteState {
@@ -137,6 +139,7 @@ impl CallsiteState {
             interest: AtomicU64::new(Interest::NEEDS_TYPES.0),
             signature: AtomicU64::new(0),
             id: AtomicU16::new(0),
+            registered: core::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -154,6 +157,20 @@ impl CallsiteState {
     pub fn cached_id(&self) -> u16 {
         self.id.load(Ordering::Relaxed)
     }
+
+    /// A callsite registered at run time: its id and its (already known) type signature are
+    /// set before it is published; it starts enabled with that signature.
+    pub(crate) fn set_registered(&self, id: u16, sig: u64) {
+        self.id.store(id, Ordering::Relaxed);
+        self.registered.store(true, Ordering::Relaxed);
+        self.signature.store(sig, Ordering::Release);
+        self.interest.store(sig, Ordering::Relaxed);
+    }
+}
+
+/// Marks that some callsite's field types became known (metadata writers rewrite).
+pub(crate) fn bump_types_generation() {
+    TYPES_GENERATION.fetch_add(1, Ordering::AcqRel);
 }
 
 /// For the child of a `fork()`: a thread that was publishing a callsite's field types when the
@@ -209,9 +226,13 @@ pub struct Callsite {
 }
 
 impl Callsite {
-    /// This callsite's event id: its index in [`CALLSITES`].
+    /// This callsite's event id: its index in [`CALLSITES`], or for a callsite registered at run
+    /// time the id it was given then (after every link-time id).
     #[inline(always)]
     pub fn id(&'static self) -> u16 {
+        if self.state.registered.load(Ordering::Relaxed) {
+            return self.state.cached_id();
+        }
         let base = CALLSITES.as_ptr() as usize;
         ((self as *const Callsite as usize - base) / core::mem::size_of::<Callsite>()) as u16
     }
@@ -279,7 +300,7 @@ impl Callsite {
         }
     }
 
-    fn set_enabled(&self, on: bool) {
+    pub(crate) fn set_enabled_internal(&self, on: bool) {
         let st = self.state;
         if on {
             let sig = st.signature.load(Ordering::Acquire);
@@ -303,16 +324,23 @@ impl Callsite {
 /// assert_eq!(matched, 0);
 /// ```
 pub fn set_enabled(pattern: &str, on: bool) -> usize {
-    let mut n = 0;
-    for cs in callsites() {
-        let matches = match pattern.split_once(':') {
-            Some((pc, pn)) => glob_match(pc, cs.category) && glob_match(pn, cs.name),
-            None => glob_match(pattern, &cs.full_name()),
-        };
-        if matches {
-            cs.set_enabled(on);
-            n += 1;
+    crate::registry::with_lock(|| {
+        crate::registry::remember_rule(pattern, on);
+        let mut n = 0;
+        for cs in crate::all_callsites() {
+            if matches(pattern, cs) {
+                cs.set_enabled_internal(on);
+                n += 1;
+            }
         }
+        n
+    })
+}
+
+/// Whether `pattern` (`category:name` glob, or a glob over the full name) selects `cs`.
+pub(crate) fn matches(pattern: &str, cs: &Callsite) -> bool {
+    match pattern.split_once(':') {
+        Some((pc, pn)) => glob_match(pc, cs.category) && glob_match(pn, cs.name),
+        None => glob_match(pattern, &cs.full_name()),
     }
-    n
 }

@@ -20,6 +20,7 @@ mod callsite;
 mod field;
 mod glob;
 mod mode;
+mod registry;
 
 pub use callsite::{
     assign_ids, callsites, reset_interrupted_publications, set_enabled, types_generation, Callsite,
@@ -29,6 +30,10 @@ pub use callsite::{
 pub use field::{Field, FieldType, STR_CAP};
 pub use glob::glob_match;
 pub use mode::{Mode, ParseModeError};
+pub use registry::{
+    all_callsites, lock_for_fork, register_callsite, registered, unlock_after_fork, RegisterError,
+    MAX_FIELDS, MAX_REGISTERED,
+};
 
 #[doc(hidden)]
 pub mod __private {

@@ -8,7 +8,7 @@ use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer, Mode};
 use crate::state::{self, ConsumerThread, Shared};
 use crate::tracedir::TraceFiles;
-use hushtrace_core::callsites;
+use hushtrace_core::all_callsites;
 use hushtrace_ctf::layout::{METADATA_FILE, STREAM_PREFIX};
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
 use hushtrace_ctf::stats::ProcessStats;
@@ -62,8 +62,7 @@ impl Consumer {
 
     fn write_metadata(&mut self) -> Result<(), Error> {
         let gen = hushtrace_core::types_generation();
-        let events = callsites()
-            .iter()
+        let events = all_callsites()
             .enumerate()
             .map(|(i, cs)| EventClass {
                 id: i as u16,

@@ -39,6 +39,7 @@
 
 // Layers, lowest first; a module imports only modules above it in this list (checked by
 // `ci/layers.py`, drawn in ARCHITECTURE.md).
+mod callsites;
 mod clock;
 mod config;
 mod consumer;
@@ -64,16 +65,18 @@ mod tracedir;
 pub mod verify;
 mod write;
 
+pub use callsites::{register_callsite, Registered};
 pub use config::{
     Error, Policy, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,
 };
-pub use hushtrace_core::STR_CAP;
+pub use hushtrace_core::{FieldType, Kind, STR_CAP};
 pub use nosyscall::{
     clear_thread_no_syscall, init_thread, load_policy as load_no_syscall_policy, set_thread_name,
     set_thread_no_syscall, thread_in_no_syscall, try_set_thread_no_syscall, NoSyscallGuard,
 };
 pub use ring::Mode;
 pub use session::{start_from_env, Session, SessionBuilder};
+pub use write::Value;
 
 use std::marker::PhantomData;
 

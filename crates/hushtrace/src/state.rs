@@ -394,6 +394,8 @@ pub(crate) fn fork_prepare() -> ForkLocked {
             l.take();
         }
     }
+    // Last: the callsite registration lock of hushtrace-core (registrations and globs).
+    hushtrace_core::lock_for_fork();
     ForkLocked(())
 }
 
@@ -416,6 +418,8 @@ fn forked_registry(_locked: &mut ForkLocked) -> &mut Registry {
 
 /// Releases what [`fork_prepare`] took (parent and child handlers).
 pub(crate) fn fork_release(mut locked: ForkLocked) {
+    // SAFETY: `fork_prepare` took it on this thread (`ForkLocked`).
+    unsafe { hushtrace_core::unlock_after_fork() };
     if let Some(s) = forked_registry(&mut locked).session.as_ref() {
         for l in s.locks().into_iter().rev() {
             // SAFETY: `fork_prepare` took each of these on this thread (`ForkLocked`).

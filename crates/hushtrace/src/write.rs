@@ -9,7 +9,7 @@ use crate::platform;
 use crate::ring::{self, Buffer};
 use crate::state;
 use crate::thread;
-use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind};
+use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind, STR_CAP};
 use hushtrace_ctf::layout::EVENT_HEADER_LEN;
 use std::sync::atomic::{compiler_fence, AtomicU8, Ordering};
 
@@ -104,8 +104,29 @@ pub fn emit<P: Payload>(cs: &'static Callsite, interest: Interest, payload: P) -
     }
 }
 
+/// What the write path encodes: a typed [`Payload`] or a run-time list of [`Value`]s. Private:
+/// only the two implementations below exist, each writing exactly `encoded_len()` bytes.
+trait Record {
+    fn encoded_len(&self) -> usize;
+    /// # Safety
+    /// `dst` must be valid for `self.encoded_len()` bytes.
+    unsafe fn encode(&self, dst: *mut u8) -> usize;
+}
+
+impl<P: Payload> Record for P {
+    #[inline(always)]
+    fn encoded_len(&self) -> usize {
+        Payload::encoded_len(self)
+    }
+    #[inline(always)]
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
+        // SAFETY: forwarded contract.
+        unsafe { Payload::encode(self, dst) }
+    }
+}
+
 #[inline(always)]
-fn write<P: Payload>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
+fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
     let d = ctx.enter();
     // Compiler-only fence: a stopping session pairs it with membarrier(2), which makes the depth
     // store visible before it reads `depth` (asymmetric fence, as in liburcu's urcu-memb).
@@ -244,7 +265,7 @@ fn drop_event() {
 
 #[cold]
 #[inline(never)]
-fn emit_unregistered<P: Payload>(cs: &'static Callsite, payload: P) -> bool {
+fn emit_unregistered<P: Record>(cs: &'static Callsite, payload: P) -> bool {
     if !state::active() {
         return false;
     }
@@ -277,5 +298,140 @@ fn log_violation(v: Violation) {
     let interest = VIOLATION.state.interest();
     if interest.is_enabled() {
         emit(&VIOLATION, interest, (v.what(),));
+    }
+}
+
+/// A field value given at run time, for callsites registered at run time
+/// ([`crate::register_callsite`]): the C interface, the `tracing` bridge.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Value<'a> {
+    /// Unsigned 8-bit integer.
+    U8(u8),
+    /// Unsigned 16-bit integer.
+    U16(u16),
+    /// Unsigned 32-bit integer.
+    U32(u32),
+    /// Unsigned 64-bit integer.
+    U64(u64),
+    /// Signed 8-bit integer.
+    I8(i8),
+    /// Signed 16-bit integer.
+    I16(i16),
+    /// Signed 32-bit integer.
+    I32(i32),
+    /// Signed 64-bit integer.
+    I64(i64),
+    /// A float (recorded as `f64`).
+    F64(f64),
+    /// A boolean.
+    Bool(bool),
+    /// A string, cut at [`STR_CAP`] bytes (a character boundary) and at its first NUL.
+    Str(&'a str),
+}
+
+impl Value<'_> {
+    /// The wire type of this value.
+    pub fn field_type(&self) -> FieldType {
+        match self {
+            Value::U8(_) => FieldType::U8,
+            Value::U16(_) => FieldType::U16,
+            Value::U32(_) => FieldType::U32,
+            Value::U64(_) => FieldType::U64,
+            Value::I8(_) => FieldType::I8,
+            Value::I16(_) => FieldType::I16,
+            Value::I32(_) => FieldType::I32,
+            Value::I64(_) => FieldType::I64,
+            Value::F64(_) => FieldType::F64,
+            Value::Bool(_) => FieldType::Bool,
+            Value::Str(_) => FieldType::Str,
+        }
+    }
+
+    #[inline]
+    fn encoded_len(&self) -> usize {
+        match self {
+            Value::U8(v) => v.encoded_len(),
+            Value::U16(v) => v.encoded_len(),
+            Value::U32(v) => v.encoded_len(),
+            Value::U64(v) => v.encoded_len(),
+            Value::I8(v) => v.encoded_len(),
+            Value::I16(v) => v.encoded_len(),
+            Value::I32(v) => v.encoded_len(),
+            Value::I64(v) => v.encoded_len(),
+            Value::F64(v) => v.encoded_len(),
+            Value::Bool(v) => v.encoded_len(),
+            Value::Str(v) => v.encoded_len(),
+        }
+    }
+
+    /// # Safety
+    /// `dst` must be valid for `self.encoded_len()` bytes.
+    #[inline]
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
+        // SAFETY: forwarded contract, in every arm; each sealed `Field` writes exactly its
+        // `encoded_len()`, which is this value's.
+        unsafe {
+            match self {
+                Value::U8(v) => v.encode(dst),
+                Value::U16(v) => v.encode(dst),
+                Value::U32(v) => v.encode(dst),
+                Value::U64(v) => v.encode(dst),
+                Value::I8(v) => v.encode(dst),
+                Value::I16(v) => v.encode(dst),
+                Value::I32(v) => v.encode(dst),
+                Value::I64(v) => v.encode(dst),
+                Value::F64(v) => v.encode(dst),
+                Value::Bool(v) => v.encode(dst),
+                Value::Str(v) => v.encode(dst),
+            }
+        }
+    }
+}
+
+/// A run-time list of values, encoded field by field.
+struct Values<'v, 'a>(&'v [Value<'a>]);
+
+impl Record for Values<'_, '_> {
+    #[inline]
+    fn encoded_len(&self) -> usize {
+        self.0.iter().map(Value::encoded_len).sum()
+    }
+    #[inline]
+    unsafe fn encode(&self, dst: *mut u8) -> usize {
+        let mut n = 0;
+        for v in self.0 {
+            // SAFETY: the caller provides `encoded_len()` bytes, the sum of the values'
+            // lengths, and each value writes exactly its own length.
+            n += unsafe { v.encode(dst.add(n)) };
+        }
+        n
+    }
+}
+
+const _: () = assert!(STR_CAP < 4096);
+
+/// Records `values` at a callsite registered at run time, if it is enabled. The values must
+/// have the callsite's field types, in order (else the event is dropped and counted). Same
+/// guarantees as the macros: no lock, no allocation, no system call on a no-syscall thread.
+#[inline]
+pub fn emit_values(cs: &'static Callsite, values: &[Value<'_>]) -> bool {
+    let interest = cs.state.interest();
+    if !interest.is_enabled() {
+        return false;
+    }
+    let types = cs.field_types;
+    if types.len() != values.len()
+        || types
+            .iter()
+            .zip(values)
+            .any(|(t, v)| t.load(Ordering::Relaxed) != v.field_type() as u8)
+    {
+        drop_event();
+        return false;
+    }
+    let payload = Values(values);
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload)) {
+        Some(ok) => ok,
+        None => emit_unregistered(cs, payload),
     }
 }

@@ -1,0 +1,68 @@
+//! Callsites described at run time: for code that does not know its tracepoints at link time
+//! (the C interface, the `tracing` bridge, bindings for other languages).
+//!
+//! [`register_callsite`] describes one (category, name, kind, field names and types); it may
+//! lock and allocate, so call it before the hot path. The result records as cheaply as a
+//! `event!`: [`Registered::record`] is one relaxed load when disabled, and no lock, allocation
+//! or system call when enabled. Registered callsites are enabled and disabled by the same
+//! globs as the others (also globs applied before they were registered), and listed in the
+//! trace metadata before a packet holding their first event is written.
+//!
+//! A thread in no-syscall mode may record a registered callsite like any other; it must not
+//! *register* one in the mode (registration allocates) — the same rule as for its buffer.
+//!
+//! ```
+//! use hushtrace::{register_callsite, FieldType, Kind, Value};
+//! let cs = register_callsite("plugin", "frame", Kind::Instant,
+//!                            &[("n", FieldType::U64), ("name", FieldType::Str)])?;
+//! cs.record(&[Value::U64(7), Value::Str("left")]);
+//! # Ok::<(), hushtrace::Error>(())
+//! ```
+
+use crate::config::Error;
+use crate::write::{emit_values, Value};
+use hushtrace_core::{Callsite, FieldType, Kind};
+
+/// A callsite registered at run time (a `'static` descriptor, never freed).
+#[derive(Clone, Copy, Debug)]
+pub struct Registered(&'static Callsite);
+
+impl Registered {
+    /// Records an event with `values` (the registered field types, in order) if the callsite
+    /// is enabled; returns whether it was written. Values of other types drop the event (and
+    /// count it as discarded).
+    #[inline]
+    pub fn record(&self, values: &[Value<'_>]) -> bool {
+        emit_values(self.0, values)
+    }
+
+    /// Whether the callsite is enabled (one relaxed load): test it before computing values
+    /// that cost something (formatting, say).
+    #[inline]
+    pub fn is_enabled(&self) -> bool {
+        self.0.state.interest().is_enabled()
+    }
+
+    /// The descriptor.
+    pub fn callsite(&self) -> &'static Callsite {
+        self.0
+    }
+}
+
+/// Registers a callsite described at run time, or returns the one registered before with the
+/// same description. Errors name the problem (a name the metadata cannot hold, too many
+/// fields, too many callsites).
+pub fn register_callsite(
+    category: &str,
+    name: &str,
+    kind: Kind,
+    fields: &[(&str, FieldType)],
+) -> Result<Registered, Error> {
+    hushtrace_core::register_callsite(category, name, kind, fields)
+        .map(Registered)
+        .map_err(|e| Error::Config {
+            var: None,
+            value: format!("{category}:{name}"),
+            reason: e.to_string(),
+        })
+}
