@@ -1,14 +1,19 @@
 //! Chrome trace-event JSON, as loaded by the Perfetto UI and chrome://tracing.
 //!
-//! Output shape: `{"traceEvents":[...],"displayTimeUnit":"ns"}` with
+//! Output shape: `{"displayTimeUnit":"ns","traceEvents":[...]}` (the unit first: Perfetto's
+//! importer flags a `displayTimeUnit` that comes after the events) with
 //!
-//! * spans as `B`/`E` pairs, instants as `i` (thread scoped), counters as `C` with
-//!   `args: {"<name>": value}`;
+//! * spans as `B`/`E` pairs, instants as `i` (thread scoped), counters as `C` named
+//!   `"category:name"` with `args: {"value": value}`, so counters of the same name in two
+//!   categories (`net:errors`, `disk:errors`) are two tracks;
 //! * `M` events `process_name` and `thread_name` for every process and thread, written when it
 //!   first appears;
-//! * `ts` in microseconds since the earliest event of the session, with three decimals
-//!   (nanosecond precision); `pid`/`tid` from the packet context; `cat` the category and `name`
-//!   the event name without it; fields in `args`.
+//! * `ts` in microseconds since the Unix epoch (the trace's clock, absolute, so a trace lines up
+//!   with a kernel trace or another host's), with three decimals (nanosecond precision in the
+//!   text; readers that parse numbers as `f64` keep about a quarter of a microsecond);
+//!   [`Options::relative`] writes microseconds since the earliest event instead;
+//!   `pid`/`tid` from the packet context; `cat` the category and `name` the event name without
+//!   it (counters: the full `category:name`); fields in `args`.
 //!
 //! Events are written as the merge yields them, so memory does not depend on trace size. An end
 //! whose begin is not in the trace (lost in overwrite mode) is left out, so every `E` has its
@@ -70,6 +75,13 @@ impl From<io::Error> for ConvertError {
     }
 }
 
+/// How a conversion writes timestamps.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// `ts` relative to the earliest event of the session instead of the Unix epoch.
+    pub relative: bool,
+}
+
 /// How often (in events) `progress` is called.
 const PROGRESS_EVERY: u64 = 1 << 16;
 
@@ -116,6 +128,7 @@ impl ClassCache {
 fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
     let class = ev.event.class;
     let (cat, name) = split_name(&class.name);
+    let counter = class.kind == Kind::Counter;
     let ph = match class.kind {
         Kind::SpanBegin => "B",
         Kind::SpanEnd => "E",
@@ -123,7 +136,7 @@ fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
         Kind::Counter => "C",
     };
     let mut prefix = b"{\"name\":".to_vec();
-    json_str(&mut prefix, name);
+    json_str(&mut prefix, if counter { &class.name } else { name });
     prefix.extend_from_slice(b",\"cat\":");
     json_str(&mut prefix, cat);
     prefix.extend_from_slice(format!(",\"ph\":\"{ph}\",\"ts\":").as_bytes());
@@ -133,7 +146,7 @@ fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
         .flatten()
         .map(|(k, _)| {
             let mut v = Vec::new();
-            json_str(&mut v, if class.kind == Kind::Counter { name } else { k });
+            json_str(&mut v, if counter { "value" } else { k });
             v.push(b':');
             v
         })
@@ -144,10 +157,21 @@ fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
 /// Converts `session` to Chrome JSON on `out`. `out` needs no buffering: the many small writes
 /// go through a 64 KiB `BufWriter` here, flushed before returning.
 ///
-/// `progress(bytes_read, total_bytes)` is called now and then.
+/// `progress(bytes_read, total_bytes)` is called now and then. Timestamps are absolute (see the
+/// module docs); [`convert_with`] takes [`Options`].
 pub fn convert<W: Write>(
     session: &Session,
     out: W,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Summary, ConvertError> {
+    convert_with(session, out, Options::default(), progress)
+}
+
+/// [`convert`] with [`Options`].
+pub fn convert_with<W: Write>(
+    session: &Session,
+    out: W,
+    options: Options,
     progress: &mut dyn FnMut(u64, u64),
 ) -> Result<Summary, ConvertError> {
     let mut out = io::BufWriter::with_capacity(1 << 16, out);
@@ -162,7 +186,7 @@ pub fn convert<W: Write>(
     let mut first = true;
     let mut line = Vec::with_capacity(256);
 
-    out.write_all(b"{\"traceEvents\":[")?;
+    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
     while let Some(ev) = merged.next()? {
         line.clear();
         let st = &mut streams[ev.stream];
@@ -198,7 +222,11 @@ pub fn convert<W: Write>(
             Kind::SpanEnd => st.depth -= 1,
             _ => {}
         }
-        let t0 = *t0.get_or_insert(ev.time_ns);
+        let t0 = if options.relative {
+            *t0.get_or_insert(ev.time_ns)
+        } else {
+            0
+        };
         trace_event(&mut line, &ev, classes.get(&ev), &st.ids, ev.time_ns - t0);
         write_separated(&mut out, &line, &mut first)?;
         summary.events += 1;
@@ -206,7 +234,7 @@ pub fn convert<W: Write>(
             progress(merged.bytes_read(), total);
         }
     }
-    out.write_all(b"\n],\"displayTimeUnit\":\"ns\"}\n")?;
+    out.write_all(b"\n]}\n")?;
     out.flush()?;
     summary.processes = processes.len() as u64;
     summary.threads = threads.len() as u64;
@@ -245,11 +273,11 @@ fn metadata_event(line: &mut Vec<u8>, what: &str, pid: u32, tid: u32, name: &str
     line.extend_from_slice(b"}}");
 }
 
-fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, cj: &ClassJson, ids: &[u8], rel_ns: i128) {
+fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, cj: &ClassJson, ids: &[u8], ts_ns: i128) {
     sep(line);
     let kind = ev.event.class.kind;
     line.extend_from_slice(&cj.prefix);
-    write_us(line, rel_ns);
+    write_us(line, ts_ns);
     line.extend_from_slice(ids);
     if kind == Kind::Instant {
         line.extend_from_slice(b",\"s\":\"t\"");

@@ -56,6 +56,10 @@ enum Cmd {
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
+        /// Chrome JSON: `ts` in microseconds since the first event of the trace instead of since
+        /// the Unix epoch (the default, absolute, lines up with other traces of the same clock).
+        #[arg(long)]
+        relative_time: bool,
     },
     /// Summarise a trace: time range, events per thread, span durations, counters.
     Report {
@@ -107,11 +111,28 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match run(cli) {
         Ok(code) => code,
+        // The reader of our stdout went away (`hushtrace convert -o - | head`): nothing left to
+        // say to anyone, and not a failure of ours.
+        Err(e) if is_broken_pipe(&e) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("hushtrace: error: {e:#}");
             ExitCode::from(1)
         }
     }
+}
+
+/// Whether `e` comes from writing to a pipe whose reader has gone (`EPIPE`; Rust ignores
+/// `SIGPIPE`, so writes fail with it instead of killing the process).
+fn is_broken_pipe(e: &anyhow::Error) -> bool {
+    e.chain().any(|c| {
+        let io = c.downcast_ref::<std::io::Error>().or_else(|| {
+            match c.downcast_ref::<chrome::ConvertError>() {
+                Some(chrome::ConvertError::Write(e)) => Some(e),
+                _ => None,
+            }
+        });
+        io.is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe)
+    })
 }
 
 fn open_session(dir: &Path) -> anyhow::Result<Session> {
@@ -152,12 +173,16 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         }
         Cmd::Convert {
             dir,
-            to: Format::Chrome,
+            to,
             output,
             quiet,
+            relative_time,
         } => {
             let session = open_session(&dir)?;
-            convert(&session, &output, quiet)?;
+            let options = chrome::Options {
+                relative: relative_time,
+            };
+            convert(&session, to, &output, options, quiet)?;
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Report { dir, format } => {
@@ -302,7 +327,14 @@ fn write_atomically(
     result
 }
 
-fn convert(session: &Session, output: &Path, quiet: bool) -> anyhow::Result<()> {
+fn convert(
+    session: &Session,
+    to: Format,
+    output: &Path,
+    options: chrome::Options,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    let Format::Chrome = to;
     let gz = output.extension().is_some_and(|e| e == "gz");
     // A bar only for a person watching: stderr and stdout on a terminal, JSON not on stdout.
     let interactive = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
@@ -327,11 +359,11 @@ fn convert(session: &Session, output: &Path, quiet: bool) -> anyhow::Result<()> 
     write_atomically(output, |w| {
         let s = if gz {
             let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-            let s = chrome::convert(session, &mut enc, &mut progress)?;
+            let s = chrome::convert_with(session, &mut enc, options, &mut progress)?;
             enc.finish()?;
             s
         } else {
-            chrome::convert(session, w, &mut progress)?
+            chrome::convert_with(session, w, options, &mut progress)?
         };
         summary = Some(s);
         Ok(())

@@ -115,7 +115,7 @@ fn convert_writes_chrome_json_with_pairs_pids_and_fields() {
         last_ts.insert(key, ts);
         assert_eq!(
             e["cat"],
-            if name == "used" {
+            if name == "mem:used" {
                 "mem"
             } else if name == "mark" {
                 "app"
@@ -145,7 +145,7 @@ fn convert_writes_chrome_json_with_pairs_pids_and_fields() {
                 assert_eq!(e["s"], "t");
                 assert_eq!(e["args"]["ok"], true);
             }
-            "C" => assert!(e["args"]["used"].as_i64().unwrap() % 10 == 0),
+            "C" => assert!(e["args"]["value"].as_i64().unwrap() % 10 == 0),
             other => panic!("unexpected ph {other}"),
         }
     }
@@ -160,7 +160,7 @@ fn convert_writes_chrome_json_with_pairs_pids_and_fields() {
         ("B", "step"),
         ("E", "step"),
         ("i", "mark"),
-        ("C", "used"),
+        ("C", "mem:used"),
     ] {
         assert_eq!(
             counts[&(ph.to_string(), name.to_string())],
@@ -183,15 +183,114 @@ fn convert_writes_chrome_json_with_pairs_pids_and_fields() {
             ("thread_name", 200, 200, "t200"),
         ]
     );
-    // ts: microseconds from the first event, ns precision. The first event is pid 100 tid 101
-    // at 1_000_700 ns; pid 200's first inner step begins at 1_001_400 + 100.
-    let first_step_200 = events
-        .iter()
-        .find(|e| e["pid"] == 200 && e["name"] == "step" && e["ph"] == "B")
-        .unwrap();
-    assert_eq!(first_step_200["ts"].as_f64().unwrap(), 0.8);
+    // ts: microseconds since the Unix epoch (absolute), ns precision in the text. The synthetic
+    // clock starts at 1_700_000_000 s; pid 200's first inner step begins at 1_001_400 + 100 ns.
     let raw = std::fs::read_to_string(&out).unwrap();
-    assert!(raw.contains("\"ts\":0.800,"), "three decimals");
+    assert!(
+        raw.contains("\"name\":\"step\",\"cat\":\"work\",\"ph\":\"B\",\"ts\":1700000000001001.500,\"pid\":200,"),
+        "absolute, three decimals"
+    );
+}
+
+/// Issue 13.3: `--relative-time` gives microseconds since the first event (pid 100 tid 101 at
+/// 1_000_700 ns), as the default did before timestamps became absolute.
+#[test]
+fn convert_relative_time_counts_from_the_first_event() {
+    let dir = tempfile::tempdir().unwrap();
+    write_workload(dir.path(), 2);
+    let out = dir.path().join("rel.json");
+    let o = hushtrace(&[
+        "convert",
+        dir.path().to_str().unwrap(),
+        "-o",
+        out.to_str().unwrap(),
+        "--relative-time",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let raw = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        raw.contains("\"ph\":\"B\",\"ts\":0.800,\"pid\":200,"),
+        "{}",
+        &raw[..raw.len().min(2000)]
+    );
+    assert!(raw.contains("\"ts\":0.000,"));
+}
+
+/// Issue 13.3: `displayTimeUnit` comes before the events (Perfetto's importer flags it late).
+#[test]
+fn convert_writes_display_time_unit_first() {
+    let dir = tempfile::tempdir().unwrap();
+    write_workload(dir.path(), 2);
+    let out = dir.path().join("t.json");
+    convert_to_json(dir.path(), &out);
+    let raw = std::fs::read_to_string(&out).unwrap();
+    assert!(
+        raw.starts_with("{\"displayTimeUnit\":\"ns\",\"traceEvents\":["),
+        "{}",
+        &raw[..80]
+    );
+    assert_eq!(raw.matches("displayTimeUnit").count(), 1);
+}
+
+/// Issue 13.3: counters keep their category: `net:errors` and `disk:errors` are two tracks
+/// (Perfetto names a JSON counter track after the event name and the argument key).
+#[test]
+fn convert_counters_keep_their_category() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = SynthTrace::new(7, "app");
+    let net = t.counter("net:errors", FieldType::U64);
+    let disk = t.counter("disk:errors", FieldType::U64);
+    t.thread(7, "main")
+        .event(SynthEvent::new(net, 10).u64(1))
+        .event(SynthEvent::new(disk, 20).u64(5))
+        .event(SynthEvent::new(net, 30).u64(2));
+    t.write_session(dir.path()).unwrap();
+    let json = convert_to_json(dir.path(), &dir.path().join("c.json"));
+    let mut tracks: HashMap<String, Vec<u64>> = HashMap::new();
+    for e in json["traceEvents"].as_array().unwrap() {
+        if e["ph"] == "C" {
+            let args = e["args"].as_object().unwrap();
+            for (k, v) in args {
+                let track = format!("{} {k}", e["name"].as_str().unwrap());
+                tracks.entry(track).or_default().push(v.as_u64().unwrap());
+            }
+        }
+    }
+    let mut tracks: Vec<_> = tracks.into_iter().collect();
+    tracks.sort();
+    assert_eq!(
+        tracks,
+        [
+            ("disk:errors value".to_string(), vec![5]),
+            ("net:errors value".to_string(), vec![1, 2])
+        ]
+    );
+}
+
+/// Issue 13.3: `hushtrace convert -o - | head` ends quietly with status 0 when the reader
+/// closes the pipe early.
+#[test]
+fn convert_to_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    let dir = tempfile::tempdir().unwrap();
+    // About 3 MB of JSON: far more than a pipe holds.
+    write_workload(dir.path(), 5000);
+    for extra in [&[][..], &["--quiet"][..]] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+            .args(["convert", dir.path().to_str().unwrap(), "-o", "-"])
+            .args(extra)
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut stdout = child.stdout.take().unwrap();
+        let mut head = [0u8; 100];
+        stdout.read_exact(&mut head).unwrap();
+        drop(stdout);
+        let o = child.wait_with_output().unwrap();
+        assert_eq!(o.status.code(), Some(0), "{extra:?}: {}", stderr(&o));
+        assert_eq!(stderr(&o), "", "{extra:?}");
+    }
 }
 
 #[test]
