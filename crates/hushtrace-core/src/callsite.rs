@@ -94,6 +94,12 @@ pub enum Kind {
     SpanEnd = 2,
     /// A counter sample (`counter!`), with one field `value`.
     Counter = 3,
+    /// The start of an async span (`async_span!`, a `tracing` span): its first field is `id`
+    /// (`u64`), which its [`Kind::AsyncEnd`] carries too. Begin and end may be recorded on
+    /// different threads; readers match them by process, name and `id`, not by thread nesting.
+    AsyncBegin = 4,
+    /// The end of an async span, with one field `id` (see [`Kind::AsyncBegin`]).
+    AsyncEnd = 5,
 }
 
 impl Kind {
@@ -104,14 +110,23 @@ impl Kind {
             Kind::SpanBegin => "span_begin",
             Kind::SpanEnd => "span_end",
             Kind::Counter => "counter",
+            Kind::AsyncBegin => "async_begin",
+            Kind::AsyncEnd => "async_end",
         }
     }
 
     /// Inverse of [`Kind::as_str`].
     pub fn parse(s: &str) -> Option<Kind> {
-        [Kind::Instant, Kind::SpanBegin, Kind::SpanEnd, Kind::Counter]
-            .into_iter()
-            .find(|k| k.as_str() == s)
+        [
+            Kind::Instant,
+            Kind::SpanBegin,
+            Kind::SpanEnd,
+            Kind::Counter,
+            Kind::AsyncBegin,
+            Kind::AsyncEnd,
+        ]
+        .into_iter()
+        .find(|k| k.as_str() == s)
     }
 }
 
@@ -119,7 +134,14 @@ impl Kind {
 ///
 /// `interest` is the single word the tracepoint loads: 0 when disabled, 1 when enabled but the
 /// field types are not yet known, otherwise the type signature of the enabled callsite.
+///
+/// `#[repr(C)]`, a C ABI contract: C descriptors (`hushtrace.h`) embed it as
+/// `{ uint64_t interest; uint64_t signature; uint16_t id; uint8_t registered; }` (24 bytes,
+/// 8-aligned, `interest` first) and test `interest` themselves. All zero bytes are a valid
+/// state: disabled, types unknown, not registered (see
+/// [`crate::register_callsite_with_state`]).
 #[derive(Debug)]
+#[repr(C)]
 pub struct CallsiteState {
     interest: AtomicU64,
     /// 0 = types unknown, [`SIG_PUBLISHING`] = being published, else the published signature.
@@ -342,5 +364,29 @@ pub(crate) fn matches(pattern: &str, cs: &Callsite) -> bool {
     match pattern.split_once(':') {
         Some((pc, pn)) => glob_match(pc, cs.category) && glob_match(pn, cs.name),
         None => glob_match(pattern, &cs.full_name()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn state_has_the_c_layout_and_zero_is_disabled() {
+        use core::mem::{align_of, offset_of, size_of};
+        assert_eq!(size_of::<CallsiteState>(), 24);
+        assert_eq!(align_of::<CallsiteState>(), 8);
+        assert_eq!(offset_of!(CallsiteState, interest), 0);
+        assert_eq!(offset_of!(CallsiteState, signature), 8);
+        assert_eq!(offset_of!(CallsiteState, id), 16);
+        assert_eq!(offset_of!(CallsiteState, registered), 18);
+        let zero = CallsiteState {
+            interest: AtomicU64::new(0),
+            signature: AtomicU64::new(0),
+            id: AtomicU16::new(0),
+            registered: core::sync::atomic::AtomicBool::new(false),
+        };
+        assert!(!zero.interest().is_enabled());
+        assert_eq!(zero.cached_id(), 0);
     }
 }

@@ -31,8 +31,8 @@ pub use field::{Field, FieldType, STR_CAP};
 pub use glob::glob_match;
 pub use mode::{Mode, ParseModeError};
 pub use registry::{
-    all_callsites, lock_for_fork, register_callsite, registered, unlock_after_fork, RegisterError,
-    MAX_FIELDS, MAX_REGISTERED,
+    all_callsites, lock_for_fork, register_callsite, register_callsite_with_state, registered,
+    unlock_after_fork, RegisterError, MAX_FIELDS, MAX_REGISTERED,
 };
 
 #[doc(hidden)]

@@ -146,6 +146,46 @@ pub fn register_callsite(
     kind: Kind,
     fields: &[(&str, FieldType)],
 ) -> Result<&'static Callsite, RegisterError> {
+    register(category, name, kind, fields, None)
+}
+
+/// Like [`register_callsite`], but the callsite's interest word lives in `state`, storage the
+/// caller owns: the C interface's static per-callsite descriptors embed a [`CallsiteState`]
+/// (`#[repr(C)]`, see its docs), so their tracepoints test their own word (one load and a
+/// branch) and never look anything up. `state` must be new ([`CallsiteState::new`] or all
+/// zero bytes, which is a disabled, unregistered state) and never used for another callsite;
+/// registering the same `state` again returns the callsite registered with it. Two states with
+/// the same description are two callsites (two tracepoints with the same name, as with the
+/// link-time macros).
+///
+/// ```
+/// use hushtrace_core::{register_callsite_with_state, CallsiteState, FieldType, Kind};
+/// static STATE: CallsiteState = CallsiteState::new();
+/// let cs = register_callsite_with_state("c", "own", Kind::Instant,
+///                                       &[("v", FieldType::U32)], &STATE).unwrap();
+/// assert!(std::ptr::eq(cs.state, &STATE));
+/// assert!(STATE.interest().is_enabled());
+/// let again = register_callsite_with_state("c", "own", Kind::Instant,
+///                                          &[("v", FieldType::U32)], &STATE).unwrap();
+/// assert!(std::ptr::eq(cs, again));
+/// ```
+pub fn register_callsite_with_state(
+    category: &str,
+    name: &str,
+    kind: Kind,
+    fields: &[(&str, FieldType)],
+    state: &'static CallsiteState,
+) -> Result<&'static Callsite, RegisterError> {
+    register(category, name, kind, fields, Some(state))
+}
+
+fn register(
+    category: &str,
+    name: &str,
+    kind: Kind,
+    fields: &[(&str, FieldType)],
+    own_state: Option<&'static CallsiteState>,
+) -> Result<&'static Callsite, RegisterError> {
     for s in [category, name] {
         if !valid_name(s) {
             return Err(RegisterError::BadName(s.to_string()));
@@ -170,7 +210,11 @@ pub fn register_callsite(
             && cs.types().as_deref() == Some(&types[..])
     };
     let _g = Guard::lock();
-    if let Some(cs) = registered().find(|cs| same(cs)) {
+    let found = match own_state {
+        Some(st) => registered().find(|cs| core::ptr::eq(cs.state, st)),
+        None => registered().find(|cs| same(cs)),
+    };
+    if let Some(cs) = found {
         return Ok(cs);
     }
     let n = LEN.load(Ordering::Relaxed);
@@ -193,7 +237,8 @@ pub fn register_callsite(
             .collect::<Vec<_>>()
             .into_boxed_slice(),
     );
-    let state: &'static CallsiteState = Box::leak(Box::new(CallsiteState::new()));
+    let state: &'static CallsiteState =
+        own_state.unwrap_or_else(|| Box::leak(Box::new(CallsiteState::new())));
     let cs: &'static Callsite = Box::leak(Box::new(Callsite {
         category: leak(category),
         name: leak(name),
@@ -267,5 +312,21 @@ mod tests {
         // Same name, other field types: another callsite.
         let c = register_callsite("ids", "b", Kind::Instant, &[("v", FieldType::U8)]).unwrap();
         assert!(!std::ptr::eq(b, c));
+    }
+
+    #[test]
+    fn caller_state_is_used_in_place() {
+        let st: &'static CallsiteState = Box::leak(Box::new(CallsiteState::new()));
+        let a = register_callsite_with_state("own", "x", Kind::Instant, &[], st).unwrap();
+        assert!(core::ptr::eq(a.state, st));
+        assert!(st.interest().is_enabled());
+        // Another state with the same description: another callsite (another id).
+        let st2: &'static CallsiteState = Box::leak(Box::new(CallsiteState::new()));
+        let b = register_callsite_with_state("own", "x", Kind::Instant, &[], st2).unwrap();
+        assert!(!core::ptr::eq(a, b));
+        assert_ne!(a.id(), b.id());
+        crate::set_enabled("own:x", false);
+        assert!(!st.interest().is_enabled() && !st2.interest().is_enabled());
+        crate::set_enabled("own:x", true);
     }
 }

@@ -21,7 +21,7 @@
 
 use crate::config::Error;
 use crate::write::{emit_values, Value};
-use hushtrace_core::{Callsite, FieldType, Kind};
+use hushtrace_core::{Callsite, CallsiteState, FieldType, Kind};
 
 /// A callsite registered at run time (a `'static` descriptor, never freed).
 #[derive(Clone, Copy, Debug)]
@@ -65,4 +65,36 @@ pub fn register_callsite(
             value: format!("{category}:{name}"),
             reason: e.to_string(),
         })
+}
+
+impl Registered {
+    /// Like [`register_callsite`], with the interest word in caller-owned `state` (a static the
+    /// tracepoint tests directly; all zero bytes until registered): what the C interface's
+    /// static descriptors use. See [`hushtrace_core::register_callsite_with_state`].
+    ///
+    /// ```
+    /// use hushtrace::{FieldType, Kind, Registered, Value};
+    /// use hushtrace_core::CallsiteState;
+    /// static STATE: CallsiteState = CallsiteState::new();
+    /// let cs = Registered::with_state("plugin", "tick", Kind::Instant,
+    ///                                 &[("n", FieldType::U64)], &STATE)?;
+    /// assert!(STATE.interest().is_enabled());
+    /// cs.record(&[Value::U64(1)]);
+    /// # Ok::<(), hushtrace::Error>(())
+    /// ```
+    pub fn with_state(
+        category: &str,
+        name: &str,
+        kind: Kind,
+        fields: &[(&str, FieldType)],
+        state: &'static CallsiteState,
+    ) -> Result<Registered, Error> {
+        hushtrace_core::register_callsite_with_state(category, name, kind, fields, state)
+            .map(Registered)
+            .map_err(|e| Error::Config {
+                var: None,
+                value: format!("{category}:{name}"),
+                reason: e.to_string(),
+            })
+    }
 }
