@@ -49,6 +49,11 @@ pub enum Error {
     AlreadyRunning,
     /// Tracing is not implemented on this operating system (tracepoints are no-ops there).
     Unsupported,
+    /// No session is running in this process.
+    NotRunning,
+    /// The operation needs overwrite mode (snapshots: the flight recorder); in discard mode
+    /// the trace on disk is already current.
+    NeedsOverwriteMode,
     /// The session stopped, but writing its trace failed: `stats` are what was written and
     /// lost (the failed packets are counted in `events_discarded`), the trace on disk is
     /// readable up to the last complete packet of each stream.
@@ -100,6 +105,12 @@ impl fmt::Display for Error {
                 path.display(),
                 stats.events_written,
                 stats.events_discarded
+            ),
+            Error::NotRunning => write!(f, "no hushtrace session is running in this process"),
+            Error::NeedsOverwriteMode => write!(
+                f,
+                "snapshots need a session in overwrite mode (the flight recorder); in discard \
+                 mode the trace on disk is already current"
             ),
             Error::Unsupported => write!(
                 f,
@@ -165,6 +176,8 @@ impl Policy {
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
     pub output_dir: PathBuf,
+    /// Globs applied at start, in order: (pattern, enable).
+    pub globs: Vec<(String, bool)>,
     pub mode: Mode,
     pub subbuf_size: usize,
     pub num_subbufs: usize,
@@ -175,6 +188,7 @@ impl Default for Config {
     fn default() -> Config {
         Config {
             output_dir: PathBuf::from("hushtrace-trace"),
+            globs: Vec::new(),
             mode: Mode::Discard,
             subbuf_size: DEFAULT_SUBBUF_SIZE,
             num_subbufs: DEFAULT_NUM_SUBBUFS,
@@ -279,6 +293,9 @@ impl Config {
             cfg.num_subbufs = parse_size(env::NUM_SUBBUFS, &v)?;
             raw.0.push((env::NUM_SUBBUFS, v));
         }
+        if let Ok(v) = std::env::var(env::ENABLE) {
+            cfg.globs = parse_globs(&v)?;
+        }
         if let Ok(v) = std::env::var(env::READ_TIMER_MS) {
             let ms = parse_size(env::READ_TIMER_MS, &v)?;
             cfg.read_timer = Duration::from_millis(ms as u64);
@@ -286,6 +303,31 @@ impl Config {
         }
         Ok(Some((cfg, raw)))
     }
+}
+
+/// Parses `HUSHTRACE_ENABLE`: comma-separated globs, a leading `-` disables.
+pub(crate) fn parse_globs(v: &str) -> Result<Vec<(String, bool)>, Error> {
+    v.split(',')
+        .map(str::trim)
+        .filter(|g| !g.is_empty())
+        .map(|g| {
+            let (pat, on) = match g.strip_prefix('-') {
+                Some(p) => (p.trim(), false),
+                None => (g, true),
+            };
+            if pat.is_empty() || pat.contains(char::is_whitespace) {
+                return Err(Error::Config {
+                    var: Some(env::ENABLE),
+                    value: v.to_string(),
+                    reason: format!(
+                        "{g:?} is not a glob: expected comma-separated `category:name` globs, \
+                         `-` before one to disable"
+                    ),
+                });
+            }
+            Ok((pat.to_string(), on))
+        })
+        .collect()
 }
 
 /// Parses a size with an optional `k`/`K`/`m`/`M` suffix (powers of 1024).
@@ -349,6 +391,20 @@ mod tests {
             "{e}"
         );
         assert!(parse_size("X", "-1").is_err());
+    }
+
+    #[test]
+    fn enable_globs() {
+        assert_eq!(
+            parse_globs("-*, app:*,-app:noisy").unwrap(),
+            vec![
+                ("*".to_string(), false),
+                ("app:*".to_string(), true),
+                ("app:noisy".to_string(), false)
+            ]
+        );
+        let e = parse_globs("app:*,-").unwrap_err().to_string();
+        assert!(e.contains("HUSHTRACE_ENABLE"), "{e}");
     }
 
     #[test]

@@ -4,10 +4,11 @@
 //! session stops, flushes everything.
 
 use crate::config::Error;
+use crate::control::{self, Request};
 use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer, Mode};
 use crate::state::{self, ConsumerThread, Shared};
-use crate::tracedir::TraceFiles;
+use crate::tracedir::{Dir, TraceFiles};
 use hushtrace_core::all_callsites;
 use hushtrace_ctf::layout::{METADATA_FILE, STREAM_PREFIX};
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
@@ -27,6 +28,12 @@ pub(crate) struct Consumer {
     shared: Arc<Shared>,
     files: TraceFiles,
     types_gen: Option<u64>,
+    /// The control socket (`hushtrace ctl`), if one could be bound.
+    control: Option<control::Server>,
+    /// Events written per stream instance (for `status`).
+    written_by_stream: std::collections::HashMap<u64, u64>,
+    /// Snapshots taken by this process.
+    snapshots: u64,
 }
 
 impl Consumer {
@@ -51,10 +58,14 @@ impl Consumer {
             inner.trace_dir = dir.path().to_path_buf();
             dir
         };
+        let control = control::Server::bind(pid).ok();
         let mut c = Consumer {
             shared,
             files: TraceFiles::new(dir),
             types_gen: None,
+            control,
+            written_by_stream: std::collections::HashMap::new(),
+            snapshots: 0,
         };
         c.write_metadata()?;
         Ok(c)
@@ -62,6 +73,20 @@ impl Consumer {
 
     fn write_metadata(&mut self) -> Result<(), Error> {
         let gen = hushtrace_core::types_generation();
+        let text = self.metadata_text();
+        self.files
+            .dir
+            .replace_file(METADATA_FILE, text.as_bytes())
+            .map_err(|source| Error::Io {
+                path: self.files.dir.path().join(METADATA_FILE),
+                source,
+            })?;
+        self.types_gen = Some(gen);
+        Ok(())
+    }
+
+    /// The TSDL metadata of this process's trace, listing every callsite.
+    fn metadata_text(&self) -> String {
         let events = all_callsites()
             .enumerate()
             .map(|(i, cs)| EventClass {
@@ -86,16 +111,94 @@ impl Consumer {
             hostname: platform::hostname(),
             events,
         };
-        let text = to_tsdl(&desc);
-        self.files
+        to_tsdl(&desc)
+    }
+
+    /// Takes the snapshots requested by `hushtrace::snapshot()` since the last pass (one
+    /// snapshot answers every pending request).
+    fn take_requested_snapshots(&mut self) {
+        let (taken, requested) = state::pending_snapshots();
+        if requested <= taken {
+            return;
+        }
+        let r = self.snapshot_numbered(requested, None);
+        let mut inner = self.shared.inner.lock();
+        if inner.snapshot_results.len() >= 64 {
+            drop(inner.snapshot_results.remove(0));
+        }
+        inner.snapshot_results.push((requested, r));
+        drop(inner);
+        state::snapshots_taken(requested);
+    }
+
+    /// A snapshot for `hushtrace ctl PID snapshot [DIR]`.
+    fn snapshot(&mut self, dir: Option<std::path::PathBuf>) -> Result<std::path::PathBuf, String> {
+        self.snapshots += 1;
+        let n = 1_000_000 + self.snapshots; // apart from the numbers of snapshot() requests
+        self.snapshot_numbered(n, dir)
+    }
+
+    /// Writes the newest contents of every attached ring as a complete CTF trace in
+    /// `<dir>/<pid>/` (`dir` defaults to `<session dir>/snapshots/<n>`), without stopping
+    /// tracing. Returns that directory.
+    fn snapshot_numbered(
+        &mut self,
+        n: u64,
+        dir: Option<std::path::PathBuf>,
+    ) -> Result<std::path::PathBuf, String> {
+        if self.shared.cfg.mode != Mode::Overwrite {
+            return Err(crate::config::Error::NeedsOverwriteMode.to_string());
+        }
+        let pid = self.shared.pid.load(Ordering::Relaxed).to_string();
+        let err = |what: &std::path::Path, e: std::io::Error| format!("{}: {e}", what.display());
+        let mut parent = match dir {
+            Some(d) => Dir::open_root(&d).map_err(|e| err(&d, e))?,
+            None => {
+                let mut inner = self.shared.inner.lock();
+                let snaps = inner
+                    .root
+                    .open_or_create_subdir("snapshots")
+                    .map_err(|e| err(&inner.root.path().join("snapshots"), e))?;
+                drop(inner);
+                let mut snaps = snaps;
+                snaps
+                    .open_or_create_subdir(&n.to_string())
+                    .map_err(|e| err(&snaps.path().join(n.to_string()), e))?
+            }
+        };
+        let mut next = 0;
+        let out = parent
+            .create_subdir(&pid, &mut next)
+            .map_err(|e| err(&parent.path().join(&pid), e))?;
+        let path = out.path().to_path_buf();
+        let mut files = TraceFiles::new(out);
+        files
             .dir
-            .replace_file(METADATA_FILE, text.as_bytes())
-            .map_err(|source| Error::Io {
-                path: self.files.dir.path().join(METADATA_FILE),
-                source,
-            })?;
-        self.types_gen = Some(gen);
-        Ok(())
+            .replace_file(METADATA_FILE, self.metadata_text().as_bytes())
+            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
+        let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
+        let live = |b: &&Arc<Buffer>| b.state.load(Ordering::Acquire) == BufState::Attached;
+        // Ask every producer to close its open packet, so the newest events are in committed
+        // packets; a thread that is tracing does so within microseconds (an idle one keeps
+        // its open packet, which the snapshot then lacks).
+        for b in bufs.iter().filter(live) {
+            b.request_switch();
+        }
+        std::thread::sleep(std::time::Duration::from_millis(2));
+        let mut failed = None;
+        for b in bufs.iter().filter(live) {
+            let name = format!("{STREAM_PREFIX}{}", b.instance);
+            b.copy_newest(|bytes, _events| {
+                if let Err(e) = files.append(b.instance, &name, bytes) {
+                    failed.get_or_insert_with(|| err(&path.join(&name), e));
+                }
+            });
+        }
+        files.close_all();
+        match failed {
+            Some(e) => Err(e),
+            None => Ok(path),
+        }
     }
 
     fn note_error(&self, e: impl std::fmt::Display) {
@@ -108,7 +211,10 @@ impl Consumer {
     fn write_packet(&mut self, b: &Buffer, bytes: &[u8], events: u64) {
         let name = format!("{STREAM_PREFIX}{}", b.instance);
         match self.files.append(b.instance, &name, bytes) {
-            Ok(()) => self.shared.written.fetch_add(events, Ordering::Relaxed),
+            Ok(()) => {
+                *self.written_by_stream.entry(b.instance).or_default() += events;
+                self.shared.written.fetch_add(events, Ordering::Relaxed)
+            }
             Err(e) => {
                 self.note_error(format!(
                     "{}: {e}",
@@ -122,6 +228,10 @@ impl Consumer {
     /// One pass over all buffers. `last` = the session is stopping and every buffer is
     /// quiescent.
     fn cycle(&mut self, last: bool) {
+        if !last {
+            self.serve_control();
+            self.take_requested_snapshots();
+        }
         if self.types_gen != Some(hushtrace_core::types_generation()) {
             if let Err(e) = self.write_metadata() {
                 self.note_error(e);
@@ -172,6 +282,104 @@ impl Consumer {
             // Unmapped here, outside the lock.
             drop(b);
         }
+    }
+
+    /// Answers pending control requests (`hushtrace ctl`).
+    fn serve_control(&mut self) {
+        let Some(server) = self.control.take() else {
+            return;
+        };
+        server.serve(|req| match req {
+            Ok(r) => self.answer(r),
+            Err(e) => control::error_answer(&e),
+        });
+        self.control = Some(server);
+    }
+
+    fn answer(&mut self, req: Request) -> String {
+        let pid = self.shared.pid.load(Ordering::Relaxed);
+        match req {
+            Request::Ping => format!("{{\"ok\":true,\"pid\":{pid}}}"),
+            Request::Status => self.status_json(),
+            Request::Enable(g) => {
+                let n = hushtrace_core::set_enabled(&g, true);
+                format!("{{\"ok\":true,\"matched\":{n}}}")
+            }
+            Request::Disable(g) => {
+                let n = hushtrace_core::set_enabled(&g, false);
+                format!("{{\"ok\":true,\"matched\":{n}}}")
+            }
+            Request::Snapshot(dir) => match self.snapshot(dir) {
+                Ok(path) => {
+                    let mut s = String::from("{\"ok\":true,\"path\":");
+                    control::json_str(&mut s, &path.display().to_string());
+                    s.push('}');
+                    s
+                }
+                Err(e) => control::error_answer(&e),
+            },
+            Request::Stop => match state::stop_hook() {
+                Some(stop) => {
+                    let s = self.shared.clone();
+                    // On a thread of its own: the stop waits for this consumer to finish.
+                    match platform::spawn_raw(Box::new(move || stop(&s))) {
+                        Ok(_detached) => format!("{{\"ok\":true,\"pid\":{pid},\"stopping\":true}}"),
+                        Err(e) => control::error_answer(&format!("cannot start the stop: {e}")),
+                    }
+                }
+                None => control::error_answer("no session to stop"),
+            },
+        }
+    }
+
+    fn status_json(&self) -> String {
+        let cfg = &self.shared.cfg;
+        let mut s = format!(
+            "{{\"ok\":true,\"pid\":{},\"session\":true,\"mode\":\"{}\",\"subbuf_size\":{},\
+             \"num_subbufs\":{},\"read_timer_ms\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
+            self.shared.pid.load(Ordering::Relaxed),
+            cfg.mode,
+            cfg.subbuf_size,
+            cfg.num_subbufs,
+            cfg.read_timer.as_millis(),
+            self.shared.written.load(Ordering::Relaxed),
+            self.shared.total_lost(),
+        );
+        control::json_str(&mut s, &self.files.dir.path().display().to_string());
+        s.push_str(",\"threads\":[");
+        let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
+        let mut first = true;
+        for b in bufs.iter().filter(|b| {
+            matches!(
+                b.state.load(Ordering::Acquire),
+                BufState::Attached | BufState::Exited | BufState::Detached
+            )
+        }) {
+            let id = b.ident();
+            if !first {
+                s.push(',');
+            }
+            first = false;
+            let name = String::from_utf8_lossy(
+                &id.procname[..id.procname.iter().position(|&c| c == 0).unwrap_or(16)],
+            )
+            .into_owned();
+            s.push_str(&format!(
+                "{{\"stream\":{},\"vtid\":{},\"name\":",
+                b.instance, id.vtid
+            ));
+            control::json_str(&mut s, &name);
+            s.push_str(&format!(
+                ",\"written\":{},\"discarded\":{}}}",
+                self.written_by_stream
+                    .get(&b.instance)
+                    .copied()
+                    .unwrap_or(0),
+                b.lost()
+            ));
+        }
+        s.push_str("]}");
+        s
     }
 
     /// Writes `<root>/<trace dir name>.stats.json` atomically (never a partial or empty file).

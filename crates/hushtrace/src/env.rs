@@ -15,6 +15,9 @@ pub const READ_TIMER_MS: &str = "HUSHTRACE_READ_TIMER_MS";
 pub const NO_SYSCALL_POLICY: &str = "HUSHTRACE_NO_SYSCALL_POLICY";
 /// `monotonic` forces the `clock_gettime` fallback instead of the cycle counter (testing).
 pub const CLOCK: &str = "HUSHTRACE_CLOCK";
+/// Comma-separated `category:name` globs applied in order at session start; a leading `-`
+/// disables (`HUSHTRACE_ENABLE=-*,app:*` records only `app`).
+pub const ENABLE: &str = "HUSHTRACE_ENABLE";
 
 /// One documented environment variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -59,6 +59,8 @@ mod primitive;
 mod relaxed;
 mod ring;
 mod session;
+mod snapshot;
+pub mod control;
 mod state;
 mod thread;
 mod tracedir;
@@ -76,6 +78,7 @@ pub use nosyscall::{
 };
 pub use ring::Mode;
 pub use session::{start_from_env, Session, SessionBuilder};
+pub use snapshot::{snapshot, Snapshot};
 pub use write::Value;
 
 use std::marker::PhantomData;

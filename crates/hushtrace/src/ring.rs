@@ -22,6 +22,8 @@
 //!   session stopped: see `session.rs`), with the hand-over ordered by the buffer `state`
 //!   ([`BufState`]).
 
+mod snapshot;
+
 use crate::clock;
 use crate::handover::Handover;
 use crate::local::LocalU64;

@@ -140,12 +140,18 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
     check_memory(&cfg)?;
     crate::nosyscall::load_policy()?;
     INSTALL.call_once(|| {
+        state::set_stop_hook(|s| {
+            let _ = stop_shared(s);
+        });
         hushtrace_core::assign_ids();
         crate::fork::install();
         platform::atexit(at_exit);
     });
     if state::current_session().is_some() {
         return Err(Error::AlreadyRunning);
+    }
+    for (pattern, on) in &cfg.globs {
+        hushtrace_core::set_enabled(pattern, *on);
     }
     crate::clock::calibrate();
     let root = Dir::open_root(&cfg.output_dir).map_err(|source| Error::Io {

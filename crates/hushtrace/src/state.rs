@@ -84,6 +84,8 @@ pub(crate) struct Inner {
     pub final_stats: Option<Stats>,
     /// The session root, resolved and opened once at start (see `tracedir.rs`).
     pub root: Dir,
+    /// Outcomes of the last snapshot requests: (request number, path or error).
+    pub snapshot_results: Vec<(u64, Result<PathBuf, String>)>,
 }
 
 /// State shared by the session handle, the consumer and the fork handlers.
@@ -143,6 +145,7 @@ impl Shared {
                 io_error: None,
                 final_stats: None,
                 root,
+                snapshot_results: Vec::new(),
             }),
         }
     }
@@ -239,6 +242,8 @@ fn boot_clock_uuid() -> [u8; 16] {
 
 /// Whether a session is running in this process (a hint for cold paths).
 static ACTIVE: AtomicBool = AtomicBool::new(false);
+/// Whether the running session is in overwrite mode (read without a lock by `snapshot()`).
+static OVERWRITE: AtomicBool = AtomicBool::new(false);
 /// The consumer's wake-up word (a futex): bumped by every wake-up, so a wake-up that comes
 /// while the consumer is busy makes its next wait return at once.
 static WAKE: AtomicU32 = AtomicU32::new(0);
@@ -263,6 +268,48 @@ pub(crate) fn set_next_suffix(n: u64) {
     NEXT_SUFFIX.store(n, Ordering::Relaxed);
 }
 
+/// The session's stop function, installed by the session module (the consumer runs it on a
+/// thread of its own for `hushtrace ctl PID stop`: it cannot import the layer above it).
+static STOP_HOOK: std::sync::OnceLock<fn(&Arc<Shared>)> = std::sync::OnceLock::new();
+
+/// Installs the stop function (once per process).
+pub(crate) fn set_stop_hook(f: fn(&Arc<Shared>)) {
+    let _ = STOP_HOOK.set(f);
+}
+
+/// The stop function, if a session was ever started.
+pub(crate) fn stop_hook() -> Option<fn(&Arc<Shared>)> {
+    STOP_HOOK.get().copied()
+}
+
+/// Snapshots requested by [`crate::snapshot`] (a counter: request `n` is the `n`-th) and
+/// taken by the consumer. Raising a request is one atomic add: no system call.
+static SNAPSHOTS_REQUESTED: AtomicU64 = AtomicU64::new(0);
+static SNAPSHOTS_TAKEN: AtomicU64 = AtomicU64::new(0);
+
+/// Raises a snapshot request; returns its number (from 1).
+pub(crate) fn request_snapshot() -> u64 {
+    SNAPSHOTS_REQUESTED.fetch_add(1, Ordering::AcqRel) + 1
+}
+
+/// Consumer: the requests not yet taken (`taken + 1 ..= requested`).
+pub(crate) fn pending_snapshots() -> (u64, u64) {
+    (
+        SNAPSHOTS_TAKEN.load(Ordering::Acquire),
+        SNAPSHOTS_REQUESTED.load(Ordering::Acquire),
+    )
+}
+
+/// Consumer: requests up to `n` are done (their outcome is in `Inner::snapshot_results`).
+pub(crate) fn snapshots_taken(n: u64) {
+    SNAPSHOTS_TAKEN.store(n, Ordering::Release);
+}
+
+/// How many snapshot requests the consumer has answered.
+pub(crate) fn snapshots_done() -> u64 {
+    SNAPSHOTS_TAKEN.load(Ordering::Acquire)
+}
+
 /// Stops in progress (a process exit waits for them, so the trace is complete).
 static STOPPING: AtomicUsize = AtomicUsize::new(0);
 /// The no-syscall policy: 0 = not loaded yet (acts as `Zero`), else `Policy as u8 + 1`.
@@ -272,8 +319,17 @@ pub(crate) fn active() -> bool {
     ACTIVE.load(Ordering::Relaxed)
 }
 
+/// Whether the running session is in overwrite mode (no lock, no system call).
+pub(crate) fn overwrite_mode() -> bool {
+    OVERWRITE.load(Ordering::Relaxed)
+}
+
 /// Publishes `s` as the running session. Caller holds the registry lock.
 pub(crate) fn install_session(reg: &mut RegistryGuard<'_>, s: Arc<Shared>) {
+    OVERWRITE.store(
+        s.cfg.mode == crate::ring::Mode::Overwrite,
+        Ordering::Relaxed,
+    );
     LOST_OUTSIDE_RINGS.store(0, Ordering::Relaxed);
     EXITED_PENDING.store(0, Ordering::Relaxed);
     reg.session = Some(s);
@@ -448,6 +504,8 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     EXITED_PENDING.store(0, Ordering::Relaxed);
     NEXT_SUFFIX.store(0, Ordering::Relaxed);
     STOPPING.store(0, Ordering::Relaxed);
+    SNAPSHOTS_REQUESTED.store(0, Ordering::Relaxed);
+    SNAPSHOTS_TAKEN.store(0, Ordering::Relaxed);
     CONSUMER_ALIVE.store(false, Ordering::Relaxed);
     let Some(s) = reg.session.as_ref() else {
         return;

@@ -189,6 +189,22 @@ impl Dir {
         }
     }
 
+    /// Opens subdirectory `name`, creating it (0700) if it does not exist; refuses a symbolic
+    /// link or a directory that is not private to this user.
+    pub(crate) fn open_or_create_subdir(&mut self, name: &str) -> io::Result<Dir> {
+        let parent = self.fd()?;
+        match rustix::fs::mkdirat(parent, name, Mode::from_raw_mode(0o700)) {
+            Ok(()) | Err(rustix::io::Errno::EXIST) => {}
+            Err(e) => return Err(e.into()),
+        }
+        let fd = rustix::fs::openat(parent, name, dir_flags(), Mode::empty())?;
+        check_private(fd.as_fd())?;
+        Ok(Dir {
+            path: self.path.join(name),
+            fd: Checked::new(fd)?,
+        })
+    }
+
     /// Creates a new file (`O_EXCL | O_NOFOLLOW`, mode 0600) in this directory.
     fn create_file(&mut self, name: &str) -> io::Result<OwnedFd> {
         let fd = rustix::fs::openat(

@@ -278,6 +278,23 @@ fn emit_unregistered<P: Record>(cs: &'static Callsite, payload: P) -> bool {
     }
 }
 
+/// Closes the calling thread's open packet (for a snapshot it requests): no lock, no system
+/// call. Skipped inside a tracepoint (a signal handler that interrupted one).
+pub(crate) fn close_own_packet() {
+    thread::with_current(|ctx| {
+        let d = ctx.enter();
+        compiler_fence(Ordering::SeqCst);
+        let buf = ctx.buffer.load(Ordering::Acquire);
+        if d == 1 && !buf.is_null() {
+            // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol
+            // waits), and this thread is its producer.
+            unsafe { &*buf }.close_open_packet(|| now(ctx));
+        }
+        compiler_fence(Ordering::SeqCst);
+        ctx.leave(d);
+    });
+}
+
 static VIOLATION_STATE: CallsiteState = CallsiteState::new();
 static VIOLATION_TYPES: [AtomicU8; 1] = [AtomicU8::new(0)];
 #[linkme::distributed_slice(hushtrace_core::CALLSITES)]

@@ -1,0 +1,262 @@
+//! Flight recorder control (issue 10): snapshots on demand (also from a no-syscall thread,
+//! proven under seccomp), the control socket (`hushtrace ctl`), and the start-up filter
+//! `HUSHTRACE_ENABLE`.
+
+mod common;
+
+use common::{babeltrace, temp_dir};
+use hushtrace::control::request;
+use hushtrace::verify;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn flight_recorder(dir: &std::path::Path) -> hushtrace::Session {
+    hushtrace::Session::builder()
+        .output_dir(dir)
+        .mode(hushtrace::Mode::Overwrite)
+        .subbuf_size(4096)
+        .num_subbufs(8)
+        .read_timer(Duration::from_millis(2))
+        .start()
+        .unwrap()
+}
+
+/// The sequence numbers of `fr:tick` events in a trace directory.
+fn seqs(dir: &std::path::Path) -> Option<Vec<i128>> {
+    babeltrace(dir, true).map(|ev| {
+        ev.iter()
+            .filter(|e| e.name == "fr:tick")
+            .map(|e| e.int("seq"))
+            .collect()
+    })
+}
+
+#[test]
+fn snapshot_holds_the_newest_events_contiguous_and_tracing_goes_on() {
+    let _g = serial();
+    let dir = temp_dir("snapshot");
+    let session = flight_recorder(&dir);
+    for seq in 0..20_000u64 {
+        hushtrace::event!("fr", "tick", seq = seq);
+    }
+    let snap = hushtrace::snapshot().unwrap();
+    // The thread keeps tracing while the consumer takes the snapshot.
+    let stop = Arc::new(AtomicBool::new(false));
+    let s2 = stop.clone();
+    let t = std::thread::spawn(move || {
+        let mut n = 0u64;
+        while !s2.load(Ordering::Relaxed) {
+            hushtrace::event!("fr", "other", n = n);
+            n += 1;
+        }
+    });
+    let path = snap.wait(Duration::from_secs(10)).unwrap();
+    stop.store(true, Ordering::Relaxed);
+    t.join().unwrap();
+    assert!(
+        path.starts_with(dir.join("snapshots")),
+        "{}",
+        path.display()
+    );
+    assert!(path.join("metadata").is_file());
+    if let Some(s) = seqs(path.parent().unwrap()) {
+        // The newest events, contiguous, ending with the last one written before the request.
+        assert!(!s.is_empty());
+        assert_eq!(
+            *s.last().unwrap(),
+            19_999,
+            "the snapshot ends with the last event"
+        );
+        assert!(s.windows(2).all(|w| w[1] == w[0] + 1), "contiguous");
+        // At least (num_subbufs - 1) - 1 packets' worth (the open one is closed by the request).
+        assert!(s.len() >= 6 * (4096 - 112) / 18 - 1, "{} events", s.len());
+    }
+    session.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn snapshot_needs_a_flight_recorder_session() {
+    let _g = serial();
+    assert!(matches!(
+        hushtrace::snapshot(),
+        Err(hushtrace::Error::NotRunning)
+    ));
+    let dir = temp_dir("snapshot-discard");
+    let s = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .start()
+        .unwrap();
+    let e = hushtrace::snapshot().unwrap_err();
+    assert!(e.to_string().contains("overwrite mode"), "{e}");
+    s.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A control loop in no-syscall mode requests a snapshot when it "misses a deadline": no
+/// system call (seccomp filter: 0 traps), and the consumer writes it.
+#[test]
+fn snapshot_from_a_no_syscall_thread_makes_no_syscall() {
+    let _g = serial();
+    let dir = temp_dir("snapshot-rt");
+    let session = flight_recorder(&dir);
+    let before = verify::trapped_syscalls();
+    let number = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let n2 = number.clone();
+    let t = std::thread::spawn(move || {
+        hushtrace::set_thread_no_syscall();
+        verify::trap_syscalls_on_this_thread().expect("seccomp");
+        for seq in 0..10_000u64 {
+            hushtrace::event!("fr", "tick", seq = seq);
+            if seq == 5_000 {
+                // Missed deadline.
+                if let Ok(s) = hushtrace::snapshot() {
+                    n2.store(s.number(), Ordering::SeqCst);
+                }
+            }
+        }
+        verify::exit_thread();
+    });
+    verify::join_raw(t);
+    assert_eq!(verify::trapped_syscalls() - before, 0, "system calls");
+    let n = number.load(Ordering::SeqCst);
+    assert!(n > 0, "snapshot() failed on the no-syscall thread");
+    // The request is answered within a read-timer period or two.
+    let mut done = None;
+    for _ in 0..2000 {
+        let d = dir.join("snapshots").join(n.to_string());
+        if d.exists() {
+            done = Some(d);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    let d = done.expect("the consumer did not write the snapshot");
+    std::thread::sleep(Duration::from_millis(50));
+    if let Some(s) = seqs(&d) {
+        assert!(!s.is_empty());
+        assert!(s.windows(2).all(|w| w[1] == w[0] + 1), "contiguous");
+        assert!(*s.last().unwrap() >= 5_000);
+    }
+    session.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn control_socket_status_enable_disable_snapshot_stop() {
+    let _g = serial();
+    let dir = temp_dir("ctl");
+    let session = flight_recorder(&dir);
+    let pid = std::process::id();
+    hushtrace::event!("ctl", "visible", x = 1u8);
+    // The consumer serves the socket on its read timer.
+    let status = request(pid, "status").unwrap();
+    assert!(status.contains("\"ok\":true"), "{status}");
+    assert!(status.contains("\"mode\":\"overwrite\""), "{status}");
+    assert!(status.contains("\"subbuf_size\":4096"), "{status}");
+    assert!(status.contains("\"threads\":["), "{status}");
+    let v: Vec<&str> = status.matches("\"vtid\":").collect();
+    assert!(!v.is_empty(), "per-thread entries: {status}");
+
+    let a = request(pid, "disable ctl:*").unwrap();
+    assert!(a.contains("\"matched\":"), "{a}");
+    hushtrace::event!("ctl", "hidden", x = 2u8);
+    let a = request(pid, "enable ctl:*").unwrap();
+    assert!(a.contains("\"ok\":true"), "{a}");
+
+    let a = request(pid, "snapshot").unwrap();
+    assert!(a.contains("\"path\":"), "{a}");
+    let custom = temp_dir("ctl-snap");
+    let a = request(pid, &format!("snapshot {}", custom.display())).unwrap();
+    assert!(a.contains(&custom.display().to_string()), "{a}");
+    assert!(std::fs::read_dir(&custom).unwrap().count() == 1);
+
+    // Bad requests: clear errors, and the server keeps running.
+    for bad in ["launch", "enable", "status now", &"x".repeat(5000)] {
+        let a = request(pid, bad).unwrap();
+        assert!(a.contains("\"ok\":false"), "{bad:?}: {a}");
+    }
+    assert!(request(pid, "ping").unwrap().contains("\"ok\":true"));
+
+    let a = request(pid, "stop").unwrap();
+    assert!(a.contains("\"stopping\":true"), "{a}");
+    // The session stops from outside; the handle's own stop returns its statistics.
+    let mut stopped = false;
+    for _ in 0..500 {
+        if dir.join(format!("{pid}.stats.json")).exists() {
+            stopped = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    assert!(stopped, "ctl stop did not stop the session");
+    let stats = session.stop().unwrap();
+    assert!(stats.events_written >= 1);
+    if let Some(ev) = babeltrace(&stats.trace_dir, true) {
+        assert!(ev.iter().any(|e| e.name == "ctl:visible"));
+        assert!(
+            !ev.iter().any(|e| e.name == "ctl:hidden"),
+            "disable had no effect"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    let _ = std::fs::remove_dir_all(&custom);
+}
+
+#[test]
+fn control_errors_name_the_problem() {
+    // A pid with no process, and a process that is not traced (pid 1).
+    let e = request(999_999_999, "status").unwrap_err().to_string();
+    assert!(e.contains("no process 999999999"), "{e}");
+    let e = request(1, "status").unwrap_err().to_string();
+    assert!(e.contains("serves no control socket"), "{e}");
+}
+
+#[test]
+fn start_up_filter_from_the_environment() {
+    let _g = serial();
+    let dir = temp_dir("enable-env");
+    let lines = common::run_test_env(
+        &[
+            ("HUSHTRACE_OUTPUT", dir.to_str().unwrap()),
+            ("HUSHTRACE_ENABLE", "-*,env:*"),
+        ],
+        100,
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("\"written\":100,")),
+        "{lines:?}"
+    );
+    let off = temp_dir("enable-env-off");
+    let lines = common::run_test_env(
+        &[
+            ("HUSHTRACE_OUTPUT", off.to_str().unwrap()),
+            ("HUSHTRACE_ENABLE", "env:*, -env:ev"),
+        ],
+        100,
+    );
+    assert!(
+        lines.iter().any(|l| l.contains("\"written\":0,")),
+        "{lines:?}"
+    );
+    let _ = std::fs::remove_dir_all(&off);
+    let bad = common::run_test_env(
+        &[
+            ("HUSHTRACE_OUTPUT", dir.to_str().unwrap()),
+            ("HUSHTRACE_ENABLE", "app:*,-"),
+        ],
+        10,
+    );
+    assert!(
+        bad.iter().any(|l| l.contains("HUSHTRACE_ENABLE")),
+        "{bad:?}"
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
