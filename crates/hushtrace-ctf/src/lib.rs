@@ -5,6 +5,7 @@
 //! * [`metadata`]: the TSDL `metadata` text describing a trace.
 //! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
 //!   the byte offset and the problem.
+//! * [`ringfile`]: rings in shared memory that outlive a crashed process, and their recovery.
 //! * [`stats`]: the per-process statistics file `<pid>.stats.json` (writer and parser).
 //! * `synth` (Cargo feature `synth`, off by default): writes synthetic traces in the same format,
 //!   for tests, fuzzing and benchmarks.
@@ -22,6 +23,7 @@ mod file;
 pub mod layout;
 pub mod metadata;
 pub mod reader;
+pub mod ringfile;
 pub mod stats;
 #[cfg(feature = "synth")]
 pub mod synth;

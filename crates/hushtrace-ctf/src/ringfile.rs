@@ -1,0 +1,356 @@
+//! Ring files: a thread's ring buffer in shared memory that outlives the process, and its
+//! recovery after a crash.
+//!
+//! A traced process keeps each thread's ring in a file-backed shared mapping: the file
+//! `ring_<instance>` in its ring directory (see [`RINGS_FILE`]). A process that stops cleanly
+//! drains its rings and deletes the files; after a crash (SIGKILL, `abort()`, a fault, `exit`
+//! without stop) they stay, and [`recover_ring`] turns one into ordinary CTF packets appended
+//! to the process's `stream_<instance>` file: every committed packet the consumer had not
+//! written yet, plus the open packet up to its last complete event.
+//!
+//! # Layout (little-endian)
+//!
+//! A [`HEADER_LEN`]-byte header, then `num_subbufs` slots of `subbuf_size` bytes (one packet
+//! each, packet `s` in slot `s % num_subbufs`).
+//!
+//! | offset | field | written by |
+//! |---|---|---|
+//! | 0 | magic `HTRING01` | creator |
+//! | 8 | version (u32, 1), mode (u32: 0 discard, 1 overwrite) | creator |
+//! | 16 | subbuf_size, num_subbufs, instance (u64 each) | creator |
+//! | 40 | pid (u32) | creator |
+//! | 64 | `done`: bytes of the open packet holding complete events (0: none) | producer, per event |
+//! | 72 | `open_seq`: sequence number of the open packet | producer, per packet |
+//! | 80 | `discarded`, `overwritten` (u64 each): the stream's counts | producer, when they change |
+//! | 128 | `consumed`: packets below it are in the stream file | consumer |
+//! | 192 | `clean` (u64): 1 once the consumer drained the ring at a clean stop | consumer |
+
+use crate::layout::*;
+use crate::metadata::TraceDesc;
+use hushtrace_core::FieldType;
+use std::fs::File;
+use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+
+/// Bytes before the first slot (one page).
+pub const HEADER_LEN: usize = 4096;
+/// The ring file magic.
+pub const RING_MAGIC: [u8; 8] = *b"HTRING01";
+/// Offset of the producer's `done` word.
+pub const OFF_DONE: usize = 64;
+/// Offset of the producer's `open_seq` word.
+pub const OFF_OPEN_SEQ: usize = 72;
+/// Offset of the stream's cumulative discarded count.
+pub const OFF_DISCARDED: usize = 80;
+/// Offset of the stream's overwritten-events count.
+pub const OFF_OVERWRITTEN: usize = 88;
+/// Offset of the consumer's `consumed` word.
+pub const OFF_CONSUMED: usize = 128;
+/// Offset of the `clean` flag.
+pub const OFF_CLEAN: usize = 192;
+/// Prefix of ring file names (`ring_<instance>`).
+pub const RING_PREFIX: &str = "ring_";
+/// In a process's trace directory: a file naming the directory that holds its ring files
+/// (a private directory on a tmpfs when there is one, else the trace directory itself).
+pub const RINGS_FILE: &str = "rings";
+
+/// The fixed part of a ring file's header.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct RingHeader {
+    /// 1 for overwrite mode.
+    pub overwrite: bool,
+    /// Bytes per slot.
+    pub subbuf_size: usize,
+    /// Slots.
+    pub num_subbufs: usize,
+    /// Stream instance id (the `stream_<instance>` file).
+    pub instance: u64,
+    /// The process that wrote the ring.
+    pub pid: u32,
+    /// Complete bytes of the open packet.
+    pub done: u64,
+    /// Sequence number of the open packet.
+    pub open_seq: u64,
+    /// Events discarded in the stream.
+    pub discarded: u64,
+    /// Events overwritten in the stream.
+    pub overwritten: u64,
+    /// Packets already in the stream file.
+    pub consumed: u64,
+    /// Drained at a clean stop: nothing to recover.
+    pub clean: bool,
+}
+
+fn u64_at(b: &[u8], off: usize) -> u64 {
+    read_u64(b, off).unwrap_or(0)
+}
+
+impl RingHeader {
+    /// Parses a header; errors say what is wrong.
+    pub fn parse(b: &[u8]) -> Result<RingHeader, String> {
+        if b.len() < HEADER_LEN || b[..8] != RING_MAGIC {
+            return Err("not a hushtrace ring file (bad magic)".into());
+        }
+        let version = read_u32(b, 8).unwrap_or(0);
+        if version != 1 {
+            return Err(format!("unsupported ring file version {version}"));
+        }
+        let subbuf_size = u64_at(b, 16);
+        let num_subbufs = u64_at(b, 24);
+        if !(4096..=1 << 30).contains(&subbuf_size) || !(2..=1 << 16).contains(&num_subbufs) {
+            return Err(format!(
+                "implausible ring geometry: {num_subbufs} slots of {subbuf_size} bytes"
+            ));
+        }
+        Ok(RingHeader {
+            overwrite: read_u32(b, 12) == Some(1),
+            subbuf_size: subbuf_size as usize,
+            num_subbufs: num_subbufs as usize,
+            instance: u64_at(b, 32),
+            pid: read_u32(b, 40).unwrap_or(0),
+            done: u64_at(b, OFF_DONE),
+            open_seq: u64_at(b, OFF_OPEN_SEQ),
+            discarded: u64_at(b, OFF_DISCARDED),
+            overwritten: u64_at(b, OFF_OVERWRITTEN),
+            consumed: u64_at(b, OFF_CONSUMED),
+            clean: u64_at(b, OFF_CLEAN) == 1,
+        })
+    }
+}
+
+/// What recovering one ring produced.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Recovered {
+    /// Packets appended to the stream file.
+    pub packets: u64,
+    /// Events in them.
+    pub events: u64,
+    /// Events cut: the torn last event of the open packet, if one was being written.
+    pub torn: u64,
+    /// The stream's discarded count (as the ring's header says).
+    pub discarded: u64,
+    /// Events lost with overwritten packets.
+    pub overwritten: u64,
+}
+
+/// The size of the event at `b[0..]` (header included), or `None` when it is not a complete
+/// event of a known class with known field types.
+fn event_len(desc: &TraceDesc, b: &[u8]) -> Option<usize> {
+    let id = read_u16(b, OFF_EVENT_ID)?;
+    let class = desc.events.iter().find(|c| c.id == id)?;
+    let mut n = EVENT_HEADER_LEN;
+    for (_, t) in class.fields.as_ref()? {
+        match t.fixed_size() {
+            Some(s) => n += s,
+            None => {
+                debug_assert_eq!(*t, FieldType::Str);
+                let nul = b.get(n..)?.iter().position(|&c| c == 0)?;
+                n += nul + 1;
+            }
+        }
+        if n > b.len() {
+            return None;
+        }
+    }
+    Some(n)
+}
+
+/// Recovers one ring file into `stream` (appended), using the process's metadata `desc`.
+/// Committed packets not yet in the stream file are copied as they are; the open packet is
+/// cut at its last complete event, its header completed (sizes, end time, discarded count).
+/// Packets are appended in sequence order; in overwrite mode only the newest contiguous ones
+/// exist.
+pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Recovered, String> {
+    let err = |e: io::Error| format!("{}: {e}", ring.display());
+    let mut f = File::open(ring).map_err(err)?;
+    let mut hdr = vec![0u8; HEADER_LEN];
+    f.read_exact(&mut hdr).map_err(err)?;
+    let h = RingHeader::parse(&hdr).map_err(|e| format!("{}: {e}", ring.display()))?;
+    let n = h.num_subbufs as u64;
+    let mut slots = Vec::with_capacity(h.num_subbufs);
+    for i in 0..h.num_subbufs {
+        let mut s = vec![0u8; h.subbuf_size];
+        f.seek(SeekFrom::Start((HEADER_LEN + i * h.subbuf_size) as u64))
+            .map_err(err)?;
+        f.read_exact(&mut s).map_err(err)?;
+        slots.push(s);
+    }
+    // Committed packets: a valid header, the sequence number of its slot, sizes set.
+    let mut committed: Vec<(u64, usize)> = Vec::new();
+    for (i, s) in slots.iter().enumerate() {
+        if read_u32(s, OFF_MAGIC) != Some(MAGIC) {
+            continue;
+        }
+        let seq = u64_at(s, OFF_PACKET_SEQ_NUM);
+        let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
+        if seq % n != i as u64 || len < PACKET_HEADER_LEN || len > h.subbuf_size {
+            continue;
+        }
+        if seq >= h.consumed && !(seq == h.open_seq && h.done > 0) {
+            committed.push((seq, i));
+        }
+    }
+    committed.sort_unstable();
+    // Keep the newest contiguous run (an older packet may have been reused for a newer one).
+    if let Some(&(last, _)) = committed.last() {
+        let mut start = committed.len() - 1;
+        while start > 0 && committed[start - 1].0 + 1 == committed[start].0 {
+            start -= 1;
+        }
+        committed.drain(..start);
+        debug_assert_eq!(committed.last().map(|c| c.0), Some(last));
+    }
+    // The stream file may end with a packet cut by the crash, and may already hold packets the
+    // consumer wrote just before it could record them as consumed: cut the former, skip the
+    // latter.
+    let (valid, last_seq) =
+        stream_tail(stream).map_err(|e| format!("{}: {e}", stream.display()))?;
+    committed.retain(|c| last_seq.is_none_or(|l| c.0 > l));
+    let mut out = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(stream)
+        .map_err(|e| format!("{}: {e}", stream.display()))?;
+    out.set_len(valid)
+        .and_then(|()| out.seek(SeekFrom::Start(valid)).map(drop))
+        .map_err(|e| format!("{}: {e}", stream.display()))?;
+    let mut r = Recovered {
+        discarded: h.discarded,
+        overwritten: h.overwritten,
+        ..Recovered::default()
+    };
+    let mut write = |bytes: &[u8], r: &mut Recovered| -> Result<(), String> {
+        out.write_all(bytes)
+            .map_err(|e| format!("{}: {e}", stream.display()))?;
+        r.packets += 1;
+        Ok(())
+    };
+    for &(_, i) in &committed {
+        let s = &slots[i];
+        let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
+        r.events += count_events(desc, &s[PACKET_HEADER_LEN..len]);
+        write(&s[..len], &mut r)?;
+    }
+    // The open packet, up to its last complete event.
+    let slot = (h.open_seq % n) as usize;
+    let s = &slots[slot];
+    let done = h.done as usize;
+    if done > PACKET_HEADER_LEN
+        && done <= h.subbuf_size
+        && read_u32(s, OFF_MAGIC) == Some(MAGIC)
+        && u64_at(s, OFF_PACKET_SEQ_NUM) == h.open_seq
+        && committed.last().is_none_or(|c| c.0 < h.open_seq)
+        && last_seq.is_none_or(|l| l < h.open_seq)
+    {
+        let mut p = s[..done].to_vec();
+        let mut off = PACKET_HEADER_LEN;
+        let mut events = 0;
+        let mut last_ts = u64_at(&p, OFF_TIMESTAMP_BEGIN);
+        while off < done {
+            match event_len(desc, &p[off..done]) {
+                Some(l) => {
+                    last_ts = last_ts.max(u64_at(&p, off + OFF_EVENT_TIMESTAMP));
+                    off += l;
+                    events += 1;
+                }
+                None => break, // types unknown to the metadata: cut here
+            }
+        }
+        // A torn event: bytes after the complete ones that start like an event header.
+        if read_u16(s, off).is_some_and(|id| desc.events.iter().any(|c| c.id == id))
+            && u64_at(s, off + OFF_EVENT_TIMESTAMP) >= last_ts
+            && off + EVENT_HEADER_LEN <= h.subbuf_size
+        {
+            r.torn = 1;
+        }
+        p.truncate(off);
+        let bits = (off as u64) * 8;
+        p[OFF_CONTENT_SIZE..OFF_CONTENT_SIZE + 8].copy_from_slice(&bits.to_le_bytes());
+        p[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits.to_le_bytes());
+        p[OFF_TIMESTAMP_END..OFF_TIMESTAMP_END + 8].copy_from_slice(&last_ts.to_le_bytes());
+        let disc = h.discarded + r.torn;
+        p[OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8].copy_from_slice(&disc.to_le_bytes());
+        r.events += events;
+        r.discarded = disc;
+        if events > 0 || r.torn > 0 {
+            write(&p, &mut r)?;
+        }
+    }
+    Ok(r)
+}
+
+/// The length of the complete packets at the start of a stream file, and the sequence number
+/// of the last one (`None`: no complete packet, or no file).
+fn stream_tail(stream: &Path) -> io::Result<(u64, Option<u64>)> {
+    let mut f = match File::open(stream) {
+        Ok(f) => f,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((0, None)),
+        Err(e) => return Err(e),
+    };
+    let len = f.metadata()?.len();
+    let (mut off, mut last) = (0u64, None);
+    let mut hdr = [0u8; PACKET_HEADER_LEN];
+    while off + PACKET_HEADER_LEN as u64 <= len {
+        f.seek(SeekFrom::Start(off))?;
+        f.read_exact(&mut hdr)?;
+        let size = u64_at(&hdr, OFF_PACKET_SIZE) / 8;
+        if read_u32(&hdr, OFF_MAGIC) != Some(MAGIC)
+            || size < PACKET_HEADER_LEN as u64
+            || off + size > len
+        {
+            break;
+        }
+        last = Some(u64_at(&hdr, OFF_PACKET_SEQ_NUM));
+        off += size;
+    }
+    Ok((off, last))
+}
+
+fn count_events(desc: &TraceDesc, mut b: &[u8]) -> u64 {
+    let mut n = 0;
+    while !b.is_empty() {
+        match event_len(desc, b) {
+            Some(l) => {
+                b = &b[l..];
+                n += 1;
+            }
+            None => break,
+        }
+    }
+    n
+}
+
+/// The ring files of a process trace directory that still need recovery: `(path, header)`.
+pub fn unrecovered_rings(trace_dir: &Path) -> Vec<(PathBuf, RingHeader)> {
+    let dir = std::fs::read_to_string(trace_dir.join(RINGS_FILE))
+        .map(|s| PathBuf::from(s.trim()))
+        .unwrap_or_else(|_| trace_dir.to_path_buf());
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(&dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if !name.starts_with(RING_PREFIX) {
+            continue;
+        }
+        let Ok(md) = std::fs::symlink_metadata(e.path()) else {
+            continue;
+        };
+        if !md.is_file() {
+            continue;
+        }
+        let mut hdr = vec![0u8; HEADER_LEN];
+        let ok = File::open(e.path())
+            .and_then(|mut f| f.read_exact(&mut hdr))
+            .is_ok();
+        if let (true, Ok(h)) = (ok, RingHeader::parse(&hdr)) {
+            if !h.clean {
+                out.push((e.path(), h));
+            }
+        }
+    }
+    out.sort_by_key(|(_, h)| h.instance);
+    out
+}
