@@ -1,0 +1,727 @@
+//! The relay client: one session on one relay daemon, over a control and a data connection.
+
+use crate::error::Error;
+use crate::index::PacketIndex;
+use crate::url::RelayUrl;
+use crate::wire;
+use std::collections::hash_map::RandomState;
+use std::collections::HashMap;
+use std::hash::{BuildHasher, Hasher};
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+/// Name of the metadata stream's file; the relay recognises metadata streams by it.
+pub const METADATA_CHANNEL: &str = "metadata";
+
+/// Largest metadata piece sent in one command (the relay bounds control payloads).
+const METADATA_CHUNK: usize = 64 * 1024;
+
+/// How a session is announced to the relay.
+///
+/// ```
+/// use hushtrace_relay::SessionOptions;
+/// use std::time::Duration;
+///
+/// let opts = SessionOptions::new("my-trace", "host-a")
+///     .base_path("my-trace")                     // <relay out>/host-a/my-trace/
+///     .live_timer(Some(Duration::from_secs(1)))  // live viewers may attach
+///     .io_timeout(Duration::from_secs(2));
+/// assert!(opts.validate().is_ok());
+/// assert!(SessionOptions::new("a/b", "h").validate().is_err());
+/// ```
+#[derive(Clone, Debug)]
+pub struct SessionOptions {
+    session_name: String,
+    hostname: String,
+    base_path: String,
+    live_timer: Option<Duration>,
+    connect_timeout: Duration,
+    io_timeout: Duration,
+    creation_time: SystemTime,
+}
+
+impl SessionOptions {
+    /// A live session (live timer 1 s) named `session_name` from host `hostname`; timeouts
+    /// 5 s; stored by the relay under `<output>/<hostname>/<session_name>-<date>-<time>/`.
+    pub fn new(session_name: impl Into<String>, hostname: impl Into<String>) -> SessionOptions {
+        SessionOptions {
+            session_name: session_name.into(),
+            hostname: hostname.into(),
+            base_path: String::new(),
+            live_timer: Some(Duration::from_secs(1)),
+            connect_timeout: Duration::from_secs(5),
+            io_timeout: Duration::from_secs(5),
+            creation_time: SystemTime::now(),
+        }
+    }
+
+    /// Stores the session under `<output>/<hostname>/<base_path>/` instead of the
+    /// timestamped default. A relative path without `..`. A session re-created after a
+    /// reconnection with the same base path would overwrite stream files of the same names:
+    /// use a new path (or none) then.
+    pub fn base_path(mut self, path: impl Into<String>) -> SessionOptions {
+        self.base_path = path.into();
+        self
+    }
+
+    /// The relay's live timer: `Some` makes the session visible to live viewers (the relay
+    /// rounds it to microseconds, at least 1); `None`: not a live session.
+    pub fn live_timer(mut self, every: Option<Duration>) -> SessionOptions {
+        self.live_timer = every;
+        self
+    }
+
+    /// Bound on establishing each connection (default 5 s).
+    pub fn connect_timeout(mut self, t: Duration) -> SessionOptions {
+        self.connect_timeout = t;
+        self
+    }
+
+    /// Bound on every read and write once connected (default 5 s).
+    pub fn io_timeout(mut self, t: Duration) -> SessionOptions {
+        self.io_timeout = t;
+        self
+    }
+
+    /// The creation time the relay records (and uses in the default directory name);
+    /// default: when the options were made.
+    pub fn creation_time(mut self, t: SystemTime) -> SessionOptions {
+        self.creation_time = t;
+        self
+    }
+
+    /// Checks names, paths and timeouts against the relay's limits.
+    pub fn validate(&self) -> Result<(), Error> {
+        path_safe_name("session name", &self.session_name, wire::MAX_SESSION_NAME)?;
+        path_safe_name("host name", &self.hostname, wire::MAX_HOSTNAME)?;
+        if !self.base_path.is_empty() {
+            relative_path("base path", &self.base_path, wire::MAX_BASE_PATH)?;
+        }
+        for (what, t) in [
+            ("connect timeout", self.connect_timeout),
+            ("I/O timeout", self.io_timeout),
+        ] {
+            if t.is_zero() {
+                return Err(Error::InvalidArgument(format!(
+                    "the {what} must not be zero"
+                )));
+            }
+        }
+        if let Some(t) = self.live_timer {
+            if t.as_micros() > u128::from(u32::MAX) {
+                return Err(Error::InvalidArgument(format!(
+                    "live timer {t:?} exceeds the protocol's {} µs",
+                    u32::MAX
+                )));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn invalid(what: &str, value: &str, why: &str) -> Error {
+    Error::InvalidArgument(format!("{what} {value:?} {why}"))
+}
+
+fn path_safe_name(what: &str, v: &str, max_with_nul: usize) -> Result<(), Error> {
+    if v.is_empty() {
+        return Err(invalid(what, v, "is empty"));
+    }
+    if v.starts_with('.') || v.contains('/') || v.contains('\0') {
+        return Err(invalid(
+            what,
+            v,
+            "may not start with '.' or contain '/' or NUL (the relay uses it as a directory name)",
+        ));
+    }
+    if v.len() + 1 > max_with_nul {
+        return Err(invalid(
+            what,
+            v,
+            &format!("is longer than the relay's {} bytes", max_with_nul - 1),
+        ));
+    }
+    Ok(())
+}
+
+fn relative_path(what: &str, v: &str, max_with_nul: usize) -> Result<(), Error> {
+    if v.starts_with('/') || v.split('/').any(|c| c == ".." || c == ".") || v.contains('\0') {
+        return Err(invalid(
+            what,
+            v,
+            "must be a relative path without '.', '..' or NUL",
+        ));
+    }
+    if v.len() + 1 > max_with_nul {
+        return Err(invalid(
+            what,
+            v,
+            &format!("is longer than the relay's {} bytes", max_with_nul - 1),
+        ));
+    }
+    Ok(())
+}
+
+/// A stream announced to the relay; valid only with the client that returned it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct StreamId(u64);
+
+impl StreamId {
+    /// The relay's handle of the stream.
+    pub fn handle(self) -> u64 {
+        self.0
+    }
+}
+
+/// What the client knows about one of its streams.
+#[derive(Clone, Debug)]
+pub struct StreamInfo {
+    /// The stream.
+    pub id: StreamId,
+    /// Directory of the stream's trace, relative to the session directory.
+    pub path: String,
+    /// File name of the stream ([`METADATA_CHANNEL`] for metadata).
+    pub channel: String,
+    /// Packets (data streams) or metadata bytes (metadata stream) sent.
+    pub sent: u64,
+    /// Whether [`RelayClient::close_stream`] was called.
+    pub closed: bool,
+}
+
+impl StreamInfo {
+    /// Whether this is a metadata stream.
+    pub fn is_metadata(&self) -> bool {
+        self.channel == METADATA_CHANNEL
+    }
+}
+
+/// A session on an `lttng-relayd` (LTTng 2.11 – 2.13 consumer protocol).
+///
+/// Announce, per traced process, a metadata stream and one stream per stream file (all with
+/// the same `path`, e.g. the pid), send the metadata, call [`RelayClient::streams_sent`] (live
+/// viewers see streams from then on), then send packets as they complete. Every call either
+/// succeeds or returns an [`Error`]; once one reports [`Error::connection_lost`], the client
+/// is finished: drop it, count the packets that failed as lost, and [`RelayClient::connect`]
+/// again (a new relay session), re-announcing the streams ([`RelayClient::streams`] lists
+/// them).
+///
+/// ```no_run
+/// use hushtrace_relay::{RelayClient, RelayUrl, SessionOptions};
+///
+/// let url = RelayUrl::parse("net://127.0.0.1")?;
+/// let mut relay = RelayClient::connect(&url, &SessionOptions::new("demo", "host-a"))?;
+/// let meta = relay.add_metadata_stream("4242")?;
+/// let stream = relay.add_stream("4242", "stream_0")?;
+/// relay.send_metadata(meta, &std::fs::read("/tmp/t/4242/metadata")?)?;
+/// relay.streams_sent()?;
+/// let file = std::fs::read("/tmp/t/4242/stream_0")?;
+/// let mut lost = 0;
+/// for packet in hushtrace_relay::split_packets(&file) {
+///     let (bytes, _index) = packet?;
+///     if let Err(e) = relay.send_packet(stream, bytes) {
+///         lost += 1;
+///         if e.connection_lost() { break; } // reconnect with backoff, re-announce
+///     }
+/// }
+/// relay.close()?; // waits until the relay wrote everything, closes streams and session
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
+#[derive(Debug)]
+pub struct RelayClient {
+    control: TcpStream,
+    data: TcpStream,
+    minor: u32,
+    session_id: u64,
+    output_path: String,
+    chunk_id: u64,
+    io_timeout: Duration,
+    streams: Vec<StreamState>,
+    /// Position in `streams` by relay handle.
+    by_handle: HashMap<u64, usize>,
+    broken: Option<String>,
+}
+
+#[derive(Debug)]
+struct StreamState {
+    info: StreamInfo,
+    /// Network sequence number of the next data packet.
+    next_seq: u64,
+}
+
+fn random_u64(salt: u64) -> u64 {
+    let mut h = RandomState::new().build_hasher();
+    h.write_u64(salt);
+    h.write_u32(std::process::id());
+    if let Ok(d) = SystemTime::now().duration_since(UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    h.finish()
+}
+
+fn connect_one(
+    connection: &'static str,
+    host: &str,
+    port: u16,
+    opts: &SessionOptions,
+) -> Result<TcpStream, Error> {
+    let addr = format!("{host}:{port}");
+    let fail = |source| Error::Connect {
+        connection,
+        addr: addr.clone(),
+        source,
+    };
+    let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(fail)?.collect();
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
+    for a in addrs {
+        match TcpStream::connect_timeout(&a, opts.connect_timeout) {
+            Ok(s) => {
+                let setup = || -> std::io::Result<()> {
+                    s.set_nodelay(true)?;
+                    s.set_read_timeout(Some(opts.io_timeout))?;
+                    s.set_write_timeout(Some(opts.io_timeout))
+                };
+                setup().map_err(fail)?;
+                return Ok(s);
+            }
+            Err(e) => last = e,
+        }
+    }
+    Err(fail(last))
+}
+
+impl RelayClient {
+    /// Connects the control and data connections, checks the protocol version, creates the
+    /// session and its trace chunk. Bounded by the options' timeouts (host name resolution
+    /// excepted: it uses the system resolver).
+    pub fn connect(url: &RelayUrl, opts: &SessionOptions) -> Result<RelayClient, Error> {
+        opts.validate()?;
+        let control = connect_one("control", url.host(), url.control_port(), opts)?;
+        let data = connect_one("data", url.host(), url.data_port(), opts)?;
+        let mut c = RelayClient {
+            control,
+            data,
+            minor: wire::PROTOCOL_MINOR,
+            session_id: 0,
+            output_path: String::new(),
+            chunk_id: 0,
+            io_timeout: opts.io_timeout,
+            streams: Vec::new(),
+            by_handle: HashMap::new(),
+            broken: None,
+        };
+
+        let during = "the version handshake";
+        c.send_command(
+            during,
+            wire::CMD_VERSION,
+            &wire::version_payload(wire::PROTOCOL_MAJOR, wire::PROTOCOL_MINOR),
+        )?;
+        let reply = c.read_reply(during, 8)?;
+        let (major, minor) = wire::parse_version(&reply).map_err(|e| c.garbage(during, e))?;
+        if major != wire::PROTOCOL_MAJOR || minor < wire::MIN_PROTOCOL_MINOR {
+            return Err(Error::Version { major, minor });
+        }
+        c.minor = minor.min(wire::PROTOCOL_MINOR);
+
+        let during = "session creation";
+        let creation = opts
+            .creation_time
+            .duration_since(UNIX_EPOCH)
+            .map_or(0, |d| d.as_secs());
+        let mut uuid = [0u8; 16];
+        uuid[..8].copy_from_slice(&random_u64(1).to_le_bytes());
+        uuid[8..].copy_from_slice(&random_u64(2).to_le_bytes());
+        uuid[0] |= 1; // never the nil UUID, which the relay reserves for pre-2.11 peers
+        let live_timer_us = opts.live_timer.map_or(0, |t| (t.as_micros() as u32).max(1));
+        let payload = wire::create_session_payload(&wire::CreateSession {
+            session_name: &opts.session_name,
+            hostname: &opts.hostname,
+            base_path: &opts.base_path,
+            live_timer_us,
+            sessiond_uuid: uuid,
+            sessiond_session_id: random_u64(3) >> 1,
+            creation_time: creation,
+        });
+        c.send_command(during, wire::CMD_CREATE_SESSION, &payload)?;
+        let fixed = c.read_reply(during, 16)?;
+        let tail = wire::create_session_reply_tail(&fixed).map_err(|e| c.garbage(during, e))?;
+        let mut all = fixed;
+        all.extend(c.read_reply(during, tail)?);
+        match wire::parse_create_session(&all).map_err(|e| c.garbage(during, e))? {
+            Ok((id, path)) => {
+                c.session_id = id;
+                c.output_path = path;
+            }
+            Err(code) => return Err(c.refused(during, code, true)),
+        }
+
+        // 2.11+ relays attach streams to the session's current trace chunk; an unnamed chunk
+        // created before any rotation lives directly in the session directory.
+        let during = "trace chunk creation";
+        c.send_command(
+            during,
+            wire::CMD_CREATE_TRACE_CHUNK,
+            &wire::create_trace_chunk_payload(c.chunk_id, creation),
+        )?;
+        c.generic_reply(during, true)?;
+        Ok(c)
+    }
+
+    /// The protocol version in use: `(2, minor)`, `minor` in 11..=13.
+    pub fn protocol(&self) -> (u32, u32) {
+        (wire::PROTOCOL_MAJOR, self.minor)
+    }
+
+    /// The relay's id of this session.
+    pub fn relay_session_id(&self) -> u64 {
+        self.session_id
+    }
+
+    /// Where the relay stores the session, relative to its output directory (e.g.
+    /// `host-a/demo-20240101-120000`).
+    pub fn session_path(&self) -> &str {
+        &self.output_path
+    }
+
+    /// Whether an earlier error ended the connection (every call now fails with
+    /// [`Error::Broken`]).
+    pub fn is_broken(&self) -> bool {
+        self.broken.is_some()
+    }
+
+    /// The streams announced so far, in order.
+    pub fn streams(&self) -> impl Iterator<Item = &StreamInfo> + '_ {
+        self.streams.iter().map(|s| &s.info)
+    }
+
+    /// Announces a data stream: the relay writes its packets to
+    /// `<session dir>/<path>/<channel>` and their index to `<path>/index/<channel>.idx`.
+    /// `path` is relative (e.g. the pid: one CTF trace per process); `channel` a file name.
+    /// Viewers see it after the next [`RelayClient::streams_sent`].
+    pub fn add_stream(&mut self, path: &str, channel: &str) -> Result<StreamId, Error> {
+        if channel == METADATA_CHANNEL {
+            return Err(Error::InvalidArgument(
+                "the channel name \"metadata\" is reserved: use add_metadata_stream".into(),
+            ));
+        }
+        self.add(path, channel)
+    }
+
+    /// Announces the metadata stream of the trace in `path` (written to
+    /// `<session dir>/<path>/metadata`). Announce it before, or together with, the data
+    /// streams of the same path.
+    pub fn add_metadata_stream(&mut self, path: &str) -> Result<StreamId, Error> {
+        self.add(path, METADATA_CHANNEL)
+    }
+
+    fn add(&mut self, path: &str, channel: &str) -> Result<StreamId, Error> {
+        relative_path("stream path", path, wire::MAX_STREAM_PATH)?;
+        if path.is_empty() {
+            return Err(invalid("stream path", path, "is empty"));
+        }
+        path_safe_name("channel name", channel, wire::MAX_CHANNEL_NAME)?;
+        self.usable()?;
+        let during = "stream creation";
+        let payload = wire::add_stream_payload(channel, path, self.chunk_id);
+        self.send_command(during, wire::CMD_ADD_STREAM, &payload)?;
+        let reply = self.read_reply(during, 12)?;
+        let handle = match wire::parse_add_stream(&reply).map_err(|e| self.garbage(during, e))? {
+            Ok(h) => h,
+            Err(code) => return Err(self.refused(during, code, false)),
+        };
+        if self.by_handle.contains_key(&handle) {
+            return Err(self.garbage(
+                during,
+                wire::ReplyError::Field(format!("stream handle {handle} given twice")),
+            ));
+        }
+        let id = StreamId(handle);
+        self.by_handle.insert(handle, self.streams.len());
+        self.streams.push(StreamState {
+            info: StreamInfo {
+                id,
+                path: path.to_owned(),
+                channel: channel.to_owned(),
+                sent: 0,
+                closed: false,
+            },
+            next_seq: 0,
+        });
+        Ok(id)
+    }
+
+    /// Tells the relay that the streams announced so far are complete: it publishes them to
+    /// live viewers (and tells attached viewers about new ones). Call it after announcing the
+    /// streams of a new process too.
+    pub fn streams_sent(&mut self) -> Result<(), Error> {
+        self.usable()?;
+        let during = "streams-sent";
+        self.send_command(during, wire::CMD_STREAMS_SENT, &[])?;
+        self.generic_reply(during, false)
+    }
+
+    /// Appends `bytes` to a metadata stream. The relay only appends: send each byte once, in
+    /// order (a rewritten metadata file: send only what was added). The relay does not
+    /// acknowledge metadata; a failure surfaces at the latest with the next command.
+    pub fn send_metadata(&mut self, stream: StreamId, bytes: &[u8]) -> Result<(), Error> {
+        let i = self.stream_index(stream, true)?;
+        self.usable()?;
+        for piece in bytes.chunks(METADATA_CHUNK) {
+            let payload = wire::metadata_payload(stream.0, piece);
+            self.send_command("metadata transfer", wire::CMD_SEND_METADATA, &payload)?;
+            self.streams[i].info.sent += piece.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Sends one complete packet (exactly its `packet_size / 8` bytes) of a data stream: the
+    /// bytes over the data connection, then its index entry (read from the packet's context)
+    /// over the control connection. `Ok` once the relay acknowledged the index; `Err`: count
+    /// the packet as lost. Returns the index sent.
+    pub fn send_packet(&mut self, stream: StreamId, packet: &[u8]) -> Result<PacketIndex, Error> {
+        let ix = PacketIndex::from_packet(packet)
+            .map_err(|e| Error::InvalidArgument(format!("not a hushtrace packet: {e}")))?;
+        self.send_packet_with_index(stream, packet, &ix)?;
+        Ok(ix)
+    }
+
+    /// Like [`RelayClient::send_packet`] with an index the caller computed (its
+    /// `packet_size_bits` must be the packet's length).
+    pub fn send_packet_with_index(
+        &mut self,
+        stream: StreamId,
+        packet: &[u8],
+        index: &PacketIndex,
+    ) -> Result<(), Error> {
+        let i = self.stream_index(stream, false)?;
+        let len = u32::try_from(packet.len())
+            .ok()
+            .filter(|&l| l > 0 && u64::from(l) * 8 == index.packet_size_bits)
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "packet of {} bytes does not match its index ({} bits) or exceeds 4 GiB",
+                    packet.len(),
+                    index.packet_size_bits
+                ))
+            })?;
+        self.usable()?;
+        let seq = self.streams[i].next_seq;
+        let during = "packet transfer";
+        let header = wire::data_header(stream.0, seq, len);
+        // `write_all` (send(2) with MSG_NOSIGNAL on Linux), never writev: a relay that went
+        // away must give EPIPE, not a SIGPIPE.
+        let r = self
+            .data
+            .write_all(&header)
+            .and_then(|()| self.data.write_all(packet));
+        if let Err(e) = r {
+            return Err(self.fail(Error::io(during, e)));
+        }
+        // The relay now expects this sequence number's index; whatever happens next, the
+        // next packet takes the next number.
+        self.streams[i].next_seq = seq + 1;
+        let during = "packet index";
+        let payload = wire::index_payload(stream.0, seq, index);
+        self.send_command(during, wire::CMD_SEND_INDEX, &payload)?;
+        self.generic_reply(during, false)?;
+        self.streams[i].info.sent += 1;
+        Ok(())
+    }
+
+    /// Sends a live beacon for an idle data stream: tells live viewers that the stream has
+    /// no event before `timestamp_end` (clock cycles), so they can show the other streams'
+    /// events up to there instead of waiting for this one.
+    pub fn send_beacon(
+        &mut self,
+        stream: StreamId,
+        stream_class_id: u64,
+        timestamp_end: u64,
+    ) -> Result<(), Error> {
+        let i = self.stream_index(stream, false)?;
+        self.usable()?;
+        let beacon = PacketIndex {
+            timestamp_end,
+            stream_id: stream_class_id,
+            ..PacketIndex::default()
+        };
+        let during = "live beacon";
+        // packet size 0 marks a beacon; the sequence number is not consumed.
+        let payload = wire::index_payload(stream.0, self.streams[i].next_seq, &beacon);
+        self.send_command(during, wire::CMD_SEND_INDEX, &payload)?;
+        self.generic_reply(during, false)
+    }
+
+    /// Closes one stream (e.g. when its thread's buffer is retired, or its process ends).
+    /// The relay finishes writing the packets already sent first.
+    pub fn close_stream(&mut self, stream: StreamId) -> Result<(), Error> {
+        let i = self.stream_index(stream, self.streams_is_metadata(stream))?;
+        self.usable()?;
+        let last = self.streams[i].next_seq.wrapping_sub(1); // -1: no packet
+        let during = "stream close";
+        self.send_command(
+            during,
+            wire::CMD_CLOSE_STREAM,
+            &wire::close_stream_payload(stream.0, last),
+        )?;
+        self.generic_reply(during, false)?;
+        self.streams[i].info.closed = true;
+        Ok(())
+    }
+
+    /// Waits until the relay has written every packet and index sent on the open data
+    /// streams (polling its "data pending" command), at most `timeout`.
+    pub fn wait_written(&mut self, timeout: Duration) -> Result<(), Error> {
+        let deadline = Instant::now() + timeout;
+        let mut pending: Vec<usize> = (0..self.streams.len())
+            .filter(|&i| {
+                let s = &self.streams[i];
+                !s.info.closed && !s.info.is_metadata() && s.next_seq > 0
+            })
+            .collect();
+        let during = "data-pending check";
+        while !pending.is_empty() {
+            self.usable()?;
+            let mut still = Vec::new();
+            for i in pending {
+                let s = &self.streams[i];
+                let payload = wire::close_stream_payload(s.info.id.0, s.next_seq - 1);
+                self.send_command(during, 8 /* RELAYD_DATA_PENDING */, &payload)?;
+                let reply = self.read_reply(during, 4)?;
+                match u32::from_be_bytes([reply[0], reply[1], reply[2], reply[3]]) {
+                    0 => {}
+                    1 => still.push(i),
+                    other => {
+                        return Err(self.garbage(
+                            during,
+                            wire::ReplyError::Field(format!(
+                                "data-pending answer {other} (expected 0 or 1)"
+                            )),
+                        ))
+                    }
+                }
+            }
+            pending = still;
+            if !pending.is_empty() {
+                if Instant::now() >= deadline {
+                    return Err(self.fail(Error::Timeout { during }));
+                }
+                std::thread::sleep(Duration::from_millis(2));
+            }
+        }
+        Ok(())
+    }
+
+    /// Ends the session cleanly: waits (up to the I/O timeout) until the relay has written
+    /// everything sent, closes every open stream, then both connections. Live viewers see
+    /// the session end.
+    pub fn close(mut self) -> Result<(), Error> {
+        let t = self.io_timeout;
+        self.wait_written(t)?;
+        let open: Vec<StreamId> = self
+            .streams
+            .iter()
+            .filter(|s| !s.info.closed)
+            .map(|s| s.info.id)
+            .collect();
+        for id in open {
+            self.close_stream(id)?;
+        }
+        let _ = self.data.shutdown(Shutdown::Both);
+        let _ = self.control.shutdown(Shutdown::Both);
+        Ok(())
+    }
+
+    fn streams_is_metadata(&self, id: StreamId) -> bool {
+        self.by_handle
+            .get(&id.0)
+            .is_some_and(|&i| self.streams[i].info.is_metadata())
+    }
+
+    fn stream_index(&self, id: StreamId, metadata: bool) -> Result<usize, Error> {
+        let i = *self.by_handle.get(&id.0).ok_or_else(|| {
+            Error::InvalidArgument(format!("stream {} is not a stream of this client", id.0))
+        })?;
+        let s = &self.streams[i].info;
+        if s.closed {
+            return Err(Error::InvalidArgument(format!(
+                "stream {} ({}/{}) is closed",
+                id.0, s.path, s.channel
+            )));
+        }
+        if s.is_metadata() != metadata {
+            return Err(Error::InvalidArgument(format!(
+                "stream {} ({}/{}) is {}a metadata stream",
+                id.0,
+                s.path,
+                s.channel,
+                if metadata { "not " } else { "" }
+            )));
+        }
+        Ok(i)
+    }
+
+    fn usable(&self) -> Result<(), Error> {
+        match &self.broken {
+            Some(cause) => Err(Error::Broken {
+                cause: cause.clone(),
+            }),
+            None => Ok(()),
+        }
+    }
+
+    /// Marks the client broken (for errors that desynchronise the protocol) and returns `e`.
+    fn fail(&mut self, e: Error) -> Error {
+        if e.connection_lost() && self.broken.is_none() {
+            self.broken = Some(e.to_string());
+            let _ = self.data.shutdown(Shutdown::Both);
+            let _ = self.control.shutdown(Shutdown::Both);
+        }
+        e
+    }
+
+    fn garbage(&mut self, during: &'static str, e: wire::ReplyError) -> Error {
+        self.fail(Error::Protocol {
+            during,
+            detail: e.to_string(),
+        })
+    }
+
+    fn refused(&mut self, during: &'static str, code: u32, fatal: bool) -> Error {
+        let e = Error::Refused { during, code };
+        if fatal {
+            self.broken = Some(e.to_string());
+        }
+        e
+    }
+
+    fn send_command(
+        &mut self,
+        during: &'static str,
+        cmd: u32,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        self.usable()?;
+        let msg = wire::command(cmd, payload);
+        if let Err(e) = self.control.write_all(&msg) {
+            return Err(self.fail(Error::io(during, e)));
+        }
+        Ok(())
+    }
+
+    fn read_reply(&mut self, during: &'static str, len: usize) -> Result<Vec<u8>, Error> {
+        let mut b = vec![0u8; len];
+        if let Err(e) = self.control.read_exact(&mut b) {
+            return Err(self.fail(Error::io(during, e)));
+        }
+        Ok(b)
+    }
+
+    fn generic_reply(&mut self, during: &'static str, fatal: bool) -> Result<(), Error> {
+        let reply = self.read_reply(during, 4)?;
+        match wire::parse_generic(&reply).map_err(|e| self.garbage(during, e))? {
+            Ok(()) => Ok(()),
+            Err(code) => Err(self.refused(during, code, fatal)),
+        }
+    }
+}
