@@ -1,0 +1,352 @@
+/*
+ * hushtrace.h - C and C++ interface of hushtrace, a userspace tracer safe for hard real-time
+ * threads (no-syscall mode) and correct across fork().
+ *
+ * Link with libhushtrace.so or libhushtrace.a:  cc app.c $(pkg-config --cflags --libs hushtrace)
+ * C99 or later, C++11 or later (HT_SCOPE needs C++); GCC or Clang on Linux.
+ *
+ *   ht_session *s = ht_session_start("/tmp/trace");
+ *   HT_EVENT("app", "started", HT_I64("version", 3), HT_STR("mode", "fast"));
+ *   HT_SPAN_BEGIN("app", "work", HT_U64("items", 10));
+ *   HT_COUNTER("app", "queue_depth", 7);
+ *   HT_SPAN_END("app", "work");
+ *   ht_stats st; ht_session_stop(s, &st);
+ *
+ * Tracepoints. Every HT_EVENT / HT_SPAN_BEGIN / HT_SPAN_END / HT_COUNTER / HT_SCOPE has a
+ * static descriptor (category, name, field names and types) placed, through a pointer, in the
+ * ELF section `hushtrace_cs` of its module (executable or shared library). A constructor that
+ * this header adds to every module registers the module's descriptors before main() runs, or,
+ * for a library loaded with dlopen(), before dlopen() returns: so every tracepoint is listed in
+ * the trace metadata without being run, and its hot path does no registration work. A
+ * disabled tracepoint costs one relaxed load of the descriptor's own interest word and a
+ * branch; field expressions are evaluated only when it is enabled. An enabled one makes no
+ * system call and does not allocate on a thread in no-syscall mode, and is safe in signal
+ * handlers (call ht_init_thread() on the thread first).
+ *
+ * Category, name and field names are string literals; field names are C identifiers. At most
+ * 8 fields. Strings are copied (at most 255 bytes, cut at a UTF-8 character boundary; bytes
+ * that are not UTF-8 end the string; NULL records "").
+ *
+ * dlclose(): a library with tracepoints stays loaded. Its registration pins it
+ * (RTLD_NODELETE), because the tracer keeps using its descriptors (enable/disable, metadata);
+ * dlclose() then only drops the reference, and a later dlopen() of the same library finds it
+ * loaded with its callsites registered.
+ *
+ * One tracer per process: link either the shared or the static library, in every module.
+ */
+#ifndef HUSHTRACE_H
+#define HUSHTRACE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#if !defined(__GNUC__)
+#error "hushtrace.h needs GCC or Clang (ELF sections, constructors, __atomic builtins)"
+#endif
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* ---------------------------------------------------------------------------------------- */
+/* Sessions and threads                                                                     */
+/* ---------------------------------------------------------------------------------------- */
+
+/** A running session (opaque). */
+typedef struct ht_session ht_session;
+
+/** What a stopped session wrote and lost. */
+typedef struct {
+    uint64_t events_written;
+    uint64_t events_discarded;
+} ht_stats;
+
+/** Error codes: every int-returning function returns a negative one on failure, and
+ *  ht_last_error() says why. */
+#define HT_ERR_INVALID (-1) /* a NULL or malformed argument */
+#define HT_ERR_FAILED (-2)  /* the runtime refused (configuration, I/O, already running...) */
+#define HT_ERR_PANIC (-3)   /* an internal error (a bug: please report it) */
+
+/** Starts a session writing a CTF trace under `dir` (created if needed; must belong to the
+ *  user and not be writable by others), with the default ring sizes. NULL on error. */
+ht_session *ht_session_start(const char *dir);
+
+/** Stops the session and frees it (also on error): writes every packet, the metadata and
+ *  the statistics. Fills `*out` when `out` is not NULL. 0 on success. */
+int ht_session_stop(ht_session *s, ht_stats *out);
+
+/** Starts a session when HUSHTRACE_OUTPUT=<dir> is set, configured by HUSHTRACE_MODE,
+ *  HUSHTRACE_SUBBUF_SIZE, HUSHTRACE_NUM_SUBBUFS, HUSHTRACE_READ_TIMER_MS and
+ *  HUSHTRACE_NO_SYSCALL_POLICY. 0 started (it stops at exit()), 1 when HUSHTRACE_OUTPUT is
+ *  unset, negative on error. */
+int ht_start_from_env(void);
+
+/** The message of the calling thread's last failed call ("" if none). Valid until the next
+ *  failed call on this thread. */
+const char *ht_last_error(void);
+
+/** Registers the thread and caches its identity (vpid, vtid, procname) and, if a session
+ *  runs, allocates its buffer. Call it before a thread's signal handlers trace. */
+void ht_init_thread(void);
+
+/** Enters no-syscall mode: from now on no tracepoint on this thread makes a system call or
+ *  allocates. Does all of ht_init_thread() and faults in (and mlocks) the thread's buffer.
+ *  0, or negative when the promise cannot be kept (the ring cannot be allocated or locked). */
+int ht_set_thread_no_syscall(void);
+
+/** Leaves no-syscall mode. */
+void ht_clear_thread_no_syscall(void);
+
+/** Renames the calling thread (at most 15 bytes) and updates the cached procname. NULL sets
+ *  the last error and changes nothing. */
+void ht_set_thread_name(const char *name);
+
+/** Enables / disables every tracepoint whose "category:name" matches the glob (`*`, `?`),
+ *  now and registered later. Returns how many matched now (>= 0), or a negative error for a
+ *  NULL, empty, non-UTF-8 or malformed glob (control characters, quotes, backslashes). */
+int ht_enable(const char *glob);
+int ht_disable(const char *glob);
+
+/* ---------------------------------------------------------------------------------------- */
+/* Verification (what hushtrace's own tests use to prove no-syscall mode with the kernel)   */
+/* ---------------------------------------------------------------------------------------- */
+
+/** Installs on the calling thread a seccomp filter that traps every system call except exit,
+ *  exit_group and rt_sigreturn (a trapped call returns -ENOSYS and is counted). Irreversible:
+ *  end the thread with ht_verify_exit_thread(). Linux x86_64/aarch64. 0 or negative. */
+int ht_verify_trap_syscalls_on_this_thread(void);
+
+/** System calls trapped so far (process-wide). */
+uint64_t ht_verify_trapped_syscalls(void);
+
+/** Ends the calling thread with a raw exit system call (allowed by the filter); the thread
+ *  can be joined with pthread_join(). */
+void ht_verify_exit_thread(void) __attribute__((noreturn));
+
+/* ---------------------------------------------------------------------------------------- */
+/* Tracepoints                                                                              */
+/* ---------------------------------------------------------------------------------------- */
+
+/* HT_EVENT("cat", "name", fields...)      an instant event, 0 to 8 fields
+ * HT_SPAN_BEGIN("cat", "name", fields...) the start of a span
+ * HT_SPAN_END("cat", "name")              its end (on the same thread)
+ * HT_COUNTER("cat", "name", value)        a counter sample, one field `value`: int64 for a
+ *                                         signed integer, uint64 for an unsigned one, double
+ *                                         for a floating value (C11 and C++); double in C99
+ * HT_SCOPE("cat", "name", fields...)      C++: a span that ends at scope exit
+ * Fields: */
+#define HT_I64(name, v) (8, name, ht__v_i64(v))
+#define HT_U64(name, v) (4, name, ht__v_u64(v))
+#define HT_I32(name, v) (7, name, ht__v_i64((int32_t)(v)))
+#define HT_U32(name, v) (3, name, ht__v_u64((uint32_t)(v)))
+#define HT_F64(name, v) (9, name, ht__v_f64(v))
+#define HT_BOOL(name, v) (10, name, ht__v_bool((v) ? 1 : 0))
+#define HT_STR(name, v) (11, name, ht__v_str(v))
+
+#define HT_EVENT(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))(0, __VA_ARGS__)
+#define HT_SPAN_BEGIN(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))(1, __VA_ARGS__)
+#define HT_SPAN_END(cat, name) HT__TP_2(2, cat, name)
+#define HT_COUNTER(cat, name, value)                                                             \
+    HT__TP_3(3, cat, name, (HT__COUNTER_TYPE(value), "value", HT__COUNTER_VALUE(value)))
+
+/* ---------------------------------------------------------------------------------------- */
+/* Implementation (not API)                                                                 */
+/* ---------------------------------------------------------------------------------------- */
+
+#define HT__ABI 1u
+#define HT__MAX_FIELDS 8
+
+/* The runtime's per-callsite state (hushtrace_core::CallsiteState, #[repr(C)]): all zero
+ * until registered (disabled). Only the runtime writes it. */
+typedef struct ht__callsite_state {
+    uint64_t interest; /* 0: disabled; the one word a tracepoint loads */
+    uint64_t signature_;
+    uint16_t id_;
+    uint8_t registered_;
+} ht__callsite_state;
+
+/* The static descriptor of one tracepoint. */
+typedef struct ht__callsite {
+    ht__callsite_state state;
+    uint32_t abi;
+    uint8_t kind; /* 0 instant, 1 span begin, 2 span end, 3 counter */
+    uint8_t nfields;
+    const char *category;
+    const char *name;
+    const char *const *field_names;
+    const uint8_t *field_types; /* hushtrace FieldType codes */
+    const char *file;
+    uint32_t line;
+    void *runtime; /* set by registration */
+} ht__callsite;
+
+typedef union ht__value {
+    int64_t i;
+    uint64_t u;
+    double f;
+    const char *s;
+} ht__value;
+
+void ht__record(ht__callsite *cs, const ht__value *values);
+void ht__register_module(ht__callsite *const *start, ht__callsite *const *stop);
+void ht__register_callsite(ht__callsite *cs);
+
+static inline ht__value ht__v_i64(int64_t x) { ht__value v; v.i = x; return v; }
+static inline ht__value ht__v_u64(uint64_t x) { ht__value v; v.u = x; return v; }
+static inline ht__value ht__v_f64(double x) { ht__value v; v.f = x; return v; }
+static inline ht__value ht__v_bool(int x) { ht__value v; v.u = (uint64_t)x; return v; }
+static inline ht__value ht__v_str(const char *x) { ht__value v; v.s = x; return v; }
+
+/* This module's descriptor pointers (weak: NULL in a module without tracepoints). */
+extern ht__callsite *const __start_hushtrace_cs[] __attribute__((weak, visibility("hidden")));
+extern ht__callsite *const __stop_hushtrace_cs[] __attribute__((weak, visibility("hidden")));
+/* One flag per module, so the first constructor of the module registers it. */
+__attribute__((weak, visibility("hidden"))) int ht__module_registered = 0;
+
+__attribute__((constructor, unused)) static void ht__register_this_module(void) {
+    if (!ht__module_registered) {
+        ht__module_registered = 1;
+        ht__register_module(__start_hushtrace_cs, __stop_hushtrace_cs);
+    }
+}
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#define HT__CAT(a, b) HT__CAT_(a, b)
+#define HT__CAT_(a, b) a##b
+#define HT__UNPAREN(...) __VA_ARGS__
+#define HT__NARG(...) HT__NARG_(__VA_ARGS__, 10, 9, 8, 7, 6, 5, 4, 3, 2, 1, 0)
+#define HT__NARG_(_1, _2, _3, _4, _5, _6, _7, _8, _9, _10, N, ...) N
+
+/* A field is (type, "name", value); these pick one part. */
+#define HT__F_TYPE(t, n, v) t
+#define HT__F_NAME(t, n, v) n
+#define HT__F_VAL(t, n, v) v
+#define HT__AP(m, f) m f
+#define HT__M1(m, a) HT__AP(m, a)
+#define HT__M2(m, a, ...) HT__AP(m, a), HT__M1(m, __VA_ARGS__)
+#define HT__M3(m, a, ...) HT__AP(m, a), HT__M2(m, __VA_ARGS__)
+#define HT__M4(m, a, ...) HT__AP(m, a), HT__M3(m, __VA_ARGS__)
+#define HT__M5(m, a, ...) HT__AP(m, a), HT__M4(m, __VA_ARGS__)
+#define HT__M6(m, a, ...) HT__AP(m, a), HT__M5(m, __VA_ARGS__)
+#define HT__M7(m, a, ...) HT__AP(m, a), HT__M6(m, __VA_ARGS__)
+#define HT__M8(m, a, ...) HT__AP(m, a), HT__M7(m, __VA_ARGS__)
+
+#define HT__UNLIKELY(x) __builtin_expect(!!(x), 0)
+#define HT__LOAD(p) __atomic_load_n((p), __ATOMIC_RELAXED)
+#define HT__ENABLED(cs) HT__UNLIKELY(HT__LOAD(&(cs).state.interest) != 0)
+
+/* Declares the descriptor `var` in the current block and arranges its registration at load
+ * time: in C a pointer to it in the module's `hushtrace_cs` section (registered by the
+ * module's constructor); in C++ (where a static in an inline function or template lives in a
+ * COMDAT group and cannot share a named section with the others) a template static member
+ * whose dynamic initialization, run with the module's static constructors, registers it. */
+#ifdef __cplusplus
+#define HT__DESC(var, kind, cat, name, n, names, types)                                        \
+    static ht__callsite var = {{0, 0, 0, 0}, HT__ABI, (kind), (n), cat "", name "", names,        \
+                               types, __FILE__, __LINE__, nullptr};                            \
+    struct var##_get {                                                                         \
+        static ht__callsite *get() { return &var; }                                            \
+    };                                                                                         \
+    (void)&ht_detail::autoreg<var##_get>::token
+#else
+#define HT__DESC(var, kind, cat, name, n, names, types)                                        \
+    static ht__callsite var = {{0, 0, 0, 0}, HT__ABI, (kind), (n), cat "", name "", names,        \
+                               types, __FILE__, __LINE__, 0};                                  \
+    __attribute__((section("hushtrace_cs"), used)) static ht__callsite *const var##_entry = &var
+#endif
+
+#define HT__TP_2(kind, cat, name)                                                              \
+    do {                                                                                       \
+        HT__DESC(ht__cs, kind, cat, name, 0, 0, 0);                                            \
+        if (HT__ENABLED(ht__cs)) ht__record(&ht__cs, 0);                                       \
+    } while (0)
+
+#define HT__TP_N(kind, cat, name, n, ...)                                                      \
+    do {                                                                                       \
+        static const char *const ht__names[] = {HT__M##n(HT__F_NAME, __VA_ARGS__)};            \
+        static const uint8_t ht__types[] = {HT__M##n(HT__F_TYPE, __VA_ARGS__)};                \
+        HT__DESC(ht__cs, kind, cat, name, n, ht__names, ht__types);                            \
+        if (HT__ENABLED(ht__cs)) {                                                             \
+            const ht__value ht__vals[] = {HT__M##n(HT__F_VAL, __VA_ARGS__)};                   \
+            ht__record(&ht__cs, ht__vals);                                                     \
+        }                                                                                      \
+    } while (0)
+
+#define HT__TP_3(k, c, n, ...) HT__TP_N(k, c, n, 1, __VA_ARGS__)
+#define HT__TP_4(k, c, n, ...) HT__TP_N(k, c, n, 2, __VA_ARGS__)
+#define HT__TP_5(k, c, n, ...) HT__TP_N(k, c, n, 3, __VA_ARGS__)
+#define HT__TP_6(k, c, n, ...) HT__TP_N(k, c, n, 4, __VA_ARGS__)
+#define HT__TP_7(k, c, n, ...) HT__TP_N(k, c, n, 5, __VA_ARGS__)
+#define HT__TP_8(k, c, n, ...) HT__TP_N(k, c, n, 6, __VA_ARGS__)
+#define HT__TP_9(k, c, n, ...) HT__TP_N(k, c, n, 7, __VA_ARGS__)
+#define HT__TP_10(k, c, n, ...) HT__TP_N(k, c, n, 8, __VA_ARGS__)
+
+/* Counter value types; C++ scopes. */
+#if defined(__cplusplus)
+#include <type_traits>
+namespace ht_detail {
+/* Registers Get::get() when the module's static constructors run (see HT__DESC). */
+template <typename Get>
+struct autoreg {
+    static const int token;
+};
+template <typename Get>
+const int autoreg<Get>::token = (ht__register_callsite(Get::get()), 0);
+
+template <typename T>
+constexpr uint8_t counter_type() {
+    return std::is_floating_point<T>::value ? 9 : (std::is_signed<T>::value ? 8 : 4);
+}
+template <typename T>
+inline ht__value counter_value(T v) {
+    return std::is_floating_point<T>::value
+               ? ht__v_f64(static_cast<double>(v))
+               : (std::is_signed<T>::value ? ht__v_i64(static_cast<int64_t>(v))
+                                           : ht__v_u64(static_cast<uint64_t>(v)));
+}
+
+/* The guard of HT_SCOPE: records the span's end when it leaves its scope. */
+class scope_guard {
+  public:
+    explicit scope_guard(ht__callsite *end) noexcept : end_(end) {}
+    scope_guard(const scope_guard &) = delete;
+    scope_guard &operator=(const scope_guard &) = delete;
+    ~scope_guard() {
+        if (end_ != nullptr && HT__ENABLED(*end_)) ht__record(end_, nullptr);
+    }
+
+  private:
+    ht__callsite *end_;
+};
+} // namespace ht_detail
+#define HT__COUNTER_TYPE(v) ht_detail::counter_type<typename std::decay<decltype(v)>::type>()
+#define HT__COUNTER_VALUE(v) ht_detail::counter_value(v)
+
+#define HT_SCOPE(...) HT__SCOPE_(HT__CAT(ht__scope_, __COUNTER__), __VA_ARGS__)
+#define HT__SCOPE_(var, cat, ...)                                                              \
+    ht_detail::scope_guard var([&]() -> ht__callsite * {                                       \
+        HT__DESC(ht__end, 2, cat, HT__FIRST(__VA_ARGS__), 0, nullptr, nullptr);                \
+        HT_SPAN_BEGIN(cat, __VA_ARGS__);                                                       \
+        return &ht__end;                                                                       \
+    }())
+#define HT__FIRST(...) HT__FIRST_(__VA_ARGS__, ~)
+#define HT__FIRST_(a, ...) a
+
+#elif defined(__STDC_VERSION__) && __STDC_VERSION__ >= 201112L
+#define HT__COUNTER_TYPE(v)                                                                    \
+    _Generic((v), float: 9, double: 9, long double: 9, unsigned char: 4, unsigned short: 4,    \
+             unsigned int: 4, unsigned long: 4, unsigned long long: 4, _Bool: 4, default: 8)
+#define HT__COUNTER_VALUE(v)                                                                   \
+    _Generic((v), float: ht__v_f64, double: ht__v_f64, long double: ht__v_f64,                 \
+             unsigned char: ht__v_u64, unsigned short: ht__v_u64, unsigned int: ht__v_u64,     \
+             unsigned long: ht__v_u64, unsigned long long: ht__v_u64, _Bool: ht__v_u64,        \
+             default: ht__v_i64)(v)
+#else
+#define HT__COUNTER_TYPE(v) 9
+#define HT__COUNTER_VALUE(v) ht__v_f64((double)(v))
+#endif
+
+#endif /* HUSHTRACE_H */

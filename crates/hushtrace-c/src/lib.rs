@@ -1,0 +1,620 @@
+//! The C and C++ interface of hushtrace: `libhushtrace.so` and `libhushtrace.a`, declared by
+//! `include/hushtrace.h`.
+//!
+//! * Functions (`ht_session_start`, `ht_enable`, ...) wrap the Rust API. Each catches panics,
+//!   turns NULL and malformed arguments into an error code, and leaves the message in a
+//!   thread-local slot that `ht_last_error` returns.
+//! * Tracepoints (`HT_EVENT`, ...) are static C descriptors ([`Descriptor`]) that embed the
+//!   runtime's [`CallsiteState`], so the C hot path tests its own interest word. They are
+//!   registered when their module loads (`ht__register_module` from the header's constructor,
+//!   `ht__register_callsite` from C++ static initialization) with
+//!   [`hushtrace_rt::Registered::with_state`]: the one run-time callsite mechanism, shared with
+//!   the `tracing` bridge. `ht__record` records through [`hushtrace_rt::Registered::record`].
+//! * A module whose descriptors are registered is pinned (`RTLD_NODELETE`): the registry keeps
+//!   its descriptors for the life of the process, so `dlclose` must not unmap them.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+use hushtrace_core::{CallsiteState, FieldType, Kind, STR_CAP};
+use hushtrace_rt::{Registered, Value};
+use std::cell::RefCell;
+use std::ffi::{c_char, c_int, c_void, CStr, CString};
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::ptr;
+use std::sync::atomic::{AtomicPtr, Ordering};
+
+/// `HT_ERR_INVALID`: a NULL or malformed argument.
+const ERR_INVALID: c_int = -1;
+/// `HT_ERR_FAILED`: the runtime refused.
+const ERR_FAILED: c_int = -2;
+/// `HT_ERR_PANIC`: an internal error.
+const ERR_PANIC: c_int = -3;
+
+/// The descriptor ABI version the header writes (`HT__ABI`).
+const ABI: u32 = 1;
+/// The most fields of a C tracepoint (`HT__MAX_FIELDS`).
+const MAX_FIELDS: usize = 8;
+/// The longest glob `ht_enable`/`ht_disable` accept.
+const MAX_GLOB: usize = 1024;
+
+/// `ht_stats`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct HtStats {
+    /// Events written.
+    pub events_written: u64,
+    /// Events discarded (full buffers, ...).
+    pub events_discarded: u64,
+}
+
+/// `ht_session`: a running session, owned by the C caller until `ht_session_stop`.
+#[derive(Debug)]
+pub struct HtSession(hushtrace_rt::Session);
+
+/// `ht__callsite`: the static descriptor the header's macros define for each tracepoint.
+///
+/// Invariants (kept by the macros): the strings are NUL-terminated literals, `field_names` and
+/// `field_types` have `nfields` entries (or are NULL when it is 0), and the descriptor lives as
+/// long as its module, which registration pins for the life of the process.
+#[repr(C)]
+#[derive(Debug)]
+pub struct Descriptor {
+    /// The runtime's state, first: `state.interest` is the word the C tracepoint loads. All
+    /// zero (disabled) until registered.
+    state: CallsiteState,
+    abi: u32,
+    kind: u8,
+    nfields: u8,
+    category: *const c_char,
+    name: *const c_char,
+    field_names: *const *const c_char,
+    field_types: *const u8,
+    file: *const c_char,
+    line: u32,
+    /// A leaked `Registered` once registered, else null.
+    runtime: AtomicPtr<Registered>,
+}
+
+/// `ht__value`: one field value; which member is meant is the descriptor's field type.
+#[repr(C)]
+#[derive(Clone, Copy)]
+pub union HtValue {
+    i: i64,
+    u: u64,
+    f: f64,
+    s: *const c_char,
+}
+
+impl std::fmt::Debug for HtValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // SAFETY: every member is 8 plain bytes; reading them as u64 is always defined.
+        write!(f, "HtValue({:#x})", unsafe { self.u })
+    }
+}
+
+const _: () = {
+    assert!(std::mem::size_of::<CallsiteState>() == 24);
+    assert!(std::mem::align_of::<CallsiteState>() == 8);
+    assert!(std::mem::size_of::<Descriptor>() == 88);
+    assert!(std::mem::size_of::<HtValue>() == 8);
+    assert!(std::mem::size_of::<HtStats>() == 16);
+};
+
+thread_local! {
+    static LAST_ERROR: RefCell<Option<CString>> = const { RefCell::new(None) };
+}
+
+fn set_error(msg: impl Into<String>) {
+    let mut m = msg.into().into_bytes();
+    m.retain(|&b| b != 0);
+    let c = CString::new(m).unwrap_or_default();
+    let _ = LAST_ERROR.try_with(|e| *e.borrow_mut() = Some(c));
+}
+
+/// Runs `f`, turning a panic into `on_panic` and a last-error message.
+fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
+    match catch_unwind(AssertUnwindSafe(f)) {
+        Ok(r) => r,
+        Err(p) => {
+            let what = p
+                .downcast_ref::<&str>()
+                .map(|s| s.to_string())
+                .or_else(|| p.downcast_ref::<String>().cloned())
+                .unwrap_or_else(|| "unknown".into());
+            set_error(format!("internal error (panic): {what}"));
+            on_panic
+        }
+    }
+}
+
+/// A C string argument as bytes; NULL is an error naming the argument.
+///
+/// # Safety
+/// `p` is NULL or points to a NUL-terminated string.
+unsafe fn arg<'a>(p: *const c_char, what: &str) -> Result<&'a [u8], c_int> {
+    if p.is_null() {
+        set_error(format!("{what} is NULL"));
+        return Err(ERR_INVALID);
+    }
+    // SAFETY: not NULL, and the caller promises a NUL-terminated string.
+    Ok(unsafe { CStr::from_ptr(p) }.to_bytes())
+}
+
+/// `const char *ht_last_error(void)`.
+#[no_mangle]
+pub extern "C" fn ht_last_error() -> *const c_char {
+    guard(c"".as_ptr(), || {
+        LAST_ERROR
+            .try_with(|e| {
+                e.borrow()
+                    .as_ref()
+                    .map_or(c"".as_ptr(), |c| c.as_ptr())
+            })
+            .unwrap_or(c"".as_ptr())
+    })
+}
+
+/// `ht_session *ht_session_start(const char *dir)`.
+///
+/// # Safety
+/// `dir` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ht_session_start(dir: *const c_char) -> *mut HtSession {
+    guard(ptr::null_mut(), || {
+        // SAFETY: forwarded contract.
+        let Ok(dir) = (unsafe { arg(dir, "the output directory") }) else {
+            return ptr::null_mut();
+        };
+        if dir.is_empty() {
+            set_error("the output directory is empty");
+            return ptr::null_mut();
+        }
+        use std::os::unix::ffi::OsStrExt;
+        let path = std::path::Path::new(std::ffi::OsStr::from_bytes(dir));
+        match hushtrace_rt::Session::builder().output_dir(path).start() {
+            Ok(s) => Box::into_raw(Box::new(HtSession(s))),
+            Err(e) => {
+                set_error(e.to_string());
+                ptr::null_mut()
+            }
+        }
+    })
+}
+
+/// `int ht_session_stop(ht_session *s, ht_stats *out)`.
+///
+/// # Safety
+/// `s` is NULL or a session from `ht_session_start` not stopped yet; `out` is NULL or
+/// writable.
+#[no_mangle]
+pub unsafe extern "C" fn ht_session_stop(s: *mut HtSession, out: *mut HtStats) -> c_int {
+    guard(ERR_PANIC, || {
+        if s.is_null() {
+            set_error("the session is NULL");
+            return ERR_INVALID;
+        }
+        // SAFETY: the caller hands back the box `ht_session_start` leaked, once.
+        let session = unsafe { Box::from_raw(s) };
+        let put = |st: &hushtrace_rt::Stats| {
+            if !out.is_null() {
+                // SAFETY: the caller promises `out` is writable when not NULL.
+                unsafe {
+                    out.write(HtStats {
+                        events_written: st.events_written,
+                        events_discarded: st.events_discarded,
+                    })
+                };
+            }
+        };
+        match session.0.stop() {
+            Ok(st) => {
+                put(&st);
+                0
+            }
+            Err(e) => {
+                if let hushtrace_rt::Error::Stop { stats, .. } = &e {
+                    put(stats);
+                }
+                set_error(e.to_string());
+                ERR_FAILED
+            }
+        }
+    })
+}
+
+/// `int ht_start_from_env(void)`.
+#[no_mangle]
+pub extern "C" fn ht_start_from_env() -> c_int {
+    guard(ERR_PANIC, || match hushtrace_rt::start_from_env() {
+        Ok(None) => 1,
+        Ok(Some(s)) => {
+            // Runs until exit(): the runtime's exit handler stops the running session.
+            std::mem::forget(s);
+            0
+        }
+        Err(e) => {
+            set_error(e.to_string());
+            ERR_FAILED
+        }
+    })
+}
+
+/// `void ht_init_thread(void)`.
+#[no_mangle]
+pub extern "C" fn ht_init_thread() {
+    guard((), hushtrace_rt::init_thread)
+}
+
+/// `int ht_set_thread_no_syscall(void)`.
+#[no_mangle]
+pub extern "C" fn ht_set_thread_no_syscall() -> c_int {
+    guard(ERR_PANIC, || match hushtrace_rt::try_set_thread_no_syscall() {
+        Ok(()) => 0,
+        Err(e) => {
+            set_error(e.to_string());
+            ERR_FAILED
+        }
+    })
+}
+
+/// `void ht_clear_thread_no_syscall(void)`.
+#[no_mangle]
+pub extern "C" fn ht_clear_thread_no_syscall() {
+    guard((), hushtrace_rt::clear_thread_no_syscall)
+}
+
+/// `void ht_set_thread_name(const char *name)`.
+///
+/// # Safety
+/// `name` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ht_set_thread_name(name: *const c_char) {
+    guard((), || {
+        // SAFETY: forwarded contract.
+        if let Ok(n) = unsafe { arg(name, "the thread name") } {
+            hushtrace_rt::set_thread_name(&String::from_utf8_lossy(n));
+        }
+    })
+}
+
+/// Checks a glob argument: NULL, empty, too long, not UTF-8, or holding characters no
+/// callsite name can contain.
+///
+/// # Safety
+/// `glob` is NULL or a NUL-terminated string.
+unsafe fn glob_arg<'a>(glob: *const c_char) -> Result<&'a str, c_int> {
+    // SAFETY: forwarded contract.
+    let g = unsafe { arg(glob, "the glob") }?;
+    let bad = |why: &str| {
+        set_error(format!(
+            "invalid glob {:?}: {why}",
+            String::from_utf8_lossy(&g[..g.len().min(64)])
+        ));
+        ERR_INVALID
+    };
+    if g.is_empty() {
+        return Err(bad("empty"));
+    }
+    if g.len() > MAX_GLOB {
+        return Err(bad("longer than 1024 bytes"));
+    }
+    let Ok(s) = std::str::from_utf8(g) else {
+        return Err(bad("not UTF-8"));
+    };
+    if s.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
+        return Err(bad("control characters, quotes and backslashes match no callsite"));
+    }
+    if s.matches(':').count() > 1 {
+        return Err(bad("more than one ':' (the form is category:name)"));
+    }
+    Ok(s)
+}
+
+fn count(n: usize) -> c_int {
+    c_int::try_from(n).unwrap_or(c_int::MAX)
+}
+
+/// `int ht_enable(const char *glob)`.
+///
+/// # Safety
+/// `glob` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ht_enable(glob: *const c_char) -> c_int {
+    guard(ERR_PANIC, || {
+        // SAFETY: forwarded contract.
+        match unsafe { glob_arg(glob) } {
+            Ok(g) => count(hushtrace_rt::enable(g)),
+            Err(e) => e,
+        }
+    })
+}
+
+/// `int ht_disable(const char *glob)`.
+///
+/// # Safety
+/// `glob` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ht_disable(glob: *const c_char) -> c_int {
+    guard(ERR_PANIC, || {
+        // SAFETY: forwarded contract.
+        match unsafe { glob_arg(glob) } {
+            Ok(g) => count(hushtrace_rt::disable(g)),
+            Err(e) => e,
+        }
+    })
+}
+
+/// `int ht_verify_trap_syscalls_on_this_thread(void)`.
+#[no_mangle]
+pub extern "C" fn ht_verify_trap_syscalls_on_this_thread() -> c_int {
+    guard(ERR_PANIC, || {
+        match hushtrace_rt::verify::trap_syscalls_on_this_thread() {
+            Ok(()) => 0,
+            Err(e) => {
+                set_error(format!("seccomp filter: {e}"));
+                ERR_FAILED
+            }
+        }
+    })
+}
+
+/// `uint64_t ht_verify_trapped_syscalls(void)`.
+#[no_mangle]
+pub extern "C" fn ht_verify_trapped_syscalls() -> u64 {
+    guard(u64::MAX, hushtrace_rt::verify::trapped_syscalls)
+}
+
+/// `void ht_verify_exit_thread(void)`.
+#[no_mangle]
+pub extern "C" fn ht_verify_exit_thread() -> ! {
+    hushtrace_rt::verify::exit_thread()
+}
+
+// ---------------------------------------------------------------------------------------------
+// Tracepoints
+// ---------------------------------------------------------------------------------------------
+
+/// `void ht__record(ht__callsite *cs, const ht__value *values)`: the enabled path of a C
+/// tracepoint. No lock, no allocation, no system call on a no-syscall thread (the runtime's
+/// guarantees for `Registered::record`); async-signal-safe.
+///
+/// # Safety
+/// `cs` is a descriptor defined by the header's macros; `values` points to its `nfields`
+/// values, typed as its field types say.
+#[no_mangle]
+pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValue) {
+    guard((), || {
+        if cs.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes the macro's static descriptor.
+        let d = unsafe { &*cs };
+        let reg = d.runtime.load(Ordering::Acquire);
+        if reg.is_null() {
+            return; // not registered (refused at load time): stays silent
+        }
+        // SAFETY: a leaked, never freed `Registered` (see `register`).
+        let reg = unsafe { &*reg };
+        let n = (d.nfields as usize).min(MAX_FIELDS);
+        if n == 0 {
+            reg.record(&[]);
+            return;
+        }
+        if values.is_null() {
+            return;
+        }
+        let mut vals = [Value::Bool(false); MAX_FIELDS];
+        for (i, slot) in vals.iter_mut().enumerate().take(n) {
+            // SAFETY: the macros give `nfields` types and `nfields` values.
+            let (t, v) = unsafe { (*d.field_types.add(i), *values.add(i)) };
+            // SAFETY: each arm reads the member the macro wrote for that type (`HT_I32` and
+            // `HT_U32` widen into `i` and `u`; `HT_BOOL` writes 0 or 1 into `u`).
+            *slot = unsafe {
+                match t {
+                    3 => Value::U32(v.u as u32),
+                    4 => Value::U64(v.u),
+                    7 => Value::I32(v.i as i32),
+                    8 => Value::I64(v.i),
+                    9 => Value::F64(v.f),
+                    10 => Value::Bool(v.u != 0),
+                    11 => Value::Str(c_str_value(v.s)),
+                    _ => return, // refused at registration; unreachable
+                }
+            };
+        }
+        reg.record(&vals[..n]);
+    })
+}
+
+/// A string field: at most [`STR_CAP`] bytes up to the NUL, cut before the first byte that is
+/// not UTF-8; NULL is "". Reads no byte past the NUL or past `STR_CAP`.
+///
+/// # Safety
+/// `s` is NULL or points to a NUL-terminated string.
+#[inline]
+unsafe fn c_str_value<'a>(s: *const c_char) -> &'a str {
+    if s.is_null() {
+        return "";
+    }
+    let mut n = 0;
+    // SAFETY: each byte read is at or before the string's NUL.
+    while n < STR_CAP && unsafe { *s.add(n) } != 0 {
+        n += 1;
+    }
+    // SAFETY: the `n` bytes before were just read.
+    let b = unsafe { std::slice::from_raw_parts(s as *const u8, n) };
+    match std::str::from_utf8(b) {
+        Ok(s) => s,
+        // SAFETY (from_utf8 on the prefix cannot fail): `valid_up_to` bytes are valid UTF-8.
+        Err(e) => std::str::from_utf8(&b[..e.valid_up_to()]).unwrap_or(""),
+    }
+}
+
+/// Registers one descriptor (idempotent); complains on stderr about a descriptor the runtime
+/// refuses (it stays disabled).
+///
+/// # Safety
+/// `d` is a descriptor defined by the header's macros, in a module that stays mapped.
+unsafe fn register(d: &'static Descriptor) {
+    if !d.runtime.load(Ordering::Acquire).is_null() {
+        return;
+    }
+    // SAFETY: forwarded contract (literal strings and arrays of the descriptor).
+    match unsafe { describe(d) } {
+        Ok((cat, name, kind, fields)) => {
+            let f: Vec<(&str, FieldType)> = fields.iter().map(|(n, t)| (*n, *t)).collect();
+            match Registered::with_state(cat, name, kind, &f, &d.state) {
+                Ok(r) => {
+                    let leaked: &'static mut Registered = Box::leak(Box::new(r));
+                    if d
+                        .runtime
+                        .compare_exchange(
+                            ptr::null_mut(),
+                            leaked,
+                            Ordering::AcqRel,
+                            Ordering::Acquire,
+                        )
+                        .is_err()
+                    {
+                        // Registered concurrently by another constructor: keep theirs.
+                    }
+                }
+                Err(e) => complain(d, &e.to_string()),
+            }
+        }
+        Err(why) => complain(d, &why),
+    }
+}
+
+type Description<'a> = (&'a str, &'a str, Kind, Vec<(&'a str, FieldType)>);
+
+/// Reads a descriptor into a description the runtime registers.
+///
+/// # Safety
+/// As [`register`].
+unsafe fn describe(d: &'static Descriptor) -> Result<Description<'static>, String> {
+    if d.abi != ABI {
+        return Err(format!(
+            "descriptor ABI {} (this library reads {ABI}): rebuild with this hushtrace.h",
+            d.abi
+        ));
+    }
+    let s = |p: *const c_char, what: &str| -> Result<&'static str, String> {
+        if p.is_null() {
+            return Err(format!("{what} is NULL"));
+        }
+        // SAFETY: string literals of the descriptor, alive as long as the pinned module.
+        unsafe { CStr::from_ptr(p) }
+            .to_str()
+            .map_err(|_| format!("{what} is not UTF-8"))
+    };
+    let cat = s(d.category, "the category")?;
+    let name = s(d.name, "the name")?;
+    let kind = match d.kind {
+        0 => Kind::Instant,
+        1 => Kind::SpanBegin,
+        2 => Kind::SpanEnd,
+        3 => Kind::Counter,
+        k => return Err(format!("unknown kind {k}")),
+    };
+    let n = d.nfields as usize;
+    if n > MAX_FIELDS {
+        return Err(format!("{n} fields: a C tracepoint has at most {MAX_FIELDS}"));
+    }
+    let mut fields = Vec::with_capacity(n);
+    for i in 0..n {
+        // SAFETY: the macros give `nfields` names and types.
+        let (fname, t) = unsafe { (*d.field_names.add(i), *d.field_types.add(i)) };
+        let fname = s(fname, "a field name")?;
+        let t = match t {
+            3 | 4 | 7 | 8 | 9 | 10 | 11 => FieldType::from_u8(t).ok_or_else(|| format!("field {fname}: type {t}"))?,
+            _ => return Err(format!("field {fname}: unknown type code {t}")),
+        };
+        fields.push((fname, t));
+    }
+    Ok((cat, name, kind, fields))
+}
+
+fn complain(d: &Descriptor, why: &str) {
+    let name = |p: *const c_char| {
+        if p.is_null() {
+            "?".to_string()
+        } else {
+            // SAFETY: descriptor strings are NUL-terminated literals.
+            unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned()
+        }
+    };
+    let msg = format!(
+        "hushtrace: tracepoint {}:{} at {}:{} not registered (it stays disabled): {why}",
+        name(d.category),
+        name(d.name),
+        name(d.file),
+        d.line
+    );
+    eprintln!("{msg}");
+    set_error(msg);
+}
+
+/// Keeps the module holding `addr` loaded for good (`RTLD_NODELETE`), so `dlclose` cannot
+/// unmap descriptors the registry holds. Nothing to do for the main program.
+fn pin_module(addr: *const c_void) {
+    // SAFETY: `Dl_info` is plain data; zeroed is a valid initial value.
+    let mut info: libc::Dl_info = unsafe { std::mem::zeroed() };
+    // SAFETY: dladdr only reads `addr` as an address and fills `info`.
+    if unsafe { libc::dladdr(addr, &mut info) } == 0 || info.dli_fname.is_null() {
+        return;
+    }
+    // SAFETY: `dli_fname` is the loader's NUL-terminated path of a loaded object. RTLD_NOLOAD
+    // only promotes an object already loaded; the handle is kept (never dlclose'd).
+    let _ = unsafe {
+        libc::dlopen(
+            info.dli_fname,
+            libc::RTLD_LAZY | libc::RTLD_NOLOAD | libc::RTLD_NODELETE,
+        )
+    };
+}
+
+/// `void ht__register_module(ht__callsite *const *start, ht__callsite *const *stop)`: called
+/// by the header's constructor with the module's `hushtrace_cs` section bounds.
+///
+/// # Safety
+/// `[start, stop)` is the module's `hushtrace_cs` section (NULL, NULL when it has none).
+#[no_mangle]
+pub unsafe extern "C" fn ht__register_module(
+    start: *const *const Descriptor,
+    stop: *const *const Descriptor,
+) {
+    guard((), || {
+        if start.is_null() || stop.is_null() || start >= stop {
+            return;
+        }
+        pin_module(start as *const c_void);
+        let mut p = start;
+        while p < stop {
+            // SAFETY: inside the section: an array of descriptor pointers.
+            let d = unsafe { *p };
+            if !d.is_null() {
+                // SAFETY: a macro's descriptor in the module just pinned.
+                unsafe { register(&*d) };
+            }
+            // SAFETY: still within or one past the section.
+            p = unsafe { p.add(1) };
+        }
+    })
+}
+
+/// `void ht__register_callsite(ht__callsite *cs)`: C++ registration of one descriptor (from
+/// the module's static initialization).
+///
+/// # Safety
+/// `cs` is a descriptor defined by the header's macros.
+#[no_mangle]
+pub unsafe extern "C" fn ht__register_callsite(cs: *const Descriptor) {
+    guard((), || {
+        if cs.is_null() {
+            return;
+        }
+        pin_module(cs as *const c_void);
+        // SAFETY: a macro's descriptor in the module just pinned.
+        unsafe { register(&*cs) };
+    })
+}
