@@ -134,6 +134,8 @@ fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
         Kind::SpanEnd => "E",
         Kind::Instant => "i",
         Kind::Counter => "C",
+        Kind::AsyncBegin => "b",
+        Kind::AsyncEnd => "e",
     };
     let mut prefix = b"{\"name\":".to_vec();
     json_str(&mut prefix, if counter { &class.name } else { name });
@@ -281,6 +283,10 @@ fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, cj: &ClassJson, ids: &[
     line.extend_from_slice(ids);
     if kind == Kind::Instant {
         line.extend_from_slice(b",\"s\":\"t\"");
+    }
+    if let (Kind::AsyncBegin | Kind::AsyncEnd, Some(Value::U64(id))) = (kind, ev.event.field(0)) {
+        // Async slices are matched by category, name and id, within the process.
+        let _ = write!(line, ",\"id2\":{{\"local\":\"0x{id:x}\"}}");
     }
     let mut fields = ev.event.fields().zip(&cj.keys).peekable();
     if kind == Kind::Counter && fields.peek().is_none() {

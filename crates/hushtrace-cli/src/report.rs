@@ -210,6 +210,8 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 c.max = c.max.max(v);
                 c.last = v;
             }
+            // Async spans are matched by id (below, with the thread spans' report).
+            Kind::AsyncBegin | Kind::AsyncEnd => {}
             Kind::SpanBegin | Kind::SpanEnd => {
                 if let Some(closed) = stacks.feed(&ev, name) {
                     let i = closed.name as usize;
