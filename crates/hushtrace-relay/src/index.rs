@@ -89,7 +89,7 @@ impl PacketIndex {
             packet_seq_num: u64_at(layout::OFF_PACKET_SEQ_NUM),
         };
         let min_bits = (layout::PACKET_HEADER_LEN as u64) * 8;
-        if ix.packet_size_bits % 8 != 0
+        if !ix.packet_size_bits.is_multiple_of(8)
             || ix.packet_size_bits < min_bits
             || ix.packet_size_bits > u64::from(u32::MAX) * 8
             || ix.content_size_bits > ix.packet_size_bits

@@ -1,0 +1,235 @@
+//! A fake relay that answers garbage, nothing, or hangs up: the client returns errors naming
+//! the problem — never a panic, never a hang.
+
+use hushtrace_relay::wire;
+use hushtrace_relay::{Error, RelayClient, RelayUrl, SessionOptions};
+use proptest::prelude::*;
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// What the fake relay does after each command it reads on the control connection.
+#[derive(Clone, Debug)]
+enum Step {
+    /// Writes these bytes.
+    Answer(Vec<u8>),
+    /// Writes nothing and keeps the connection open for this long.
+    Silence(Duration),
+    /// Closes both connections.
+    HangUp,
+}
+
+struct Fake {
+    url: RelayUrl,
+    _thread: JoinHandle<()>,
+}
+
+fn read_command(s: &mut TcpStream) -> Option<u32> {
+    let mut h = [0u8; wire::CTRL_HEADER_LEN];
+    s.read_exact(&mut h).ok()?;
+    let len = u64::from_be_bytes(h[8..16].try_into().unwrap());
+    let cmd = u32::from_be_bytes(h[16..20].try_into().unwrap());
+    let mut payload = vec![0u8; len.min(1 << 20) as usize];
+    s.read_exact(&mut payload).ok()?;
+    Some(cmd)
+}
+
+fn fake(script: Vec<Step>) -> Fake {
+    let control = TcpListener::bind("127.0.0.1:0").unwrap();
+    let data = TcpListener::bind("127.0.0.1:0").unwrap();
+    let url = RelayUrl::new(
+        "127.0.0.1",
+        control.local_addr().unwrap().port(),
+        data.local_addr().unwrap().port(),
+    );
+    let thread = std::thread::spawn(move || {
+        let Ok((mut c, _)) = control.accept() else {
+            return;
+        };
+        let Ok((_d, _)) = data.accept() else { return };
+        c.set_read_timeout(Some(Duration::from_secs(5))).unwrap();
+        for step in script {
+            if read_command(&mut c).is_none() {
+                return;
+            }
+            match step {
+                Step::Answer(b) => {
+                    if c.write_all(&b).is_err() {
+                        return;
+                    }
+                }
+                Step::Silence(d) => std::thread::sleep(d),
+                Step::HangUp => return,
+            }
+        }
+    });
+    Fake {
+        url,
+        _thread: thread,
+    }
+}
+
+fn version_reply(major: u32, minor: u32) -> Vec<u8> {
+    wire::version_payload(major, minor).to_vec()
+}
+
+fn session_reply(id: u64, code: u32, path: &[u8]) -> Vec<u8> {
+    let mut v = id.to_be_bytes().to_vec();
+    v.extend_from_slice(&code.to_be_bytes());
+    v.extend_from_slice(&(path.len() as u32).to_be_bytes());
+    v.extend_from_slice(path);
+    v
+}
+
+fn ok() -> Vec<u8> {
+    wire::LTTNG_OK.to_be_bytes().to_vec()
+}
+
+fn opts(io: Duration) -> SessionOptions {
+    SessionOptions::new("s", "h")
+        .io_timeout(io)
+        .connect_timeout(Duration::from_secs(1))
+}
+
+fn connect(script: Vec<Step>, io: Duration) -> Result<RelayClient, Error> {
+    // the fake's thread ends with its script; it is not joined (a silent one sleeps)
+    let f = fake(script);
+    RelayClient::connect(&f.url, &opts(io))
+}
+
+#[test]
+fn a_good_fake_session_works() {
+    let mut stream = 7u64.to_be_bytes().to_vec();
+    stream.extend_from_slice(&ok());
+    let script = vec![
+        Step::Answer(version_reply(2, 13)),
+        Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
+        Step::Answer(ok()),
+        Step::Answer(stream),
+        Step::Answer(ok()),
+    ];
+    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
+    assert_eq!(c.session_path(), "h/s");
+    let id = c.add_metadata_stream("1").unwrap();
+    assert_eq!(id.handle(), 7);
+    c.streams_sent().unwrap();
+}
+
+#[test]
+fn refused_connection_is_a_connect_error() {
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port(); // closed again: nobody listens there
+    let e = RelayClient::connect(
+        &RelayUrl::new("127.0.0.1", port, port),
+        &opts(Duration::from_secs(1)),
+    )
+    .unwrap_err();
+    assert!(
+        matches!(
+            e,
+            Error::Connect {
+                connection: "control",
+                ..
+            }
+        ),
+        "{e:?}"
+    );
+    assert!(e.to_string().contains("127.0.0.1"), "{e}");
+}
+
+#[test]
+fn old_or_foreign_versions_are_refused() {
+    for (major, minor) in [(2, 10), (3, 0), (0, 0), (u32::MAX, u32::MAX)] {
+        let e = connect(
+            vec![Step::Answer(version_reply(major, minor))],
+            Duration::from_secs(1),
+        )
+        .unwrap_err();
+        assert!(matches!(e, Error::Version { .. }), "{e:?}");
+        assert!(e.to_string().contains("2.11"), "{e}");
+    }
+}
+
+#[test]
+fn silence_is_a_timeout_not_a_hang() {
+    let started = Instant::now();
+    let e = connect(
+        vec![Step::Silence(Duration::from_secs(3))],
+        Duration::from_millis(300),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Timeout { .. }), "{e:?}");
+    assert!(started.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn hang_up_is_closed() {
+    for at in 0..3 {
+        let mut script = vec![
+            Step::Answer(version_reply(2, 13)),
+            Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
+        ];
+        script.truncate(at);
+        script.push(Step::HangUp);
+        let e = connect(script, Duration::from_secs(2)).unwrap_err();
+        assert!(matches!(e, Error::Closed { .. }), "step {at}: {e:?}");
+    }
+}
+
+#[test]
+fn refused_session_and_bad_path() {
+    let e = connect(
+        vec![
+            Step::Answer(version_reply(2, 13)),
+            Step::Answer(session_reply(0, 12, b"")),
+        ],
+        Duration::from_secs(1),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Refused { code: 12, .. }), "{e:?}");
+    let e = connect(
+        vec![
+            Step::Answer(version_reply(2, 13)),
+            Step::Answer(session_reply(1, wire::LTTNG_OK, b"no-nul")),
+        ],
+        Duration::from_secs(1),
+    )
+    .unwrap_err();
+    assert!(matches!(e, Error::Protocol { .. }), "{e:?}");
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 48, ..ProptestConfig::default() })]
+
+    /// Garbage at any step of the connection (and of a stream creation afterwards) is an
+    /// error, never a panic or a hang.
+    #[test]
+    fn garbage_at_any_step(step in 0usize..4, junk in proptest::collection::vec(any::<u8>(), 0..40)) {
+        let mut script = vec![
+            Step::Answer(version_reply(2, 13)),
+            Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
+            Step::Answer(ok()),
+            Step::Answer(ok()),
+        ];
+        script.truncate(step);
+        script.push(Step::Answer(junk));
+        script.push(Step::HangUp);
+        let started = Instant::now();
+        match connect(script, Duration::from_millis(500)) {
+            Ok(mut c) => {
+                let r = c.add_stream("1", "stream_0");
+                if let Err(e) = r {
+                    prop_assert!(!e.to_string().is_empty());
+                }
+                // whatever happened, the client answers at once from now on
+                let _ = c.streams_sent();
+            }
+            Err(e) => prop_assert!(!e.to_string().is_empty()),
+        }
+        prop_assert!(started.elapsed() < Duration::from_secs(3));
+    }
+}
