@@ -39,6 +39,7 @@
 
 // Layers, lowest first; a module imports only modules above it in this list (checked by
 // `ci/layers.py`, drawn in ARCHITECTURE.md).
+mod async_span;
 mod callsites;
 mod clock;
 mod config;
@@ -67,6 +68,7 @@ mod tracedir;
 pub mod verify;
 mod write;
 
+pub use async_span::{AsyncSpan, InSpan, InSpanExt};
 pub use callsites::{register_callsite, Registered};
 pub use config::{
     Error, Policy, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,

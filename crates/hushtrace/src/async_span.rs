@@ -1,0 +1,215 @@
+//! Spans that may end on another thread: [`async_span!`](crate::async_span) and
+//! [`InSpanExt::in_span`].
+//!
+//! A [`SpanGuard`](crate::SpanGuard) is not `Send`: its begin and end nest on one thread's
+//! track. A future on a multi-thread executor (tokio's) is polled on one worker, awaits, and
+//! resumes on another, so a span held across an `.await` cannot be a thread span. An
+//! [`AsyncSpan`] is one: its begin (`Kind::AsyncBegin`, fields `id` then the given fields) is
+//! recorded on the thread that creates it, its end (`Kind::AsyncEnd`, field `id`) on the thread
+//! that drops it. Readers match the two by process, name and `id` (unique in the process), never
+//! by thread nesting, so per-thread begin/end nesting stays valid and the span is one async slice
+//! (`hushtrace convert --to chrome` writes Chrome `b`/`e` events with the id; the report counts
+//! it once with its real duration).
+//!
+//! The cost is that of a `span!` plus a thread-local id counter (a shared counter is touched
+//! once per 4096 spans per thread); nothing allocates.
+//!
+//! ```
+//! fn needs_send<T: Send>(_: T) {}
+//! let span = hushtrace::async_span!("app", "request", user = 7u32);
+//! needs_send(std::thread::spawn(move || drop(span))); // ends on another thread
+//! ```
+
+use crate::write;
+use core::future::Future;
+use core::pin::Pin;
+use core::task::{Context, Poll};
+use hushtrace_core::{Callsite, Interest};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+/// Ids handed to threads in blocks of this many, so a span touches no shared cache line.
+const ID_BLOCK: u64 = 4096;
+/// The next block of ids. Native async span ids have the top bit set, so they never equal the
+/// ids of the `tracing` bridge (tracing's span ids, small integers) in the same process.
+static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1 << 63);
+
+std::thread_local! {
+    /// (next id, end of this thread's block). Const-initialized, no destructor.
+    static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+}
+
+/// An async span: begun when created, ended when dropped, on any thread (see the module docs).
+/// `Send` and `Sync`; hold it across `.await`s, or let [`InSpanExt::in_span`] hold it.
+///
+/// ```
+/// let span = hushtrace::async_span!("net", "fetch", bytes = 512u64);
+/// assert_eq!(span.is_recording(), span.id() != 0);
+/// drop(span); // records the end
+/// ```
+#[must_use = "an async span ends when dropped; bind it with `let _span = async_span!(...)`"]
+#[derive(Debug)]
+pub struct AsyncSpan {
+    /// The end callsite, when the begin was recorded (enabled).
+    end: Option<&'static Callsite>,
+    /// The span's id: non-zero when recording.
+    id: u64,
+}
+
+impl AsyncSpan {
+    #[doc(hidden)]
+    pub fn __new(end: Option<&'static Callsite>, id: u64) -> AsyncSpan {
+        AsyncSpan { end, id }
+    }
+
+    /// A process-unique id for a new span (top bit set). No lock, no system call; a shared
+    /// counter is touched once per [`ID_BLOCK`] ids per thread.
+    #[doc(hidden)]
+    #[inline]
+    pub fn __next_id() -> u64 {
+        IDS.try_with(|c| {
+            let (mut next, mut end) = c.get();
+            if next == end {
+                next = NEXT_BLOCK.fetch_add(ID_BLOCK, Ordering::Relaxed);
+                end = next + ID_BLOCK;
+            }
+            c.set((next + 1, end));
+            next
+        })
+        // A thread whose TLS is being torn down: take one id from the shared counter.
+        .unwrap_or_else(|_| NEXT_BLOCK.fetch_add(1, Ordering::Relaxed))
+    }
+
+    /// The span's id (the `id` field of its begin and end), or 0 when its callsite was
+    /// disabled at creation (nothing is recorded).
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Whether the begin was recorded (the callsite was enabled when the span was created).
+    pub fn is_recording(&self) -> bool {
+        self.end.is_some()
+    }
+}
+
+impl Drop for AsyncSpan {
+    #[inline]
+    fn drop(&mut self) {
+        if let Some(cs) = self.end {
+            // As for `SpanGuard`: the begin was recorded, so record the end even if the
+            // callsite was disabled since, keeping begin/end balanced.
+            let i = cs.state.interest();
+            let i = if i.is_enabled() {
+                i
+            } else {
+                Interest::NEEDS_TYPES
+            };
+            write::emit(cs, i, (self.id,));
+        }
+    }
+}
+
+/// Runs a future inside an [`AsyncSpan`]: the span ends when the future completes (or is
+/// dropped unfinished), on whichever thread that happens. Implemented for every future.
+///
+/// ```
+/// use hushtrace::InSpanExt;
+/// use std::future::Future;
+/// use std::task::{Context, Poll, Waker};
+///
+/// let fut = async { 40 + 2 }.in_span(hushtrace::async_span!("app", "answer"));
+/// let mut fut = std::pin::pin!(fut);
+/// let mut cx = Context::from_waker(Waker::noop());
+/// assert_eq!(fut.as_mut().poll(&mut cx), Poll::Ready(42));
+/// ```
+pub trait InSpanExt: Future + Sized {
+    /// Wraps `self` so that `span` ends when it completes.
+    fn in_span(self, span: AsyncSpan) -> InSpan<Self> {
+        InSpan {
+            fut: self,
+            span: Some(span),
+        }
+    }
+}
+
+impl<F: Future> InSpanExt for F {}
+
+/// A future running inside an [`AsyncSpan`] (see [`InSpanExt::in_span`]). `Send` when the
+/// future is.
+#[derive(Debug)]
+#[must_use = "futures do nothing unless polled"]
+pub struct InSpan<F> {
+    /// Structurally pinned: never moved out of an `InSpan` that was pinned (`InSpan` has no
+    /// `Drop` impl and no method that moves it); `InSpan<F>` is `Unpin` only when `F` is.
+    fut: F,
+    /// Not pinned; taken (ended) when `fut` completes.
+    span: Option<AsyncSpan>,
+}
+
+impl<F> InSpan<F> {
+    /// The span (`None` once the future completed).
+    pub fn span(&self) -> Option<&AsyncSpan> {
+        self.span.as_ref()
+    }
+}
+
+impl<F: Future> Future for InSpan<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        // SAFETY: `fut` is pinned structurally (see the field): we never move it, and we only
+        // move `span`, which is not pinned.
+        let this = unsafe { self.get_unchecked_mut() };
+        // SAFETY: as above; `this.fut` stays where it is for as long as `self` is pinned.
+        let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
+        let out = fut.poll(cx);
+        if out.is_ready() {
+            this.span = None;
+        }
+        out
+    }
+}
+
+/// Begins an [`AsyncSpan`], a span that may end on another thread:
+/// `let span = async_span!("category", "name", field = expr, ...)` (at most 11 fields).
+///
+/// Its begin records `id` and the fields; dropping it records the end with `id`. Field
+/// expressions are evaluated only when the callsite is enabled.
+///
+/// ```
+/// use hushtrace::InSpanExt;
+/// async fn handle(req: u64) -> u64 {
+///     req * 2 // ... awaits ...
+/// }
+/// let fut = handle(21).in_span(hushtrace::async_span!("srv", "handle", req = 21u64));
+/// fn needs_send<T: Send>(_: &T) {}
+/// needs_send(&fut); // spawnable on a multi-thread executor
+/// ```
+#[cfg(feature = "enable")]
+#[macro_export]
+macro_rules! async_span {
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        $crate::__callsite!(__HT_BEGIN, AsyncBegin, $cat, $name, ["id" $(, stringify!($k))*]);
+        $crate::__callsite!(__HT_END, AsyncEnd, $cat, $name, ["id"]);
+        let interest = __HT_BEGIN.state.interest();
+        if interest.is_enabled() {
+            let id = $crate::AsyncSpan::__next_id();
+            $crate::__private::emit(&__HT_BEGIN, interest, (id, $($v,)*));
+            $crate::AsyncSpan::__new(Some(&__HT_END), id)
+        } else {
+            $crate::AsyncSpan::__new(None, 0)
+        }
+    }};
+}
+
+/// Disabled build (`default-features = false`): an inert span.
+#[cfg(not(feature = "enable"))]
+#[macro_export]
+macro_rules! async_span {
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _ = ($cat, $name, $($v,)*);
+        }
+        $crate::AsyncSpan::__new(None, 0)
+    }};
+}
