@@ -247,3 +247,58 @@ fn reconnect_announces_a_new_session() {
     );
     relay.stop();
 }
+
+#[test]
+fn relay_log_has_no_errors() {
+    let rec = record();
+    let mut relay = Relayd::start();
+    let mut client = RelayClient::connect(&relay.url(), &opts("clean")).expect("connect");
+    for p in &rec.processes {
+        let ids = announce(&mut client, &p.pid.to_string(), p);
+        send_all(&mut client, &ids, p);
+        for &id in &ids {
+            client.send_beacon(id, 0, u64::MAX / 2).expect("beacon");
+        }
+    }
+    client.close().expect("close");
+    std::thread::sleep(Duration::from_millis(200));
+    relay.stop();
+    let log = relay.stderr();
+    let errors: Vec<&str> = log
+        .lines()
+        .filter(|l| l.contains("Error:") || l.contains("ERROR") || l.contains("PERROR"))
+        .collect();
+    assert!(errors.is_empty(), "relayd reported errors:\n{}", errors.join("\n"));
+}
+
+/// Loopback throughput of the synchronous client (one index round trip per packet):
+/// `cargo test -p hushtrace-relay --release --test relayd throughput -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement, not a check"]
+fn throughput() {
+    let rec = record();
+    let relay = Relayd::start();
+    let mut client = RelayClient::connect(&relay.url(), &opts("speed")).expect("connect");
+    let p = &rec.processes[0];
+    let ids = announce(&mut client, &p.pid.to_string(), p);
+    let packets: Vec<&[u8]> = split_packets(&p.streams[0].1)
+        .map(|r| r.unwrap().0)
+        .collect();
+    let started = Instant::now();
+    let (mut n, mut bytes) = (0u64, 0u64);
+    while started.elapsed() < Duration::from_secs(3) {
+        for pk in &packets {
+            client.send_packet(ids[0], pk).expect("send");
+            n += 1;
+            bytes += pk.len() as u64;
+        }
+    }
+    client.close().expect("close");
+    let s = started.elapsed().as_secs_f64();
+    println!(
+        "{n} packets of ~{} B in {s:.2} s: {:.0} packets/s, {:.1} MB/s",
+        bytes / n,
+        n as f64 / s,
+        bytes as f64 / s / 1e6
+    );
+}
