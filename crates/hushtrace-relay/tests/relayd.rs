@@ -268,7 +268,11 @@ fn relay_log_has_no_errors() {
         .lines()
         .filter(|l| l.contains("Error:") || l.contains("ERROR") || l.contains("PERROR"))
         .collect();
-    assert!(errors.is_empty(), "relayd reported errors:\n{}", errors.join("\n"));
+    assert!(
+        errors.is_empty(),
+        "relayd reported errors:\n{}",
+        errors.join("\n")
+    );
 }
 
 /// Loopback throughput of the synchronous client (one index round trip per packet):
