@@ -58,6 +58,18 @@ impl Consumer {
             inner.trace_dir = dir.path().to_path_buf();
             dir
         };
+        let mut dir = dir;
+        // Rings in files that outlive the process (`hushtrace recover`): on a tmpfs when there
+        // is one (no write-back, no write-protect faults), else in the trace directory. The
+        // trace directory names the place in its `rings` file.
+        let rings = ring_dir(&pid.to_string()).or_else(|| dir.open_or_create_subdir("rings").ok());
+        if let Some(r) = &rings {
+            let _ = dir.replace_file(
+                hushtrace_ctf::ringfile::RINGS_FILE,
+                format!("{}\n", r.path().display()).as_bytes(),
+            );
+        }
+        shared.inner.lock().rings = rings;
         let control = control::Server::bind(pid).ok();
         let mut c = Consumer {
             shared,
@@ -278,9 +290,47 @@ impl Consumer {
             if b.state.load(Ordering::Acquire) == BufState::Pooled {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
                 self.files.forget(b.instance);
+                self.remove_ring(&b);
             }
             // Unmapped here, outside the lock.
             drop(b);
+        }
+    }
+
+    /// Marks a drained buffer's ring file clean and removes it.
+    fn remove_ring(&self, b: &Buffer) {
+        b.mark_clean();
+        if let Some(r) = self.shared.inner.lock().rings.as_mut() {
+            r.remove_file(&format!(
+                "{}{}",
+                hushtrace_ctf::ringfile::RING_PREFIX,
+                b.instance
+            ));
+        }
+    }
+
+    /// After the final pass of a clean stop: every ring was drained; remove the ring files,
+    /// their directory and the trace directory's pointer to it.
+    fn remove_rings(&mut self) {
+        let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
+        for b in bufs.iter().filter(|b| {
+            !matches!(
+                b.state.load(Ordering::Acquire),
+                BufState::Leaked | BufState::Abandoned
+            )
+        }) {
+            self.remove_ring(b);
+        }
+        let leaked = bufs
+            .iter()
+            .any(|b| b.state.load(Ordering::Acquire) == BufState::Leaked);
+        if !leaked {
+            if let Some(r) = self.shared.inner.lock().rings.take() {
+                r.remove_if_empty();
+            }
+            self.files
+                .dir
+                .remove_file(hushtrace_ctf::ringfile::RINGS_FILE);
         }
     }
 
@@ -423,6 +473,7 @@ impl Consumer {
             self.note_error(e);
         }
         self.files.close_all();
+        self.remove_rings();
         self.write_stats();
     }
 }
@@ -486,6 +537,19 @@ pub(crate) fn ensure_running() {
             s.consumer_failed.store(true, Ordering::Relaxed);
         }
     }
+}
+
+/// A private directory for this process's ring files on a tmpfs (`/dev/shm/hushtrace-<uid>/
+/// <pid>[.n]`), or `None` when there is no usable one.
+fn ring_dir(pid: &str) -> Option<Dir> {
+    let shm = std::path::Path::new("/dev/shm");
+    if !shm.is_dir() {
+        return None;
+    }
+    let base = shm.join(format!("hushtrace-{}", rustix::process::geteuid().as_raw()));
+    let mut root = Dir::open_root(&base).ok()?;
+    let mut next = 0;
+    root.create_subdir(pid, &mut next).ok()
 }
 
 /// Above this many undrained buffers of exited threads, registering a new thread waits briefly

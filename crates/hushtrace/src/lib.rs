@@ -58,6 +58,10 @@ mod nosyscall;
 mod platform;
 mod primitive;
 mod relaxed;
+#[cfg(hushtrace_loom)]
+#[doc(hidden)]
+pub mod ring;
+#[cfg(not(hushtrace_loom))]
 mod ring;
 mod session;
 mod snapshot;

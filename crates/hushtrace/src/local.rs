@@ -9,8 +9,14 @@
 //! the trick LTTng-UST's per-CPU buffers use with `cmpxchg_local`; elsewhere (and under Miri)
 //! relaxed atomics, which are correct but slower.
 
+#[cfg(not(hushtrace_loom))]
 use crate::platform;
+#[cfg(not(hushtrace_loom))]
 use core::cell::UnsafeCell;
+
+/// Under loom, relaxed loom atomics stand in for the local instructions (`primitive.rs`).
+#[cfg(hushtrace_loom)]
+pub(crate) use crate::primitive::LocalU64;
 
 /// A 64-bit counter owned by one thread; see the module docs.
 ///
@@ -21,14 +27,17 @@ use core::cell::UnsafeCell;
 /// `repr(C, align(8))`: the value is 8-byte aligned on every target, including 32-bit ones
 /// where a `u64` alone is only 4-byte aligned. The platform primitives (a plain `cmpxchg` on
 /// x86_64, `AtomicU64::from_ptr` elsewhere) and untorn volatile loads rely on it.
+#[cfg(not(hushtrace_loom))]
 #[derive(Debug, Default)]
 #[repr(C, align(8))]
 pub(crate) struct LocalU64(UnsafeCell<u64>);
 
+#[cfg(not(hushtrace_loom))]
 // SAFETY: mutation is confined to the owning thread (or to a single thread after quiescence, with
 // the hand-over ordered by Release/Acquire on the buffer state), per the type invariant.
 unsafe impl Sync for LocalU64 {}
 
+#[cfg(not(hushtrace_loom))]
 impl LocalU64 {
     pub(crate) const fn new(v: u64) -> Self {
         LocalU64(UnsafeCell::new(v))

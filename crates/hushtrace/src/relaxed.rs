@@ -6,15 +6,19 @@
 //! The `get`/`set` spelling keeps the ring's code readable; ordering with respect to signal
 //! handlers on the same thread comes from `compiler_fence`s at the call sites, and ordering
 //! with other threads from the Release/Acquire pairs of the hand-over and the buffer state.
+//!
+//! The atomics come from [`crate::primitive`], so a loom build (`--cfg hushtrace_loom`) checks
+//! that every cross-thread read of these fields is ordered by those pairs. (That is why `new`
+//! is not a `const fn`: loom's atomics are created at run time.)
 
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
+use crate::primitive::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
 
 /// A `u64` read and written with relaxed atomics.
 #[derive(Debug, Default)]
 pub(crate) struct RelaxedU64(AtomicU64);
 
 impl RelaxedU64 {
-    pub(crate) const fn new(v: u64) -> Self {
+    pub(crate) fn new(v: u64) -> Self {
         RelaxedU64(AtomicU64::new(v))
     }
     #[inline(always)]
@@ -32,7 +36,7 @@ impl RelaxedU64 {
 pub(crate) struct RelaxedBool(AtomicBool);
 
 impl RelaxedBool {
-    pub(crate) const fn new(v: bool) -> Self {
+    pub(crate) fn new(v: bool) -> Self {
         RelaxedBool(AtomicBool::new(v))
     }
     #[inline(always)]
@@ -50,7 +54,7 @@ impl RelaxedBool {
 pub(crate) struct RelaxedPtr<T>(AtomicPtr<T>);
 
 impl<T> RelaxedPtr<T> {
-    pub(crate) const fn new(v: *mut T) -> Self {
+    pub(crate) fn new(v: *mut T) -> Self {
         RelaxedPtr(AtomicPtr::new(v))
     }
     #[inline(always)]

@@ -21,6 +21,16 @@
 //!   local operations), and only by the consumer once the buffer is quiescent (thread exited,
 //!   session stopped: see `session.rs`), with the hand-over ordered by the buffer `state`
 //!   ([`BufState`]).
+//!
+//! # Model checking
+//! Every atomic here (the hand-over, `state`, `meta`, the relaxed and local producer fields)
+//! comes from [`crate::primitive`], so under `--cfg hushtrace_loom` this code runs on loom's
+//! atomics and on heap memory (the platform fallback), and `tests/loom.rs` model-checks the
+//! life cycle: reservation and packet switches against a draining consumer, the overwrite-mode
+//! finish, the stop's detach and quiescence, and thread exit with recycling. Loom cannot see
+//! the raw packet memory, so in that build every write and read of a slot's bytes also touches
+//! a per-slot `loom::cell::UnsafeCell` (`slot_cells`), and loom's race detector reports a slot
+//! read while it may be written. The module is `pub` (and `doc(hidden)`) only in that build.
 
 mod snapshot;
 
@@ -28,26 +38,31 @@ use crate::clock;
 use crate::handover::Handover;
 use crate::local::LocalU64;
 use crate::platform;
+use crate::primitive::{AtomicU64, AtomicU8, Ordering};
 use crate::relaxed::{Relaxed16, RelaxedBool, RelaxedPtr, RelaxedU64};
 use crossbeam_utils::CachePadded;
 use hushtrace_ctf::layout::*;
-use std::sync::atomic::{compiler_fence, AtomicU64, AtomicU8, Ordering};
+use std::sync::atomic::compiler_fence;
 
 pub use hushtrace_core::Mode;
 
 /// The identity a packet context carries.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub(crate) struct Ident {
+pub struct Ident {
+    /// Process id.
     pub vpid: u32,
+    /// Thread id.
     pub vtid: u32,
+    /// Thread name, NUL-padded.
     pub procname: [u8; 16],
+    /// `pthread_self()`.
     pub pthread: u64,
 }
 
 /// Buffer life cycle, stored in [`Buffer::state`].
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 #[repr(u8)]
-pub(crate) enum BufState {
+pub enum BufState {
     /// Attached to a live thread; the thread is the producer.
     Attached = 0,
     /// The thread exited after its last event (Release); the consumer owns the producer side.
@@ -76,21 +91,24 @@ impl BufState {
 
 /// An atomic [`BufState`]: only valid states can be stored, so a load always decodes.
 #[derive(Debug)]
-pub(crate) struct AtomicBufState(AtomicU8);
+pub struct AtomicBufState(AtomicU8);
 
 impl AtomicBufState {
-    pub(crate) const fn new(s: BufState) -> Self {
+    /// A state word holding `s`.
+    pub fn new(s: BufState) -> Self {
         AtomicBufState(AtomicU8::new(s as u8))
     }
-    pub(crate) fn load(&self, order: Ordering) -> BufState {
+    /// The current state.
+    pub fn load(&self, order: Ordering) -> BufState {
         // Only `BufState as u8` values are ever stored (the field is private to this type).
         BufState::ALL[self.0.load(order) as usize]
     }
-    pub(crate) fn store(&self, s: BufState, order: Ordering) {
+    /// Sets the state.
+    pub fn store(&self, s: BufState, order: Ordering) {
         self.0.store(s as u8, order)
     }
     /// Moves from `from` to `to`; false if the state was not `from`.
-    pub(crate) fn transition(&self, from: BufState, to: BufState, success: Ordering) -> bool {
+    pub fn transition(&self, from: BufState, to: BufState, success: Ordering) -> bool {
         self.0
             .compare_exchange(from as u8, to as u8, success, Ordering::Relaxed)
             .is_ok()
@@ -167,19 +185,31 @@ struct SlotMeta {
 /// Invariants: `mem` is a live mapping of `subbuf_size * num_subbufs` bytes owned by this value;
 /// `producer` is accessed as described in the module docs.
 #[derive(Debug)]
-pub(crate) struct Buffer {
+pub struct Buffer {
     producer: CachePadded<Producer>,
     handover: Handover,
     meta: Box<[SlotMeta]>,
     /// Where the buffer is in its life cycle; hands the producer side between threads.
     pub state: AtomicBufState,
     mem: *mut u8,
+    /// The ring header page (see `hushtrace_ctf::ringfile`), right before `mem` in the same
+    /// mapping: in a ring file for file-backed rings, so a crash leaves it to `recover`.
+    hdr: *mut u8,
+    /// Whether the mapping is a shared ring file (`MADV_DONTFORK`: absent in a fork child).
+    file_backed: bool,
+    /// False once the mapping is known to be absent (a fork child's copy of a file-backed
+    /// ring of another thread): never unmapped then, its address may be reused.
+    mapped: RelaxedBool,
     subbuf_size: usize,
     num_subbufs: usize,
     mode: Mode,
     /// Stream instance id: names the stream file.
     pub instance: u64,
     locked: RelaxedBool,
+    /// Loom build only: one cell per slot, accessed wherever the code writes or reads the
+    /// slot's bytes, so loom's race detector sees the packet memory (module docs).
+    #[cfg(hushtrace_loom)]
+    slot_cells: Box<[loom::cell::UnsafeCell<()>]>,
 }
 
 // SAFETY: the only non-thread-safe field is `mem`, a mapping the buffer owns: a slot's bytes
@@ -193,7 +223,8 @@ unsafe impl Send for Buffer {}
 unsafe impl Sync for Buffer {}
 
 /// Outcome of a failed reservation.
-pub(crate) enum Full {
+#[derive(Debug)]
+pub enum Full {
     /// The event was dropped and counted.
     Dropped,
 }
@@ -208,8 +239,49 @@ impl Buffer {
         instance: u64,
         uuid: [u8; 16],
     ) -> Option<Buffer> {
-        let mem = platform::map_anon(subbuf_size * num_subbufs)?;
-        Some(Buffer {
+        let hdr = platform::map_anon(RING_HEADER_LEN + subbuf_size * num_subbufs)?;
+        // SAFETY: `hdr` is a fresh mapping of RING_HEADER_LEN + capacity bytes.
+        let b = unsafe {
+            Self::with_memory(hdr, false, subbuf_size, num_subbufs, mode, instance, uuid)
+        };
+        Some(b)
+    }
+
+    /// A buffer in the ring file `fd` (created empty, sized by this call): a shared mapping
+    /// that outlives the process, for `hushtrace recover` after a crash.
+    pub fn new_in_file(
+        fd: std::os::fd::BorrowedFd<'_>,
+        subbuf_size: usize,
+        num_subbufs: usize,
+        mode: Mode,
+        instance: u64,
+        uuid: [u8; 16],
+    ) -> Option<Buffer> {
+        let len = RING_HEADER_LEN + subbuf_size * num_subbufs;
+        rustix::fs::ftruncate(fd, len as u64).ok()?;
+        let hdr = platform::map_shared(fd, len)?;
+        // SAFETY: `hdr` is a fresh shared mapping of `len` bytes of a file only we use.
+        let b =
+            unsafe { Self::with_memory(hdr, true, subbuf_size, num_subbufs, mode, instance, uuid) };
+        b.write_ring_header();
+        Some(b)
+    }
+
+    /// # Safety
+    /// `hdr` is a live mapping of `RING_HEADER_LEN + subbuf_size * num_subbufs` bytes that the
+    /// buffer takes over (it unmaps it when dropped).
+    unsafe fn with_memory(
+        hdr: *mut u8,
+        file_backed: bool,
+        subbuf_size: usize,
+        num_subbufs: usize,
+        mode: Mode,
+        instance: u64,
+        uuid: [u8; 16],
+    ) -> Buffer {
+        // SAFETY: the slots follow the header page inside the mapping (caller).
+        let mem = unsafe { hdr.add(RING_HEADER_LEN) };
+        Buffer {
             producer: CachePadded::new(Producer {
                 off: LocalU64::new(0),
                 events: LocalU64::new(0),
@@ -227,12 +299,84 @@ impl Buffer {
             meta: (0..num_subbufs).map(|_| SlotMeta::default()).collect(),
             state: AtomicBufState::new(BufState::Attached),
             mem,
+            hdr,
+            file_backed,
+            mapped: RelaxedBool::new(true),
             subbuf_size,
             num_subbufs,
             mode,
             instance,
             locked: RelaxedBool::new(false),
-        })
+            #[cfg(hushtrace_loom)]
+            slot_cells: (0..num_subbufs)
+                .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
+        }
+    }
+
+    /// A word of the ring header page, as a relaxed atomic.
+    #[inline(always)]
+    fn hdr_word(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
+        // SAFETY: `off` is one of the ring file's 8-aligned header offsets, inside the header
+        // page (page-aligned, so the word is 8-aligned); the page lives as long as `self`.
+        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.hdr.add(off) as *mut u64) }
+    }
+
+    /// Writes the fixed part of the ring header (geometry, identity).
+    fn write_ring_header(&self) {
+        use hushtrace_ctf::ringfile::RING_MAGIC;
+        // SAFETY: the header page is ours and at least 64 bytes long.
+        unsafe {
+            core::ptr::copy_nonoverlapping(RING_MAGIC.as_ptr(), self.hdr, 8);
+            put_u32(self.hdr, 8, 1);
+            put_u32(self.hdr, 12, u32::from(self.mode == Mode::Overwrite));
+            put_u64(self.hdr, 16, self.subbuf_size as u64);
+            put_u64(self.hdr, 24, self.num_subbufs as u64);
+            put_u64(self.hdr, 32, self.instance);
+            put_u32(self.hdr, 40, platform::getpid());
+        }
+    }
+
+    /// Producer, after an event is completely written at nesting depth 1: the open packet's
+    /// complete bytes end at the current offset (nested events that completed meanwhile
+    /// included). One relaxed store to the ring header (what `recover` trusts after a crash).
+    #[inline(always)]
+    pub fn mark_done(&self) {
+        self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
+            .store(self.producer.off.get(), Ordering::Relaxed);
+    }
+
+    /// Mirrors the stream's discarded count into the ring header (cold paths).
+    #[inline]
+    fn mirror_discarded(&self) {
+        self.hdr_word(hushtrace_ctf::ringfile::OFF_DISCARDED)
+            .store(self.producer.discarded.get(), Ordering::Relaxed);
+    }
+
+    /// Consumer, clean stop: the ring was drained (nothing to recover from it).
+    pub fn mark_clean(&self) {
+        self.hdr_word(hushtrace_ctf::ringfile::OFF_CLEAN)
+            .store(1, Ordering::Release);
+    }
+
+    /// Fork child handler: this (another thread's) ring was a shared file mapping, which the
+    /// child did not inherit: never touch or unmap it.
+    pub fn forget_mapping_after_fork(&self) {
+        if self.file_backed {
+            self.mapped.set(false);
+        }
+    }
+
+    /// Loom build only: tells loom's race detector that the producer side writes the bytes of
+    /// `slot` (or, with `write == false`, that the consumer reads them). Panics (failing the
+    /// model) if the access can be concurrent with a conflicting one.
+    #[cfg(hushtrace_loom)]
+    fn touch_slot(&self, slot: usize, write: bool) {
+        if write {
+            self.slot_cells[slot].with_mut(|_| ());
+        } else {
+            self.slot_cells[slot].with(|_| ());
+        }
     }
 
     /// Total bytes of the ring.
@@ -255,7 +399,8 @@ impl Buffer {
             // SAFETY: `i < capacity`, inside our mapping, and a byte is always a valid AtomicU8.
             // An atomic add of 0 writes the page (faulting it in, breaking copy-on-write) without
             // changing any byte, so packets being written or read stay intact.
-            unsafe { AtomicU8::from_ptr(self.mem.add(i)) }.fetch_add(0, Ordering::Relaxed);
+            unsafe { std::sync::atomic::AtomicU8::from_ptr(self.mem.add(i)) }
+                .fetch_add(0, Ordering::Relaxed);
             i += page;
         }
         if !self.locked.get() && platform::mlock(self.mem, self.capacity()).is_ok() {
@@ -301,6 +446,12 @@ impl Buffer {
             let ts = now();
             if p.off.cas(o, o + len as u64) {
                 p.events.add(1);
+                // The caller writes the event's bytes into the open slot.
+                #[cfg(hushtrace_loom)]
+                self.touch_slot(
+                    (p.base.get() as usize - self.mem as usize) / self.subbuf_size,
+                    true,
+                );
                 // SAFETY: `o + len <= end <= subbuf_size`, so the range is inside the open slot.
                 return Some((unsafe { p.base.get().add(o as usize) }, ts));
             }
@@ -320,6 +471,7 @@ impl Buffer {
         // A nested (signal-handler) event must not switch packets under the interrupted one.
         if depth > 1 || len > self.subbuf_size - PACKET_HEADER_LEN {
             p.discarded.add(1);
+            self.mirror_discarded();
             return Err(Full::Dropped);
         }
         // Signal handlers may fill the fresh packet before this thread reserves in it (a storm
@@ -344,6 +496,7 @@ impl Buffer {
         }
         if r.is_err() {
             p.discarded.add(1);
+            self.mirror_discarded();
         }
         // Wake the consumer (discard mode only: an attached overwrite-mode ring is read only
         // when it stops) and only now: signals pending on the wake-up's system call are
@@ -368,6 +521,8 @@ impl Buffer {
         let discarded = p.discarded.get();
         let events = p.events.get();
         let ts_end = now();
+        #[cfg(hushtrace_loom)]
+        self.touch_slot((seq % self.num_subbufs as u64) as usize, true);
         // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
         // producer until the hand-over below.
         unsafe {
@@ -398,6 +553,8 @@ impl Buffer {
                 Mode::Overwrite => {
                     let lost = self.meta[slot].events.load(Ordering::Relaxed);
                     p.overwritten.set(p.overwritten.get() + lost);
+                    self.hdr_word(hushtrace_ctf::ringfile::OFF_OVERWRITTEN)
+                        .store(p.overwritten.get(), Ordering::Relaxed);
                 }
             }
         }
@@ -405,6 +562,8 @@ impl Buffer {
         // SAFETY: slot index < num_subbufs, so the slot is inside the mapping.
         let base = unsafe { self.mem.add(slot * self.subbuf_size) };
         let id = p.ident.get();
+        #[cfg(hushtrace_loom)]
+        self.touch_slot(slot, true);
         // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long.
         unsafe {
             put_u32(base, OFF_MAGIC, MAGIC);
@@ -412,6 +571,8 @@ impl Buffer {
             put_u32(base, OFF_STREAM_ID, 0);
             put_u64(base, OFF_STREAM_INSTANCE_ID, self.instance);
             put_u64(base, OFF_TIMESTAMP_BEGIN, ts_begin);
+            // Not finalized: a crash leaves a packet `recover` must cut itself.
+            put_u64(base, OFF_CONTENT_SIZE, 0);
             put_u64(base, OFF_PACKET_SEQ_NUM, seq);
             put_u32(base, OFF_VPID, id.vpid);
             put_u32(base, OFF_VTID, id.vtid);
@@ -421,6 +582,10 @@ impl Buffer {
         p.base.set(base);
         p.off.set(PACKET_HEADER_LEN as u64);
         p.events.set(0);
+        self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
+            .store(0, Ordering::Relaxed);
+        self.hdr_word(hushtrace_ctf::ringfile::OFF_OPEN_SEQ)
+            .store(seq, Ordering::Relaxed);
         p.open.set(true);
         // Everything above is in place before a signal handler can reserve in this packet.
         compiler_fence(Ordering::SeqCst);
@@ -435,12 +600,16 @@ impl Buffer {
             let slot = (c % self.num_subbufs as u64) as usize;
             let m = &self.meta[slot];
             let len = m.len.load(Ordering::Relaxed) as usize;
+            #[cfg(hushtrace_loom)]
+            self.touch_slot(slot, false);
             // SAFETY: packet `c` is committed and not yet consumed, so the producer does not
             // touch its slot; `len <= subbuf_size` (set by `finalize`).
             let bytes =
                 unsafe { std::slice::from_raw_parts(self.mem.add(slot * self.subbuf_size), len) };
             write(bytes, m.events.load(Ordering::Relaxed));
             self.handover.release(c);
+            self.hdr_word(hushtrace_ctf::ringfile::OFF_CONSUMED)
+                .store(c + 1, Ordering::Release);
         }
     }
 
@@ -475,6 +644,7 @@ impl Buffer {
     /// Counts one event dropped before reaching the ring (owner only, signal-safe).
     pub fn count_dropped(&self) {
         self.producer.discarded.add(1);
+        self.mirror_discarded();
     }
 
     /// Events dropped in this stream so far (discarded plus overwritten).
@@ -496,6 +666,16 @@ impl Buffer {
     /// inherited packets belong to the parent, which writes them; the child starts a new, empty
     /// stream. Only stores: async-signal-safe.
     pub fn reset_after_fork(&self, uuid: [u8; 16], ident: Ident) {
+        if self.file_backed {
+            // The parent's ring file was not inherited (MADV_DONTFORK): put private memory at
+            // the same address so this thread keeps a ring of its own (not crash-persistent).
+            // SAFETY: `hdr..hdr+len` is this buffer's reserved range.
+            let ok =
+                unsafe { platform::remap_private(self.hdr, RING_HEADER_LEN + self.capacity()) };
+            if !ok {
+                platform::abort();
+            }
+        }
         let p = &*self.producer;
         p.off.set(0);
         p.events.set(0);
@@ -517,14 +697,20 @@ impl Buffer {
 
 impl Drop for Buffer {
     fn drop(&mut self) {
+        if !self.mapped.get() {
+            return; // not mapped in this process (a fork child): the address may be reused
+        }
         if self.locked.get() {
             platform::munlock(self.mem, self.capacity());
         }
-        // SAFETY: `mem` is our live mapping of `capacity()` bytes and nothing uses it any more
-        // (we are being dropped).
-        unsafe { platform::unmap(self.mem, self.capacity()) };
+        // SAFETY: `hdr` is our live mapping of RING_HEADER_LEN + `capacity()` bytes and nothing
+        // uses it any more (we are being dropped).
+        unsafe { platform::unmap(self.hdr, RING_HEADER_LEN + self.capacity()) };
     }
 }
+
+/// Bytes of the ring header page before the slots.
+const RING_HEADER_LEN: usize = hushtrace_ctf::ringfile::HEADER_LEN;
 
 /// # Safety
 /// `base + off .. base + off + 8` must be writable.

@@ -84,6 +84,9 @@ pub(crate) struct Inner {
     pub final_stats: Option<Stats>,
     /// The session root, resolved and opened once at start (see `tracedir.rs`).
     pub root: Dir,
+    /// Where this process's ring files go (a private directory on tmpfs, else the trace
+    /// directory); `None`: rings in anonymous memory (not crash-persistent).
+    pub rings: Option<Dir>,
     /// Outcomes of the last snapshot requests: (request number, path or error).
     pub snapshot_results: Vec<(u64, Result<PathBuf, String>)>,
 }
@@ -145,6 +148,7 @@ impl Shared {
                 io_error: None,
                 final_stats: None,
                 root,
+                rings: None,
                 snapshot_results: Vec::new(),
             }),
         }
@@ -175,13 +179,21 @@ impl Shared {
             Some(b) => b,
             None => {
                 let inst = self.next_instance.fetch_add(1, Ordering::Relaxed);
-                match Buffer::new(
+                let (size, n, mode, uuid) = (
                     self.cfg.subbuf_size,
                     self.cfg.num_subbufs,
                     self.cfg.mode,
-                    inst,
                     inner.uuid,
-                ) {
+                );
+                // A ring file (crash-persistent) when the consumer made a ring directory;
+                // anonymous memory otherwise, or if the file cannot be made.
+                let in_file = inner.rings.as_mut().and_then(|d| {
+                    let fd = d
+                        .create_rw_file(&format!("{}{inst}", hushtrace_ctf::ringfile::RING_PREFIX))
+                        .ok()?;
+                    Buffer::new_in_file(rustix::fd::AsFd::as_fd(&fd), size, n, mode, inst, uuid)
+                });
+                match in_file.or_else(|| Buffer::new(size, n, mode, inst, uuid)) {
                     Some(b) => {
                         let b = Arc::new(b);
                         inner.buffers.push(b.clone());
@@ -524,7 +536,12 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     for b in inner.buffers.iter() {
         if !std::ptr::eq(Arc::as_ptr(b), mine) {
             b.state.store(BufState::Abandoned, Ordering::Relaxed);
+            b.forget_mapping_after_fork();
         }
+    }
+    // The parent's ring directory is the parent's: the child's consumer makes its own.
+    if let Some(d) = inner.rings.take() {
+        std::mem::forget(d); // no close, no free in the fork child handler
     }
     if let (Some(c), false) = (me, mine.is_null()) {
         // SAFETY: our attached buffer is alive (in the session's list) and this thread is its

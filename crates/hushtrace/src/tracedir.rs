@@ -205,6 +205,30 @@ impl Dir {
         })
     }
 
+    /// Creates a new file (`O_EXCL | O_NOFOLLOW`, mode 0600) in this directory, opened for
+    /// reading and writing (a ring file to map).
+    pub(crate) fn create_rw_file(&mut self, name: &str) -> io::Result<OwnedFd> {
+        let _ = rustix::fs::unlinkat(self.fd()?, name, AtFlags::empty());
+        Ok(rustix::fs::openat(
+            self.fd()?,
+            name,
+            OFlags::RDWR | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(0o600),
+        )?)
+    }
+
+    /// Removes file `name` (ignoring a missing one).
+    pub(crate) fn remove_file(&mut self, name: &str) {
+        if let Ok(fd) = self.fd() {
+            let _ = rustix::fs::unlinkat(fd, name, AtFlags::empty());
+        }
+    }
+
+    /// Removes this directory if it is empty (through its parent's path).
+    pub(crate) fn remove_if_empty(&self) {
+        let _ = std::fs::remove_dir(&self.path);
+    }
+
     /// Creates a new file (`O_EXCL | O_NOFOLLOW`, mode 0600) in this directory.
     fn create_file(&mut self, name: &str) -> io::Result<OwnedFd> {
         let fd = rustix::fs::openat(

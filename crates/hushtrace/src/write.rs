@@ -153,6 +153,10 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
                     let n = payload.encode(dst.add(EVENT_HEADER_LEN));
                     debug_assert_eq!(n, body);
                 }
+                if d == 1 {
+                    // The event is complete: what a crash recovery may keep.
+                    buf.mark_done();
+                }
                 true
             }
             Err(_) => false,

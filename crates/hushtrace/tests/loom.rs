@@ -1,10 +1,31 @@
-//! Model check of the packet hand-over (`src/handover.rs`) with loom: every interleaving of one
-//! producer filling slots and one consumer reading them, with loom's race detector on the slot
-//! contents. Run with `ci/loom.sh` (`RUSTFLAGS="--cfg hushtrace_loom"`).
+//! Model checks with loom (run with `ci/loom.sh`, `RUSTFLAGS="--cfg hushtrace_loom"`): every
+//! interleaving, under the C11 memory model, of
+//!
+//! * the packet hand-over alone (`src/handover.rs`);
+//! * the real ring (`src/ring.rs`: reservation, packet switches, `finalize`, `drain`, `finish`,
+//!   `recycle`, the `BufState` transitions) in its life cycle: a producer switching packets
+//!   while the consumer drains (discard mode), the overwrite-mode finish, a session stop's
+//!   detach and quiescence, and thread exit with recycling and re-attachment.
+//!
+//! Under that cfg every atomic of the ring is loom's (`src/primitive.rs`) and ring memory comes
+//! from the heap. Loom cannot see raw memory, so the ring also touches a loom `UnsafeCell` per
+//! slot wherever it writes or reads a slot's bytes: a slot read while it may be written fails
+//! the model. The models assert on what the consumer reads back: packet sequence numbers,
+//! event payloads (each event carries its number), per-packet counts and loss counts.
+//!
+//! The thread-side steps the runtime does outside `ring.rs` (entering a tracepoint, the stop's
+//! detach and membarrier, thread exit, attach) are written out below with the orderings
+//! `write.rs`, `ctx.rs`, `session.rs`, `thread.rs` and `state.rs` use.
 #![cfg(hushtrace_loom)]
 
 use hushtrace::handover::Handover;
+use hushtrace::ring::{BufState, Buffer, Ident, Mode};
+use hushtrace_ctf::layout::{
+    read_u32, read_u64, EVENT_HEADER_LEN, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED,
+    OFF_PACKET_SEQ_NUM, OFF_VTID, PACKET_HEADER_LEN,
+};
 use loom::cell::UnsafeCell;
+use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
 use loom::sync::Arc;
 
 struct Ring {
@@ -54,5 +75,286 @@ fn producer_and_consumer_never_touch_the_same_slot_at_once() {
         let produced = producer.join().unwrap();
         assert!(next <= produced);
         assert!(produced - next <= 2, "more unconsumed packets than slots");
+    });
+}
+
+// ---- The ring's life cycle ----
+
+/// An event: header plus one `u64`, its number.
+const EV: usize = EVENT_HEADER_LEN + 8;
+/// Two events per packet.
+const SUBBUF: usize = PACKET_HEADER_LEN + 2 * EV;
+/// Two slots.
+const SLOTS: usize = 2;
+
+/// Runs `f` under loom, bounding preemptions (the ring makes dozens of atomic accesses per
+/// packet switch; every bug these models target needs at most two preemptions to show).
+fn model(f: impl Fn() + Sync + Send + 'static) {
+    let mut b = loom::model::Builder::new();
+    if b.preemption_bound.is_none() {
+        b.preemption_bound = Some(2);
+    }
+    b.check(f);
+}
+
+fn ring(mode: Mode, vtid: u32) -> Arc<Buffer> {
+    let b = Buffer::new(SUBBUF, SLOTS, mode, 0, [7; 16]).expect("heap ring");
+    b.set_ident(ident(vtid));
+    Arc::new(b)
+}
+
+fn ident(vtid: u32) -> Ident {
+    Ident {
+        vpid: 1,
+        vtid,
+        ..Ident::default()
+    }
+}
+
+/// One event at nesting depth 1 (the thread itself, not a signal handler), carrying `n`.
+/// Returns whether it was written (otherwise it was dropped and counted).
+fn event(b: &Buffer, n: u64) -> bool {
+    match b.reserve(EV, 1, || n, || {}) {
+        Ok((dst, _ts)) => {
+            // SAFETY: `reserve` returned EV writable bytes at `dst`; the payload is the last 8.
+            unsafe {
+                (dst.add(EVENT_HEADER_LEN) as *mut [u8; 8]).write_unaligned(n.to_le_bytes())
+            };
+            true
+        }
+        Err(_) => false,
+    }
+}
+
+/// A packet as the consumer read it.
+#[derive(Debug)]
+struct Packet {
+    seq: u64,
+    vtid: u32,
+    /// Cumulative `events_discarded` of the stream.
+    discarded: u64,
+    /// The numbers the events carry.
+    events: Vec<u64>,
+}
+
+/// The consumer's write callback: parses a packet and checks it against its `meta` count.
+fn read_into(out: &mut Vec<Packet>) -> impl FnMut(&[u8], u64) + '_ {
+    |bytes, events| {
+        assert_eq!(read_u64(bytes, OFF_CONTENT_SIZE), Some(bytes.len() as u64 * 8));
+        let body = &bytes[PACKET_HEADER_LEN..];
+        assert_eq!(body.len() % EV, 0, "a packet ends inside an event");
+        let evs: Vec<u64> = body
+            .chunks(EV)
+            .map(|e| read_u64(e, EVENT_HEADER_LEN).unwrap())
+            .collect();
+        assert_eq!(evs.len() as u64, events, "packet length and event count disagree");
+        out.push(Packet {
+            seq: read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap(),
+            vtid: read_u32(bytes, OFF_VTID).unwrap(),
+            discarded: read_u64(bytes, OFF_EVENTS_DISCARDED).unwrap(),
+            events: evs,
+        });
+    }
+}
+
+fn seqs(p: &[Packet]) -> Vec<u64> {
+    p.iter().map(|p| p.seq).collect()
+}
+
+fn payloads(p: &[Packet]) -> Vec<u64> {
+    p.iter().flat_map(|p| p.events.iter().copied()).collect()
+}
+
+/// Discard mode: the producer makes five attempts (three packet switches on a ring that holds
+/// four events) while the consumer drains twice; then the producer is joined (quiescent) and
+/// the consumer finishes. Every written event is read exactly once and in order, every packet
+/// once and in sequence, no slot is read while written (the slot cells), and
+/// written + discarded = attempted, with the discarded count in the last packet.
+#[test]
+fn discard_mode_consumer_reads_every_committed_event_once() {
+    model(|| {
+        const ATTEMPTS: u64 = 5;
+        let b = ring(Mode::Discard, 1);
+        let producer = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                (0..ATTEMPTS)
+                    .filter(|&n| event(&b, n))
+                    .collect::<Vec<u64>>()
+            })
+        };
+        let mut read = Vec::new();
+        for _ in 0..2 {
+            b.drain(read_into(&mut read));
+            loom::thread::yield_now();
+        }
+        let written = producer.join().unwrap();
+        b.finish(read_into(&mut read));
+        assert_eq!(payloads(&read), written, "events lost, duplicated or reordered");
+        assert_eq!(seqs(&read), (0..read.len() as u64).collect::<Vec<_>>());
+        assert_eq!(written.len() as u64 + b.lost(), ATTEMPTS);
+        assert_eq!(read.last().unwrap().discarded, b.lost());
+        assert!(written.len() >= 4, "a full ring drops, an empty one does not");
+    });
+}
+
+/// Overwrite mode: the producer writes seven events, lapping the two-slot ring twice (packets
+/// 0 and 1 are overwritten), then exits (`Exited`, Release, as `thread.rs` does); the consumer
+/// sees `Exited` (Acquire) and finishes. It reads the newest packets, contiguous (the last
+/// committed one and the open one), and kept + overwritten = written.
+#[test]
+fn overwrite_mode_finish_keeps_the_newest_packets() {
+    model(|| {
+        const EVENTS: u64 = 7;
+        let b = ring(Mode::Overwrite, 1);
+        let producer = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                for n in 0..EVENTS {
+                    assert!(event(&b, n), "overwrite mode never drops");
+                }
+                // thread.rs `thread_exit`: the hand-over of the producer side.
+                b.state.store(BufState::Exited, Ordering::Release);
+            })
+        };
+        while b.state.load(Ordering::Acquire) != BufState::Exited {
+            loom::thread::yield_now();
+        }
+        let mut read = Vec::new();
+        b.finish(read_into(&mut read));
+        assert_eq!(seqs(&read), vec![2, 3], "the newest packets, contiguous");
+        assert_eq!(payloads(&read), vec![4, 5, 6]);
+        assert_eq!(b.lost(), 4, "packets 0 and 1 overwritten");
+        assert_eq!(payloads(&read).len() as u64 + b.lost(), EVENTS);
+        producer.join().unwrap();
+    });
+}
+
+/// What a session stop sees of a thread (`ctx.rs` `ThreadCtx`): its nesting depth and the
+/// attached buffer.
+struct Ctx {
+    depth: AtomicU32,
+    buffer: AtomicPtr<Buffer>,
+}
+
+impl Ctx {
+    fn attached(b: &Arc<Buffer>) -> Ctx {
+        Ctx {
+            depth: AtomicU32::new(0),
+            buffer: AtomicPtr::new(Arc::as_ptr(b) as *mut Buffer),
+        }
+    }
+}
+
+/// `write.rs` `write`: one tracepoint writing event `n` into the attached buffer, if any.
+fn tracepoint(ctx: &Ctx, b: &Buffer, n: u64) -> bool {
+    // ctx.enter()
+    ctx.depth.store(1, Ordering::Relaxed);
+    // The runtime has only a compiler fence here, which the stop's membarrier(2) turns into a
+    // full fence on this thread (asymmetric fences, as liburcu's urcu-memb): modelled as
+    // SeqCst fences on both sides.
+    fence(Ordering::SeqCst);
+    let attached = ctx.buffer.load(Ordering::Acquire);
+    let ok = !attached.is_null() && {
+        assert!(std::ptr::eq(attached, b));
+        event(b, n)
+    };
+    // ctx.leave(1)
+    ctx.depth.store(0, Ordering::Release);
+    ok
+}
+
+/// Detach and quiescence: a thread makes three tracepoints (a packet switch on the third) while
+/// a session stop (`session.rs` `stop_shared` + `quiesce`) swaps its buffer pointer to null,
+/// moves the buffer `Attached → Detached`, issues the barrier, waits until the thread's depth
+/// is 0 and finishes the buffer. Everything the thread wrote before it left the tracepoint in
+/// which it still saw the buffer is read, and nothing is written after the finish (the slot
+/// cells).
+#[test]
+fn stop_detaches_waits_for_quiescence_and_finishes() {
+    model(|| {
+        let b = ring(Mode::Discard, 1);
+        let ctx = Arc::new(Ctx::attached(&b));
+        let producer = {
+            let (b, ctx) = (b.clone(), ctx.clone());
+            loom::thread::spawn(move || {
+                (0..3)
+                    .filter(|&n| tracepoint(&ctx, &b, n))
+                    .collect::<Vec<u64>>()
+            })
+        };
+        let was = ctx.buffer.swap(std::ptr::null_mut(), Ordering::AcqRel);
+        assert!(std::ptr::eq(was, &*b));
+        assert!(b
+            .state
+            .transition(BufState::Attached, BufState::Detached, Ordering::AcqRel));
+        fence(Ordering::SeqCst); // membarrier(2)
+        while ctx.depth.load(Ordering::Acquire) != 0 {
+            loom::thread::yield_now();
+        }
+        let mut read = Vec::new();
+        b.finish(read_into(&mut read));
+        let written = producer.join().unwrap();
+        assert_eq!(payloads(&read), written, "an event written before quiescence is lost");
+        assert_eq!(written, (0..written.len() as u64).collect::<Vec<_>>());
+        assert_eq!(b.lost(), 0);
+    });
+}
+
+/// Thread exit, recycling and re-attachment: thread 1 writes three events and exits
+/// (`Exited`, Release); the consumer sees it (Acquire), finishes the buffer and recycles it
+/// (`Pooled`, Release); thread 2 takes it from the pool (`Pooled → Attached`, Acquire, as
+/// `state.rs` `attach`), writes three events and exits; the consumer finishes again. One
+/// stream: sequence numbers continue, each packet carries its writer's identity, nothing is
+/// lost.
+#[test]
+fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
+    model(|| {
+        let b = ring(Mode::Discard, 1);
+        let exit = |b: &Buffer| b.state.store(BufState::Exited, Ordering::Release);
+        let first = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                for n in 0..3 {
+                    assert!(event(&b, n));
+                }
+                exit(&b);
+            })
+        };
+        let second = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                while !b
+                    .state
+                    .transition(BufState::Pooled, BufState::Attached, Ordering::Acquire)
+                {
+                    loom::thread::yield_now();
+                }
+                b.set_ident(ident(2));
+                for n in 10..13 {
+                    assert!(event(&b, n));
+                }
+                exit(&b);
+            })
+        };
+        let mut read = Vec::new();
+        for round in 0..2 {
+            while b.state.load(Ordering::Acquire) != BufState::Exited {
+                loom::thread::yield_now();
+            }
+            b.finish(read_into(&mut read));
+            if round == 0 {
+                b.recycle();
+            }
+        }
+        assert_eq!(seqs(&read), vec![0, 1, 2, 3], "the stream continues");
+        assert_eq!(
+            read.iter().map(|p| p.vtid).collect::<Vec<_>>(),
+            vec![1, 1, 2, 2]
+        );
+        assert_eq!(payloads(&read), vec![0, 1, 2, 10, 11, 12]);
+        assert_eq!(b.lost(), 0);
+        first.join().unwrap();
+        second.join().unwrap();
     });
 }

@@ -161,6 +161,19 @@ pub fn futex_wait(
 /// Nothing to do: [`futex_wait`] polls.
 pub fn futex_wake(_word: &std::sync::atomic::AtomicU32) {}
 
+/// No shared file mappings here: rings stay in process memory (`None`).
+pub fn map_shared(_fd: std::os::fd::BorrowedFd<'_>, _len: usize) -> Option<*mut u8> {
+    None
+}
+
+/// Never called (no shared rings here).
+///
+/// # Safety
+/// As on Linux.
+pub unsafe fn remap_private(_ptr: *mut u8, _len: usize) -> bool {
+    false
+}
+
 /// Unknown here.
 pub fn physical_memory() -> Option<u64> {
     None

@@ -198,6 +198,52 @@ pub fn map_anon(len: usize) -> Option<*mut u8> {
     Some(p as *mut u8)
 }
 
+/// A shared mapping of the first `len` bytes of the file `fd` (a ring that outlives the
+/// process), or `None`. The mapping is `MADV_DONTFORK`: a fork child does not inherit it (it
+/// must never write into its parent's ring); see [`remap_private`].
+pub fn map_shared(fd: std::os::fd::BorrowedFd<'_>, len: usize) -> Option<*mut u8> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: a shared mapping of a file we own, no address hint; checked against MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED,
+            fd.as_raw_fd(),
+            0,
+        )
+    };
+    if p == libc::MAP_FAILED {
+        return None;
+    }
+    // SAFETY: `p`/`len` is the mapping just created; the advice only affects fork().
+    unsafe { libc::madvise(p, len, libc::MADV_DONTFORK) };
+    Some(p as *mut u8)
+}
+
+/// Fork child: puts private, zero-filled anonymous memory at `ptr..ptr+len` (a ring the child
+/// did not inherit because it is `MADV_DONTFORK`), so the forking thread keeps a ring at the
+/// same address, its own. One `mmap(MAP_FIXED)`: async-signal-safe. Returns false on failure.
+///
+/// # Safety
+/// `ptr..ptr+len` must be a range this process reserved for a ring (nothing else may live
+/// there: it is replaced).
+pub unsafe fn remap_private(ptr: *mut u8, len: usize) -> bool {
+    // SAFETY: guaranteed by the caller; MAP_FIXED replaces whatever is (not) mapped there.
+    let p = unsafe {
+        libc::mmap(
+            ptr as *mut libc::c_void,
+            len,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_PRIVATE | libc::MAP_ANONYMOUS | libc::MAP_FIXED,
+            -1,
+            0,
+        )
+    };
+    p == ptr as *mut libc::c_void
+}
+
 /// Asks for transparent huge pages on a ring that is about to be fully touched anyway (the
 /// buffer of a no-syscall thread): fewer TLB misses on its write path. Rings below 2 MiB, or a
 /// kernel with THP disabled, are left alone.

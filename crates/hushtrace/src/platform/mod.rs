@@ -61,14 +61,15 @@
 //! [`local_add`] and [`pthread_self`]. Functions the `fork()` child handler may call:
 //! [`getpid`], [`gettid`], [`pthread_self`], [`random_uuid`].
 
-#[cfg(all(target_os = "linux", not(miri)))]
+// The loom models (`--cfg hushtrace_loom`) also run on the fallback: heap ring memory.
+#[cfg(all(target_os = "linux", not(any(miri, hushtrace_loom))))]
 mod linux;
-#[cfg(all(target_os = "linux", not(miri)))]
+#[cfg(all(target_os = "linux", not(any(miri, hushtrace_loom))))]
 pub use linux::*;
 
-#[cfg(any(miri, not(target_os = "linux")))]
+#[cfg(any(miri, hushtrace_loom, not(target_os = "linux")))]
 mod fallback;
-#[cfg(any(miri, not(target_os = "linux")))]
+#[cfg(any(miri, hushtrace_loom, not(target_os = "linux")))]
 pub use fallback::*;
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
