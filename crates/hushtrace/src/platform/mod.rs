@@ -46,6 +46,8 @@
 //! | [`atfork`] | no (libc bookkeeping) | no | ignored; fallback: no-op (no `fork`) |
 //! | [`atexit`] | no | no | ignored; fallback: no-op |
 //! | [`map_anon`] | yes (`mmap`, `madvise(MADV_WIPEONFORK)`) | raw | `None`; fallback: zeroed page-aligned heap memory |
+//! | [`map_shared`] | yes (`mmap(MAP_SHARED)`, `madvise(MADV_DONTFORK)`) | raw | `None`; fallback always `None` (rings stay in process memory) |
+//! | [`remap_private`] | yes (`mmap(MAP_FIXED)`) | raw | `false`; fallback always `false` |
 //! | [`advise_hugepages`] | yes (`madvise`) | raw | ignored; fallback: no-op |
 //! | [`unmap`] | yes (`munmap`) | raw | ignored |
 //! | [`page_size`] | no (`sysconf` reads the aux vector) | yes in glibc/musl | 4096 |
