@@ -1,0 +1,426 @@
+//! Record [`tracing`](https://docs.rs/tracing) spans and events with hushtrace.
+//!
+//! Three lines next to a hushtrace session started as usual:
+//!
+//! ```no_run
+//! use tracing_subscriber::prelude::*;
+//! let _session = hushtrace::Session::builder().output_dir("/tmp/trace").start()?;
+//! tracing_subscriber::registry().with(hushtrace_tracing::layer()).init();
+//! tracing::info!(answer = 42, "hello");
+//! # Ok::<(), hushtrace::Error>(())
+//! ```
+//!
+//! # What is recorded
+//!
+//! Every `tracing` callsite becomes hushtrace callsites registered at run time
+//! ([`hushtrace::register_callsite`]) when `tracing` registers it with the layer, with
+//! **category = the target** and **name = the span's or the event's name** (`tracing` names an
+//! event `"event <file>:<line>"` unless it is given `name: "..."`).
+//!
+//! * An **event** is an instant with the field `level` (`"TRACE"` .. `"ERROR"`), then every
+//!   field of the callsite in `tracing`'s order, `message` included.
+//! * A **span** is an async slice keyed by its `tracing` id (`Kind::AsyncBegin`/`AsyncEnd`,
+//!   field `id`): it begins when the span is created (with `id` and every field) and ends when it
+//!   is closed (the last handle dropped), on whichever threads that happens. A span that a
+//!   tokio task carries from worker to worker is therefore one slice with its real duration,
+//!   and no thread's begin/end nesting is affected. Entering and exiting (each poll of an
+//!   instrumented future) are not recorded.
+//! * [`Span::record`](https://docs.rs/tracing/latest/tracing/struct.Span.html#method.record)
+//!   is an instant with the span's name, the field `span_id` (the span's `id`) and every field
+//!   of the span, the ones not recorded by this call empty (`""`).
+//!
+//! Field values keep their type: integers are `i64`/`u64` (`tracing` widens them), floats `f64`,
+//! booleans `bool`, strings strings (at most [`hushtrace::STR_CAP`] bytes). `?value` and
+//! `%value` (and errors, and 128-bit integers that do not fit 64 bits) are formatted into a
+//! string of at most [`hushtrace::STR_CAP`] bytes, on the stack, and only when the callsite is
+//! enabled. A field declared but not given a value (`field::Empty`) is the empty string. At
+//! most 4 KiB of strings are kept per record (later strings are cut).
+//!
+//! **Schema.** `tracing` knows a callsite's field names but not their types, so the types of a
+//! hushtrace callsite are those of the first record of a tracing callsite: registering the
+//! tracing callsite registers a variant with every field a string; the first record with other
+//! types registers that typed variant (once; same name, so the same globs apply), and later
+//! records use it without a lock or an allocation. A thread in no-syscall mode never registers:
+//! it records a variant registered before, or the all-strings one (numbers formatted on the
+//! stack). Field names that are not identifiers are rewritten (`http.method` → `http_method`),
+//! and a field named like a field the bridge adds (`level`, `id`, `span_id`) gets a `_` suffix.
+//!
+//! # Filters
+//!
+//! `tracing`'s filters apply as to any layer (a global `EnvFilter`, or a per-layer filter with
+//! `layer().with_filter(...)`): what they filter out never reaches the layer and records
+//! nothing. hushtrace's globs ([`hushtrace::enable`]/[`hushtrace::disable`], by
+//! `"target:name"`) apply too, also to callsites registered after the glob; they only affect
+//! what hushtrace records, never what other layers see. A target containing `::` is matched
+//! by a glob's category part only with wildcards (`"my_app*:*"`): the glob's first `:` ends its
+//! category. Disabling a span's callsite while the span is open loses its end (the converter
+//! reports the slice as unclosed).
+//!
+//! # Cost
+//!
+//! An enabled event costs `tracing`'s dispatch, a lock-free lookup of the callsite, visiting
+//! its fields and a hushtrace record (see `docs/BENCHMARKS.md`); nothing allocates or locks
+//! after the first record of a callsite.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+mod capture;
+mod table;
+
+use capture::Capture;
+use hushtrace::{FieldType, Kind, Registered, Value};
+use std::sync::atomic::{AtomicPtr, Ordering};
+use std::sync::Mutex;
+use tracing_core::span::{Attributes, Id, Record};
+use tracing_core::{Event, Level, Metadata, Subscriber};
+use tracing_subscriber::layer::Context;
+use tracing_subscriber::registry::LookupSpan;
+
+/// The layer that records `tracing` instrumentation with hushtrace; see the crate docs.
+///
+/// ```
+/// use tracing_subscriber::prelude::*;
+/// let subscriber = tracing_subscriber::registry().with(hushtrace_tracing::layer());
+/// tracing::subscriber::with_default(subscriber, || {
+///     let span = tracing::info_span!("work", items = 3u64);
+///     span.in_scope(|| tracing::info!(ok = true, "done"));
+/// });
+/// ```
+pub fn layer() -> HushtraceLayer {
+    HushtraceLayer { _private: () }
+}
+
+/// A `tracing_subscriber::Layer` recording into the running hushtrace session (see [`layer`]).
+/// Without a session it records nothing (the cost of a disabled hushtrace record).
+#[derive(Clone, Debug)]
+pub struct HushtraceLayer {
+    _private: (),
+}
+
+impl<S> tracing_subscriber::Layer<S> for HushtraceLayer
+where
+    S: Subscriber + for<'a> LookupSpan<'a>,
+{
+    fn register_callsite(
+        &self,
+        metadata: &'static Metadata<'static>,
+    ) -> tracing_core::subscriber::Interest {
+        // Registration allocates and locks: here, once per callsite, never when recording.
+        table::insert(metadata, || Info::new(metadata));
+        tracing_core::subscriber::Interest::always()
+    }
+
+    fn on_event(&self, event: &Event<'_>, _ctx: Context<'_, S>) {
+        let Some(info) = lookup(event.metadata()) else {
+            return;
+        };
+        let Role::Event { schema } = &info.role else {
+            return;
+        };
+        if !schema.fallback.is_enabled() {
+            return;
+        }
+        let mut cap = Capture::new(info.fields.len());
+        event.record(&mut cap);
+        let level = Value::Str(level_str(event.metadata().level()));
+        schema.record(level, &mut cap);
+    }
+
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+        let Some(info) = lookup(attrs.metadata()) else {
+            return;
+        };
+        let Role::Span { begin, end, .. } = &info.role else {
+            return;
+        };
+        if !end.is_enabled() {
+            return;
+        }
+        let mut cap = Capture::new(info.fields.len());
+        attrs.record(&mut cap);
+        begin.record(Value::U64(id.into_u64()), &mut cap);
+    }
+
+    fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
+        let Some(info) = ctx.metadata(id).and_then(lookup) else {
+            return;
+        };
+        let Role::Span { record, end, .. } = &info.role else {
+            return;
+        };
+        if !end.is_enabled() {
+            return;
+        }
+        let mut cap = Capture::new(info.fields.len());
+        values.record(&mut cap);
+        record.record(Value::U64(id.into_u64()), &mut cap);
+    }
+
+    fn on_close(&self, id: Id, ctx: Context<'_, S>) {
+        let Some(info) = ctx.metadata(&id).and_then(lookup) else {
+            return;
+        };
+        if let Role::Span { end, .. } = &info.role {
+            end.record(&[Value::U64(id.into_u64())]);
+        }
+    }
+}
+
+/// The layer's state for `meta`. Normally registered by `register_callsite`; but `tracing`
+/// dispatches the events of a callsite that another thread is registering right now before
+/// that registration reaches the layer: such a record registers it here (once, cold), except
+/// on a no-syscall thread, which drops it.
+#[inline]
+fn lookup(meta: &'static Metadata<'static>) -> Option<&'static Info> {
+    table::get(meta).or_else(|| register_late(meta))
+}
+
+#[cold]
+#[inline(never)]
+fn register_late(meta: &'static Metadata<'static>) -> Option<&'static Info> {
+    if hushtrace::thread_in_no_syscall() {
+        return None;
+    }
+    table::insert(meta, || Info::new(meta));
+    table::get(meta)
+}
+
+fn level_str(level: &Level) -> &'static str {
+    match *level {
+        Level::TRACE => "TRACE",
+        Level::DEBUG => "DEBUG",
+        Level::INFO => "INFO",
+        Level::WARN => "WARN",
+        _ => "ERROR",
+    }
+}
+
+/// What the layer knows about one `tracing` callsite (leaked: callsites live forever).
+#[derive(Debug)]
+struct Info {
+    /// The callsite's field names, as hushtrace field names (see the crate docs).
+    fields: Vec<String>,
+    role: Role,
+}
+
+#[derive(Debug)]
+enum Role {
+    Event {
+        schema: Schema,
+    },
+    Span {
+        begin: Schema,
+        record: Schema,
+        end: Registered,
+    },
+    /// A callsite hushtrace could not register (the registry is full): recorded never.
+    Unregistered,
+}
+
+impl Info {
+    fn new(meta: &'static Metadata<'static>) -> Info {
+        let category = clean_name(meta.target());
+        let name = clean_name(meta.name());
+        let role = if meta.is_span() {
+            let fields = field_names(meta, &["id", "span_id"]);
+            let begin = Schema::new(&category, &name, Kind::AsyncBegin, "id", &fields);
+            let record = Schema::new(&category, &name, Kind::Instant, "span_id", &fields);
+            let end = hushtrace::register_callsite(
+                &category,
+                &name,
+                Kind::AsyncEnd,
+                &[("id", FieldType::U64)],
+            );
+            match (begin, record, end) {
+                (Some(begin), Some(record), Ok(end)) => {
+                    return Info {
+                        fields,
+                        role: Role::Span { begin, record, end },
+                    }
+                }
+                _ => Role::Unregistered,
+            }
+        } else {
+            let fields = field_names(meta, &["level"]);
+            match Schema::new(&category, &name, Kind::Instant, "level", &fields) {
+                Some(schema) => {
+                    return Info {
+                        fields,
+                        role: Role::Event { schema },
+                    }
+                }
+                None => Role::Unregistered,
+            }
+        };
+        Info {
+            fields: Vec::new(),
+            role,
+        }
+    }
+}
+
+/// A name the trace metadata can hold: NUL, quotes, backslashes and newlines become `_`.
+fn clean_name(s: &str) -> String {
+    let s: String = s
+        .chars()
+        .map(|c| {
+            if matches!(c, '\0' | '"' | '\\' | '\n') {
+                '_'
+            } else {
+                c
+            }
+        })
+        .collect();
+    if s.is_empty() {
+        "_".to_string()
+    } else {
+        s
+    }
+}
+
+/// The callsite's field names as identifiers, distinct from each other and from `reserved`.
+fn field_names(meta: &Metadata<'_>, reserved: &[&str]) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    for f in meta.fields() {
+        let mut n: String = f
+            .name()
+            .trim_start_matches("r#")
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
+            .collect();
+        if n.is_empty() || n.starts_with(|c: char| c.is_ascii_digit()) {
+            n.insert(0, '_');
+        }
+        while reserved.contains(&n.as_str()) || out.contains(&n) {
+            n.push('_');
+        }
+        out.push(n);
+    }
+    out
+}
+
+/// Variants with typed fields kept per schema (more are registered but looked up under the
+/// lock; in practice a callsite records one set of types).
+const VARIANTS: usize = 8;
+
+/// The hushtrace callsites of one record shape: a prefix field then the tracing fields.
+#[derive(Debug)]
+struct Schema {
+    category: String,
+    name: String,
+    kind: Kind,
+    prefix: &'static str,
+    /// Every field a string (plus the prefix): registered with the tracing callsite; its
+    /// enabled state is the callsite's, and no-syscall threads record it when no typed variant
+    /// fits.
+    fallback: Registered,
+    variants: [AtomicPtr<Variant>; VARIANTS],
+    /// Serializes the registration of typed variants.
+    lock: Mutex<()>,
+    fields: Vec<String>,
+}
+
+#[derive(Debug)]
+struct Variant {
+    sig: u64,
+    reg: Registered,
+}
+
+impl Schema {
+    fn new(
+        category: &str,
+        name: &str,
+        kind: Kind,
+        prefix: &'static str,
+        fields: &[String],
+    ) -> Option<Schema> {
+        let prefix_ty = if prefix == "level" {
+            FieldType::Str
+        } else {
+            FieldType::U64
+        };
+        let mut desc: Vec<(&str, FieldType)> = vec![(prefix, prefix_ty)];
+        desc.extend(fields.iter().map(|f| (f.as_str(), FieldType::Str)));
+        let fallback = hushtrace::register_callsite(category, name, kind, &desc).ok()?;
+        Some(Schema {
+            category: category.to_string(),
+            name: name.to_string(),
+            kind,
+            prefix,
+            fallback,
+            variants: [const { AtomicPtr::new(std::ptr::null_mut()) }; VARIANTS],
+            lock: Mutex::new(()),
+            fields: fields.to_vec(),
+        })
+    }
+
+    /// Records `first` and the captured fields with the variant of their types.
+    #[inline]
+    fn record(&self, first: Value<'_>, cap: &mut Capture) {
+        let sig = cap
+            .types()
+            .fold(hash(0xcbf2_9ce4_8422_2325, first.field_type()), hash);
+        let reg = match self.find(sig) {
+            Some(reg) => reg,
+            None if hushtrace::thread_in_no_syscall() => {
+                cap.stringify_all();
+                self.fallback
+            }
+            None => match self.register(sig, first.field_type(), cap) {
+                Some(reg) => reg,
+                None => return,
+            },
+        };
+        let mut values = [Value::Bool(false); capture::MAX_FIELDS + 1];
+        values[0] = first;
+        let n = cap.len();
+        for (i, v) in values[1..=n].iter_mut().enumerate() {
+            *v = cap.value(i);
+        }
+        reg.record(&values[..=n]);
+    }
+
+    #[inline]
+    fn find(&self, sig: u64) -> Option<Registered> {
+        for slot in &self.variants {
+            let p = slot.load(Ordering::Acquire);
+            if p.is_null() {
+                return None;
+            }
+            // SAFETY: non-null slots point to leaked `Variant`s, initialized before the Release
+            // store that published them (paired with the Acquire load above).
+            let v = unsafe { &*p };
+            if v.sig == sig {
+                return Some(v.reg);
+            }
+        }
+        None
+    }
+
+    /// Registers the variant with the types of `first` and `cap` (cold: once per callsite and
+    /// set of types; locks and allocates).
+    #[cold]
+    #[inline(never)]
+    fn register(&self, sig: u64, first: FieldType, cap: &Capture) -> Option<Registered> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(reg) = self.find(sig) {
+            return Some(reg);
+        }
+        let mut desc: Vec<(&str, FieldType)> = vec![(self.prefix, first)];
+        desc.extend(self.fields.iter().map(String::as_str).zip(cap.types()));
+        let reg =
+            hushtrace::register_callsite(&self.category, &self.name, self.kind, &desc).ok()?;
+        if let Some(slot) = self
+            .variants
+            .iter()
+            .find(|s| s.load(Ordering::Acquire).is_null())
+        {
+            let v = Box::into_raw(Box::new(Variant { sig, reg }));
+            slot.store(v, Ordering::Release);
+        }
+        Some(reg)
+    }
+}
+
+fn hash(h: u64, t: FieldType) -> u64 {
+    (h ^ t as u64).wrapping_mul(0x0000_0100_0000_01b3)
+}

@@ -1,0 +1,53 @@
+//! Helpers shared by the integration tests: a private trace directory, Chrome JSON of a
+//! trace, and babeltrace2.
+
+#![allow(dead_code)]
+
+use serde_json::Value as Json;
+use std::os::unix::fs::DirBuilderExt;
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+/// A fresh directory (mode 0700) under the system temporary directory.
+pub fn trace_dir(tag: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!(
+        "hushtrace-tracing-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
+    dir
+}
+
+/// The trace in `dir` as Chrome JSON events (metadata events left out).
+pub fn chrome_events(dir: &Path) -> Vec<Json> {
+    let session = hushtrace_ctf::reader::Session::open(dir).unwrap();
+    let mut out = Vec::new();
+    let summary = hushtrace_cli::chrome::convert(&session, &mut out, &mut |_, _| {}).unwrap();
+    assert!(summary.warnings.is_empty(), "{:?}", summary.warnings);
+    assert_eq!(summary.unmatched_ends, 0);
+    let doc: Json = serde_json::from_slice(&out).unwrap();
+    doc["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["ph"] != "M")
+        .cloned()
+        .collect()
+}
+
+/// Runs babeltrace2 on `dir`; asserts it succeeds with nothing on stderr; returns the number
+/// of events it printed.
+pub fn babeltrace2_events(dir: &Path) -> usize {
+    let out = Command::new("babeltrace2")
+        .arg(dir)
+        .output()
+        .expect("babeltrace2 must be installed");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "babeltrace2 failed: {stderr}");
+    assert!(stderr.trim().is_empty(), "babeltrace2 warned: {stderr}");
+    String::from_utf8_lossy(&out.stdout).lines().count()
+}
