@@ -301,9 +301,14 @@ impl Callsite {
             .compare_exchange(0, SIG_PUBLISHING, Ordering::Acquire, Ordering::Acquire)
         {
             Ok(_) => {
-                for (slot, t) in self.field_types.iter().zip(types) {
+                let mut bytes = [0u8; crate::registry::MAX_FIELDS];
+                for (i, (slot, t)) in self.field_types.iter().zip(types).enumerate() {
                     slot.store(*t as u8, Ordering::Relaxed);
+                    if let Some(b) = bytes.get_mut(i) {
+                        *b = *t as u8;
+                    }
                 }
+                crate::mirror::record(self, self.id(), &bytes[..types.len().min(bytes.len())]);
                 st.signature.store(sig, Ordering::Release);
                 TYPES_GENERATION.fetch_add(1, Ordering::AcqRel);
                 let _ = st.interest.compare_exchange(

@@ -19,6 +19,7 @@
 mod callsite;
 mod field;
 mod glob;
+pub mod mirror;
 mod mode;
 mod registry;
 

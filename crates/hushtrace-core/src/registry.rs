@@ -250,6 +250,8 @@ fn register(
         line: 0,
     }));
     state.set_registered(id as u16, Callsite::signature_of(&types));
+    let bytes: Vec<u8> = types.iter().map(|t| *t as u8).collect();
+    crate::mirror::record(cs, id as u16, &bytes);
     for (pattern, on) in RULES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         if crate::callsite::matches(pattern, cs) {
             cs.set_enabled_internal(*on);

@@ -54,6 +54,9 @@ pub const RING_PREFIX: &str = "ring_";
 /// (a private directory on a tmpfs when there is one, else the trace directory itself).
 pub const RINGS_FILE: &str = "rings";
 
+/// In a ring directory: the types mirror (see `hushtrace_core::mirror`).
+pub const TYPES_FILE: &str = "types";
+
 /// The fixed part of a ring file's header.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct RingHeader {
@@ -236,6 +239,7 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
     let slot = (h.open_seq % n) as usize;
     let s = &slots[slot];
     let done = h.done as usize;
+
     if done > PACKET_HEADER_LEN
         && done <= h.subbuf_size
         && read_u32(s, OFF_MAGIC) == Some(MAGIC)
@@ -277,12 +281,42 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
             write(&p, &mut r)?;
         }
     }
+    drop(out);
+    // Events discarded after the last packet (a full ring while the consumer lagged): one
+    // empty packet carries the final count, as a clean stop writes it.
+    let (_, tail) = stream_tail_header(stream).map_err(|e| format!("{}: {e}", stream.display()))?;
+    if let Some(last) = tail {
+        if h.discarded > u64_at(&last, OFF_EVENTS_DISCARDED) {
+            let mut p = last;
+            let seq = u64_at(&last, OFF_PACKET_SEQ_NUM) + 1;
+            let ts = u64_at(&last, OFF_TIMESTAMP_END);
+            let bits = (PACKET_HEADER_LEN as u64 * 8).to_le_bytes();
+            p[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&seq.to_le_bytes());
+            p[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
+            p[OFF_CONTENT_SIZE..OFF_CONTENT_SIZE + 8].copy_from_slice(&bits);
+            p[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits);
+            p[OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8]
+                .copy_from_slice(&h.discarded.to_le_bytes());
+            std::fs::OpenOptions::new()
+                .append(true)
+                .open(stream)
+                .and_then(|mut f| f.write_all(&p))
+                .map_err(|e| format!("{}: {e}", stream.display()))?;
+            r.packets += 1;
+            r.discarded = h.discarded;
+        }
+    }
     Ok(r)
 }
 
 /// The length of the complete packets at the start of a stream file, and the sequence number
 /// of the last one (`None`: no complete packet, or no file).
 fn stream_tail(stream: &Path) -> io::Result<(u64, Option<u64>)> {
+    stream_tail_header(stream).map(|(len, h)| (len, h.map(|h| u64_at(&h, OFF_PACKET_SEQ_NUM))))
+}
+
+/// Like [`stream_tail`], with the last complete packet's header.
+fn stream_tail_header(stream: &Path) -> io::Result<(u64, Option<[u8; PACKET_HEADER_LEN]>)> {
     let mut f = match File::open(stream) {
         Ok(f) => f,
         Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((0, None)),
@@ -301,7 +335,7 @@ fn stream_tail(stream: &Path) -> io::Result<(u64, Option<u64>)> {
         {
             break;
         }
-        last = Some(u64_at(&hdr, OFF_PACKET_SEQ_NUM));
+        last = Some(hdr);
         off += size;
     }
     Ok((off, last))
@@ -353,4 +387,120 @@ pub fn unrecovered_rings(trace_dir: &Path) -> Vec<(PathBuf, RingHeader)> {
     }
     out.sort_by_key(|(_, h)| h.instance);
     out
+}
+
+/// What `recover_session` did for one process.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ProcessRecovery {
+    /// The process's trace directory.
+    pub trace_dir: PathBuf,
+    /// The process that wrote the rings.
+    pub pid: u32,
+    /// Rings recovered (each removed afterwards).
+    pub rings: usize,
+    /// Totals over its rings.
+    pub recovered: Recovered,
+    /// Rings left alone because their process still runs.
+    pub live: usize,
+}
+
+/// Fills in the field types the metadata lacks (callsites first hit shortly before the
+/// crash) from the types mirror in the ring directory, and rewrites the metadata if any.
+fn complete_metadata(td: &Path, desc: &mut TraceDesc) -> Result<(), String> {
+    if desc.events.iter().all(|c| c.fields.is_some()) {
+        return Ok(());
+    }
+    let ring_dir = std::fs::read_to_string(td.join(RINGS_FILE))
+        .map(|s| PathBuf::from(s.trim()))
+        .unwrap_or_else(|_| td.join("rings"));
+    let Ok(bytes) = std::fs::read(ring_dir.join(TYPES_FILE)) else {
+        return Ok(());
+    };
+    let mut changed = false;
+    for c in desc.events.iter_mut().filter(|c| c.fields.is_none()) {
+        if let Some(f) = hushtrace_core::mirror::read_record(&bytes, c.id) {
+            c.fields = Some(f);
+            changed = true;
+        }
+    }
+    if changed {
+        let path = td.join(METADATA_FILE);
+        let tmp = td.join(".metadata.recover.tmp");
+        std::fs::write(&tmp, crate::metadata::to_tsdl(desc))
+            .and_then(|()| std::fs::rename(&tmp, &path))
+            .map_err(|e| format!("{}: {e}", path.display()))?;
+    }
+    Ok(())
+}
+
+/// Whether process `pid` still exists (`/proc/<pid>`; a reused pid counts as alive, which
+/// only delays a recovery).
+fn alive(pid: u32) -> bool {
+    pid != 0 && Path::new(&format!("/proc/{pid}")).exists()
+}
+
+/// Recovers every ring of a session directory (or of one process trace directory) whose
+/// process ended without stopping: appends what they hold to the stream files, marks each ring
+/// clean and deletes it. Idempotent; rings of processes that still run are left alone.
+pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
+    let mut dirs = Vec::new();
+    if dir.join(METADATA_FILE).is_file() {
+        dirs.push(dir.to_path_buf());
+    } else {
+        let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
+        for e in rd.flatten() {
+            let p = e.path();
+            let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
+            if is_dir && p.join(METADATA_FILE).is_file() {
+                dirs.push(p);
+            }
+        }
+        dirs.sort();
+    }
+    let mut out = Vec::new();
+    for td in dirs {
+        let rings = unrecovered_rings(&td);
+        if rings.is_empty() {
+            continue;
+        }
+        let mut pr = ProcessRecovery {
+            trace_dir: td.clone(),
+            pid: rings[0].1.pid,
+            rings: 0,
+            recovered: Recovered::default(),
+            live: 0,
+        };
+        let mut desc =
+            crate::reader::read_metadata(&td.join(METADATA_FILE)).map_err(|e| e.to_string())?;
+        complete_metadata(&td, &mut desc)?;
+        for (ring, h) in &rings {
+            if alive(h.pid) && h.pid != std::process::id() {
+                pr.live += 1;
+                continue;
+            }
+            let stream = td.join(format!("{STREAM_PREFIX}{}", h.instance));
+            let r = recover_ring(ring, &desc, &stream)?;
+            pr.rings += 1;
+            pr.recovered.packets += r.packets;
+            pr.recovered.events += r.events;
+            pr.recovered.torn += r.torn;
+            pr.recovered.discarded += r.discarded;
+            pr.recovered.overwritten += r.overwritten;
+            // Done: mark it clean (a second run skips it even if the removal fails), remove it.
+            if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(ring) {
+                let _ = f
+                    .seek(SeekFrom::Start(OFF_CLEAN as u64))
+                    .and_then(|_| f.write_all(&1u64.to_le_bytes()));
+            }
+            let _ = std::fs::remove_file(ring);
+        }
+        if pr.live == 0 {
+            if let Ok(p) = std::fs::read_to_string(td.join(RINGS_FILE)) {
+                let _ = std::fs::remove_dir(p.trim());
+            }
+            let _ = std::fs::remove_file(td.join(RINGS_FILE));
+        }
+        out.push(pr);
+    }
+    Ok(out)
 }

@@ -69,6 +69,10 @@ impl Consumer {
                 format!("{}\n", r.path().display()).as_bytes(),
             );
         }
+        let mut rings = rings;
+        if let Some(r) = rings.as_mut() {
+            install_types_mirror(r);
+        }
         shared.inner.lock().rings = rings;
         let control = control::Server::bind(pid).ok();
         let mut c = Consumer {
@@ -325,7 +329,8 @@ impl Consumer {
             .iter()
             .any(|b| b.state.load(Ordering::Acquire) == BufState::Leaked);
         if !leaked {
-            if let Some(r) = self.shared.inner.lock().rings.take() {
+            if let Some(mut r) = self.shared.inner.lock().rings.take() {
+                r.remove_file(hushtrace_ctf::ringfile::TYPES_FILE);
                 r.remove_if_empty();
             }
             self.files
@@ -539,6 +544,25 @@ pub(crate) fn ensure_running() {
     }
 }
 
+/// Maps `<ring dir>/types` and installs it as hushtrace-core's types mirror (field types and
+/// names of every callsite as soon as they are known, for crash recovery). The mapping is
+/// never unmapped (a publishing thread may write to it at any time); a later session maps a
+/// new one.
+fn install_types_mirror(rings: &mut Dir) {
+    let records = hushtrace_core::all_callsites().count() + hushtrace_core::MAX_REGISTERED;
+    let Ok(fd) = rings.create_rw_file(hushtrace_ctf::ringfile::TYPES_FILE) else {
+        return;
+    };
+    let len = records * hushtrace_core::mirror::RECORD_LEN;
+    if rustix::fs::ftruncate(&fd, len as u64).is_err() {
+        return;
+    }
+    if let Some(p) = platform::map_shared(rustix::fd::AsFd::as_fd(&fd), len) {
+        // SAFETY: `p` maps `len` = records * RECORD_LEN bytes and is never unmapped.
+        unsafe { hushtrace_core::mirror::set_types_mirror(p, records) };
+    }
+}
+
 /// A private directory for this process's ring files on a tmpfs (`/dev/shm/hushtrace-<uid>/
 /// <pid>[.n]`), or `None` when there is no usable one.
 fn ring_dir(pid: &str) -> Option<Dir> {
@@ -546,7 +570,7 @@ fn ring_dir(pid: &str) -> Option<Dir> {
     if !shm.is_dir() {
         return None;
     }
-    let base = shm.join(format!("hushtrace-{}", rustix::process::geteuid().as_raw()));
+    let base = shm.join(format!("hushtrace-{}", platform::geteuid()));
     let mut root = Dir::open_root(&base).ok()?;
     let mut next = 0;
     root.create_subdir(pid, &mut next).ok()

@@ -11,6 +11,7 @@
 //!   `stop`, `ping`. A malformed or oversized request gets `{"ok":false,"error":...}`; the
 //!   server keeps running. A client that sends nothing is dropped after 200 ms.
 
+use crate::platform;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
@@ -118,19 +119,14 @@ pub(crate) fn error_answer(msg: &str) -> String {
 pub fn socket_dir() -> io::Result<PathBuf> {
     let base = match std::env::var_os("XDG_RUNTIME_DIR") {
         Some(d) if !d.is_empty() => PathBuf::from(d).join("hushtrace"),
-        _ => {
-            std::env::temp_dir().join(format!("hushtrace-{}", rustix::process::geteuid().as_raw()))
-        }
+        _ => std::env::temp_dir().join(format!("hushtrace-{}", platform::geteuid())),
     };
     std::fs::DirBuilder::new()
         .recursive(true)
         .mode(0o700)
         .create(&base)?;
     let md = std::fs::symlink_metadata(&base)?;
-    if !md.is_dir()
-        || md.uid() != rustix::process::geteuid().as_raw()
-        || md.permissions().mode() & 0o077 != 0
-    {
+    if !md.is_dir() || md.uid() != platform::geteuid() || md.permissions().mode() & 0o077 != 0 {
         return Err(io::Error::other(format!(
             "{} is not a private directory of this user (mode {:o}, uid {}): no control \
              socket",
@@ -190,12 +186,11 @@ impl Drop for Server {
 
 /// Reads one request from a connection: checks the peer's uid, bounds size and time.
 fn read_request(conn: &mut UnixStream) -> Result<Result<Request, String>, String> {
-    let cred = rustix::net::sockopt::socket_peercred(&*conn)
+    let uid = platform::peer_uid(std::os::fd::AsFd::as_fd(&*conn))
         .map_err(|e| format!("cannot identify the peer: {e}"))?;
-    if cred.uid != rustix::process::geteuid() {
+    if uid != platform::geteuid() {
         return Err(format!(
-            "refused: the peer (uid {}) is not this process's user",
-            cred.uid.as_raw()
+            "refused: the peer (uid {uid}) is not this process's user"
         ));
     }
     conn.set_nonblocking(false).map_err(|e| e.to_string())?;

@@ -105,3 +105,47 @@ impl<T> Drop for SpinGuard<'_, T> {
         self.lock.locked.store(false, Ordering::Release);
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::SpinLock;
+    use std::sync::Arc;
+
+    #[test]
+    fn lock_try_lock_and_fork_style_unlock() {
+        let l = SpinLock::new(1u32);
+        {
+            let mut g = l.lock();
+            *g += 1;
+            assert!(l.try_lock().is_none(), "held");
+        }
+        assert_eq!(*l.try_lock().expect("free"), 2);
+        l.lock_forever();
+        assert!(l.try_lock().is_none());
+        // SAFETY: taken by `lock_forever` just above, on this thread.
+        unsafe {
+            *l.get_unchecked() = 7;
+            l.force_unlock();
+        }
+        assert_eq!(*l.lock(), 7);
+    }
+
+    #[test]
+    fn threads_exclude_each_other() {
+        let l = Arc::new(SpinLock::new(0u64));
+        let threads: Vec<_> = (0..4)
+            .map(|_| {
+                let l = l.clone();
+                std::thread::spawn(move || {
+                    for _ in 0..200 {
+                        *l.lock() += 1;
+                    }
+                })
+            })
+            .collect();
+        for t in threads {
+            t.join().unwrap();
+        }
+        assert_eq!(*l.lock(), 800);
+    }
+}

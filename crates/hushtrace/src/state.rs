@@ -539,6 +539,8 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
             b.forget_mapping_after_fork();
         }
     }
+    // The types mirror is a MADV_DONTFORK mapping the child did not inherit.
+    hushtrace_core::mirror::forget_types_mirror();
     // The parent's ring directory is the parent's: the child's consumer makes its own.
     if let Some(d) = inner.rings.take() {
         std::mem::forget(d); // no close, no free in the fork child handler

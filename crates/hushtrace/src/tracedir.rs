@@ -266,7 +266,7 @@ impl Dir {
 /// Refuses a directory owned by another user or writable by group or others.
 fn check_private(fd: BorrowedFd<'_>) -> io::Result<()> {
     let st = rustix::fs::fstat(fd)?;
-    let me = rustix::process::geteuid().as_raw();
+    let me = crate::platform::geteuid();
     if st.st_uid != me {
         return Err(io::Error::other(format!(
             "owned by uid {}, not by this user (uid {me}): refusing a directory another user \

@@ -293,3 +293,16 @@ pub fn join_raw(handle: std::thread::JoinHandle<()>) {
         }
     }
 }
+
+/// The effective user id (std has no portable call: 0 here; sessions do not run here).
+pub fn geteuid() -> u32 {
+    0
+}
+
+/// Not available here: control sockets need `SO_PEERCRED`.
+pub fn peer_uid(_sock: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "peer credentials are not available on this platform",
+    ))
+}

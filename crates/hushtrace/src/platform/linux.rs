@@ -405,3 +405,13 @@ pub fn futex_wait(
 pub fn futex_wake(word: &std::sync::atomic::AtomicU32) {
     let _ = rustix::thread::futex::wake(word, rustix::thread::futex::Flags::PRIVATE, 1);
 }
+
+/// The effective user id of this process.
+pub fn geteuid() -> u32 {
+    rustix::process::geteuid().as_raw()
+}
+
+/// The user id of the peer of a connected Unix socket (`SO_PEERCRED`).
+pub fn peer_uid(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
+    Ok(rustix::net::sockopt::socket_peercred(sock)?.uid.as_raw())
+}

@@ -40,6 +40,8 @@
 //! | [`munlock`] | yes | raw | ignored |
 //! | [`membarrier`] | yes (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`, registering first) | raw | `false` (caller sleeps instead); fallback always `false` |
 //! | [`spawn_raw`], [`RawThread::join`] | yes (`pthread_create`/`pthread_join`; fallback: a std thread) | no, but takes no std lock (usable in a fork child) | `Err(errno)` |
+//! | [`geteuid`] | yes | raw | cannot fail (fallback: 0) |
+//! | [`peer_uid`] | yes (`getsockopt(SO_PEERCRED)`) | raw | `Err(errno)`; fallback `Err(Unsupported)` |
 //! | [`futex_wait`], [`futex_wake`] | yes (`futex`; fallback: 1 ms polling) | raw | spurious wake-ups |
 //! | [`physical_memory`] | no (`sysconf`) | yes in glibc/musl | `None`; fallback `None` |
 //! | [`memlock_limit`] | yes (`getrlimit`) | raw | `None` (also when unlimited); fallback `None` |
