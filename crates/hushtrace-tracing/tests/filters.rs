@@ -1,0 +1,67 @@
+//! Filters: `tracing`'s (a global `EnvFilter` and a per-layer filter) and hushtrace's globs
+//! (also a glob set before the callsite registers) decide what is recorded; a filtered-out
+//! level records nothing.
+
+mod common;
+
+use tracing::{debug, info, info_span, trace, warn};
+use tracing_subscriber::filter::{EnvFilter, LevelFilter};
+use tracing_subscriber::prelude::*;
+
+#[test]
+fn filters_and_globs_apply() {
+    let dir = common::trace_dir("filters");
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .start()
+        .unwrap();
+    // A glob set before any tracing callsite exists.
+    hushtrace::disable("muted:*");
+    tracing_subscriber::registry()
+        .with(EnvFilter::new("debug,noisy=warn"))
+        .with(hushtrace_tracing::layer().with_filter(LevelFilter::INFO))
+        .init();
+
+    for i in 0..10u64 {
+        trace!(target: "app", i, "trace: global filter");
+        debug!(target: "app", i, "debug: per-layer filter");
+        info!(target: "noisy", i, "info: EnvFilter directive");
+        info!(target: "muted", i, "info: hushtrace glob");
+        let _s = info_span!(target: "muted", "muted_span", i).entered();
+        info!(target: "app", i, "kept");
+        warn!(target: "noisy", i, "kept");
+    }
+    // Globs change at run time, for callsites registered already.
+    hushtrace::disable("app:*");
+    info!(target: "app", "after disable");
+    hushtrace::enable("muted:*");
+    info!(target: "muted", "after enable");
+
+    session.stop().unwrap();
+    let events = common::chrome_events(&dir);
+    let messages: Vec<&str> = events
+        .iter()
+        .map(|e| e["args"]["message"].as_str().unwrap_or(""))
+        .collect();
+    assert_eq!(messages.iter().filter(|m| **m == "kept").count(), 20);
+    assert_eq!(messages.iter().filter(|m| **m == "after enable").count(), 1);
+    assert_eq!(events.len(), 21, "{messages:?}");
+    assert!(events.iter().all(|e| e["ph"] == "i"));
+    assert!(events
+        .iter()
+        .all(|e| e["args"]["level"] == "INFO" || e["args"]["level"] == "WARN"));
+    assert_eq!(common::babeltrace2_events(&dir), 21);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn without_session_nothing_is_recorded_and_nothing_breaks() {
+    // (Runs in its own process under nextest; with `cargo test` the other test's subscriber
+    // may be the global one, which is fine too.)
+    let subscriber = tracing_subscriber::registry().with(hushtrace_tracing::layer());
+    tracing::subscriber::with_default(subscriber, || {
+        let span = info_span!("no_session", x = tracing::field::Empty);
+        span.record("x", 3u64);
+        span.in_scope(|| info!(a = 1.5, b = ?Some(2), "no session"));
+    });
+}
