@@ -474,7 +474,7 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
             crate::reader::read_metadata(&td.join(METADATA_FILE)).map_err(|e| e.to_string())?;
         complete_metadata(&td, &mut desc)?;
         for (ring, h) in &rings {
-            if alive(h.pid) && h.pid != std::process::id() {
+            if alive(h.pid) {
                 pr.live += 1;
                 continue;
             }
@@ -496,6 +496,7 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
         }
         if pr.live == 0 {
             if let Ok(p) = std::fs::read_to_string(td.join(RINGS_FILE)) {
+                let _ = std::fs::remove_file(Path::new(p.trim()).join(TYPES_FILE));
                 let _ = std::fs::remove_dir(p.trim());
             }
             let _ = std::fs::remove_file(td.join(RINGS_FILE));

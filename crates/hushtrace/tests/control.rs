@@ -260,3 +260,106 @@ fn start_up_filter_from_the_environment() {
     );
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// A fork child is controllable on its own (its own socket, its own status) and, killed,
+/// recovers on its own: its rings are its own files, recovered into its own trace directory.
+#[test]
+fn fork_child_is_controllable_and_recovers_on_its_own() {
+    let _g = serial();
+    let dir = temp_dir("ctl-fork");
+    let session = flight_recorder(&dir);
+    hushtrace::event!("fr", "parent", x = 1u8);
+    // A flag in memory shared with the child: set once it has recorded everything.
+    // SAFETY: an anonymous shared page, leaked; an AtomicU64 over zeroed, aligned memory.
+    let done: &'static std::sync::atomic::AtomicU64 = unsafe {
+        let p = libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        );
+        assert_ne!(p, libc::MAP_FAILED);
+        &*(p as *const std::sync::atomic::AtomicU64)
+    };
+    // SAFETY: the child traces from a new thread and waits to be killed; it never returns.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        hushtrace::init_thread(); // starts the child's consumer (and its control socket)
+                                  // The thread stays alive: its newest events are only in its ring when the child dies.
+        std::thread::spawn(move || {
+            for seq in 0..5_000u64 {
+                hushtrace::event!("fr", "tick", seq = seq);
+            }
+            done.store(1, Ordering::SeqCst);
+            loop {
+                std::thread::sleep(Duration::from_millis(10));
+            }
+        });
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let child = pid as u32;
+    let mut status = None;
+    for _ in 0..500 {
+        if let Ok(a) = request(child, "status") {
+            status = Some(a);
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let status = status.expect("the child serves its own control socket");
+    assert!(status.contains(&format!("\"pid\":{child}")), "{status}");
+    assert!(
+        status.contains(&format!("/{child}\"")),
+        "its own trace directory: {status}"
+    );
+    for _ in 0..2000 {
+        if done.load(Ordering::SeqCst) == 1 {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    assert_eq!(
+        done.load(Ordering::SeqCst),
+        1,
+        "the child did not finish recording"
+    );
+    // SAFETY: killing our own child, then reaping it.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    std::thread::sleep(Duration::from_millis(50));
+    let rec = hushtrace_ctf::ringfile::recover_session(&dir).unwrap();
+    // The parent still runs: its rings are left alone.
+    assert!(
+        rec.iter()
+            .filter(|p| p.pid == std::process::id())
+            .all(|p| p.rings == 0 && p.live > 0),
+        "{rec:?}"
+    );
+    let mine: Vec<_> = rec.iter().filter(|p| p.pid == child).collect();
+    assert_eq!(mine.len(), 1, "{rec:?}");
+    assert!(mine[0].recovered.events > 0, "{rec:?}");
+    session.stop().unwrap();
+    if let Some(ev) = babeltrace(&dir.join(child.to_string()), true) {
+        let ticks: Vec<i128> = ev
+            .iter()
+            .filter(|e| e.name == "fr:tick")
+            .map(|e| e.int("seq"))
+            .collect();
+        assert!(!ticks.is_empty());
+        assert_eq!(
+            *ticks.last().unwrap(),
+            4_999,
+            "ends with the child's last event"
+        );
+        assert!(ticks.windows(2).all(|w| w[1] == w[0] + 1), "contiguous");
+        assert!(ev.iter().all(|e| e.vpid == child));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
