@@ -15,6 +15,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 use hushtrace_core::{CallsiteState, FieldType, Kind, STR_CAP};
+use hushtrace_rt::__private::emit;
 use hushtrace_rt::{Registered, Value};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -84,6 +85,24 @@ pub union HtValue {
     s: *const c_char,
 }
 
+impl HtValue {
+    /// The value's 8 bytes as an integer (every member is 8 plain bytes: `HT_I32`/`HT_U32`
+    /// widen into `i`/`u`, `HT_BOOL` writes 0 or 1, `HT_F64` a double's bits).
+    #[inline(always)]
+    fn bits(self) -> u64 {
+        // SAFETY: the header always writes all 8 bytes (one 8-byte member), and any 8 bytes
+        // are a valid u64.
+        unsafe { self.u }
+    }
+
+    /// The value as a string pointer (meaningful for string fields).
+    #[inline(always)]
+    fn ptr(self) -> *const c_char {
+        // SAFETY: as `bits`; a pointer read is only dereferenced for string fields.
+        unsafe { self.s }
+    }
+}
+
 impl std::fmt::Debug for HtValue {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         // SAFETY: every member is 8 plain bytes; reading them as u64 is always defined.
@@ -144,11 +163,7 @@ unsafe fn arg<'a>(p: *const c_char, what: &str) -> Result<&'a [u8], c_int> {
 pub extern "C" fn ht_last_error() -> *const c_char {
     guard(c"".as_ptr(), || {
         LAST_ERROR
-            .try_with(|e| {
-                e.borrow()
-                    .as_ref()
-                    .map_or(c"".as_ptr(), |c| c.as_ptr())
-            })
+            .try_with(|e| e.borrow().as_ref().map_or(c"".as_ptr(), |c| c.as_ptr()))
             .unwrap_or(c"".as_ptr())
     })
 }
@@ -247,13 +262,16 @@ pub extern "C" fn ht_init_thread() {
 /// `int ht_set_thread_no_syscall(void)`.
 #[no_mangle]
 pub extern "C" fn ht_set_thread_no_syscall() -> c_int {
-    guard(ERR_PANIC, || match hushtrace_rt::try_set_thread_no_syscall() {
-        Ok(()) => 0,
-        Err(e) => {
-            set_error(e.to_string());
-            ERR_FAILED
-        }
-    })
+    guard(
+        ERR_PANIC,
+        || match hushtrace_rt::try_set_thread_no_syscall() {
+            Ok(()) => 0,
+            Err(e) => {
+                set_error(e.to_string());
+                ERR_FAILED
+            }
+        },
+    )
 }
 
 /// `void ht_clear_thread_no_syscall(void)`.
@@ -301,7 +319,9 @@ unsafe fn glob_arg<'a>(glob: *const c_char) -> Result<&'a str, c_int> {
         return Err(bad("not UTF-8"));
     };
     if s.chars().any(|c| c.is_control() || c == '"' || c == '\\') {
-        return Err(bad("control characters, quotes and backslashes match no callsite"));
+        return Err(bad(
+            "control characters, quotes and backslashes match no callsite",
+        ));
     }
     if s.matches(':').count() > 1 {
         return Err(bad("more than one ':' (the form is category:name)"));
@@ -346,15 +366,16 @@ pub unsafe extern "C" fn ht_disable(glob: *const c_char) -> c_int {
 /// `int ht_verify_trap_syscalls_on_this_thread(void)`.
 #[no_mangle]
 pub extern "C" fn ht_verify_trap_syscalls_on_this_thread() -> c_int {
-    guard(ERR_PANIC, || {
-        match hushtrace_rt::verify::trap_syscalls_on_this_thread() {
+    guard(
+        ERR_PANIC,
+        || match hushtrace_rt::verify::trap_syscalls_on_this_thread() {
             Ok(()) => 0,
             Err(e) => {
                 set_error(format!("seccomp filter: {e}"));
                 ERR_FAILED
             }
-        }
-    })
+        },
+    )
 }
 
 /// `uint64_t ht_verify_trapped_syscalls(void)`.
@@ -394,35 +415,107 @@ pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValu
         }
         // SAFETY: a leaked, never freed `Registered` (see `register`).
         let reg = unsafe { &*reg };
-        let n = (d.nfields as usize).min(MAX_FIELDS);
-        if n == 0 {
-            reg.record(&[]);
+        let n = d.nfields as usize;
+        if n != 0 && values.is_null() {
             return;
         }
-        if values.is_null() {
-            return;
+        let cs = reg.callsite();
+        let interest = cs.state.interest();
+        if !interest.is_enabled() {
+            return; // disabled since the C side looked
         }
-        let mut vals = [Value::Bool(false); MAX_FIELDS];
-        for (i, slot) in vals.iter_mut().enumerate().take(n) {
-            // SAFETY: the macros give `nfields` types and `nfields` values.
-            let (t, v) = unsafe { (*d.field_types.add(i), *values.add(i)) };
-            // SAFETY: each arm reads the member the macro wrote for that type (`HT_I32` and
-            // `HT_U32` widen into `i` and `u`; `HT_BOOL` writes 0 or 1 into `u`).
-            *slot = unsafe {
-                match t {
-                    3 => Value::U32(v.u as u32),
-                    4 => Value::U64(v.u),
-                    7 => Value::I32(v.i as i32),
-                    8 => Value::I64(v.i),
-                    9 => Value::F64(v.f),
-                    10 => Value::Bool(v.u != 0),
-                    11 => Value::Str(c_str_value(v.s)),
-                    _ => return, // refused at registration; unreachable
+        let t = |i: usize| {
+            // SAFETY: the macros give `nfields` field types.
+            unsafe { *d.field_types.add(i) }
+        };
+        let v = |i: usize| {
+            // SAFETY: the macros give `nfields` values.
+            unsafe { *values.add(i) }
+        };
+        // Up to two fields (most tracepoints), the typed write path of `event!`, monomorphised
+        // per type combination: as cheap as a Rust tracepoint. The callsite's interest is its
+        // registered type signature, which the typed payload's signature matches exactly
+        // when the types agree (else the runtime drops and counts the event).
+        macro_rules! typed {
+            ($i:expr, $x:ident => $body:expr) => {{
+                let val = v($i);
+                match t($i) {
+                    3 => {
+                        let $x = val.bits() as u32;
+                        $body
+                    }
+                    4 => {
+                        let $x = val.bits();
+                        $body
+                    }
+                    7 => {
+                        let $x = val.bits() as i64 as i32;
+                        $body
+                    }
+                    8 => {
+                        let $x = val.bits() as i64;
+                        $body
+                    }
+                    9 => {
+                        let $x = f64::from_bits(val.bits());
+                        $body
+                    }
+                    10 => {
+                        let $x = val.bits() != 0;
+                        $body
+                    }
+                    11 => {
+                        // SAFETY: for a string field `HT_STR` stores a string pointer or NULL.
+                        let $x = unsafe { c_str_value(val.ptr()) };
+                        $body
+                    }
+                    _ => false, // refused at registration
                 }
+            }};
+        }
+        // More fields: the run-time value list, with a fixed-length array per count.
+        macro_rules! values {
+            ($($i:literal)*) => {
+                // SAFETY: each value holds the member its type code says (see `value`).
+                reg.record(&[$(unsafe { value(t($i), v($i)) }),*])
             };
         }
-        reg.record(&vals[..n]);
+        match n {
+            0 => emit(cs, interest, ()),
+            1 => typed!(0, a => emit(cs, interest, (a,))),
+            2 => typed!(0, a => typed!(1, b => emit(cs, interest, (a, b)))),
+            3 => values!(0 1 2),
+            4 => values!(0 1 2 3),
+            5 => values!(0 1 2 3 4),
+            6 => values!(0 1 2 3 4 5),
+            7 => values!(0 1 2 3 4 5 6),
+            8 => values!(0 1 2 3 4 5 6 7),
+            _ => false, // refused at registration
+        };
     })
+}
+
+/// One field value as the descriptor's type code `t` says (codes refused at registration
+/// never get here; an unknown one records `false`, which the type check then drops).
+///
+/// # Safety
+/// `v` holds the member the header writes for `t` (`HT_I32`/`HT_U32` widen into `i`/`u`,
+/// `HT_BOOL` writes 0 or 1 into `u`, `HT_STR` a string pointer or NULL into `s`).
+#[inline(always)]
+unsafe fn value<'a>(t: u8, v: HtValue) -> Value<'a> {
+    // SAFETY: each arm reads the member the macro wrote for that type (see above).
+    unsafe {
+        match t {
+            3 => Value::U32(v.u as u32),
+            4 => Value::U64(v.u),
+            7 => Value::I32(v.i as i32),
+            8 => Value::I64(v.i),
+            9 => Value::F64(v.f),
+            10 => Value::Bool(v.u != 0),
+            11 => Value::Str(c_str_value(v.s)),
+            _ => Value::Bool(false),
+        }
+    }
 }
 
 /// A string field: at most [`STR_CAP`] bytes up to the NUL, cut before the first byte that is
@@ -465,8 +558,7 @@ unsafe fn register(d: &'static Descriptor) {
             match Registered::with_state(cat, name, kind, &f, &d.state) {
                 Ok(r) => {
                     let leaked: &'static mut Registered = Box::leak(Box::new(r));
-                    if d
-                        .runtime
+                    if d.runtime
                         .compare_exchange(
                             ptr::null_mut(),
                             leaked,
@@ -518,7 +610,9 @@ unsafe fn describe(d: &'static Descriptor) -> Result<Description<'static>, Strin
     };
     let n = d.nfields as usize;
     if n > MAX_FIELDS {
-        return Err(format!("{n} fields: a C tracepoint has at most {MAX_FIELDS}"));
+        return Err(format!(
+            "{n} fields: a C tracepoint has at most {MAX_FIELDS}"
+        ));
     }
     let mut fields = Vec::with_capacity(n);
     for i in 0..n {
@@ -526,7 +620,9 @@ unsafe fn describe(d: &'static Descriptor) -> Result<Description<'static>, Strin
         let (fname, t) = unsafe { (*d.field_names.add(i), *d.field_types.add(i)) };
         let fname = s(fname, "a field name")?;
         let t = match t {
-            3 | 4 | 7 | 8 | 9 | 10 | 11 => FieldType::from_u8(t).ok_or_else(|| format!("field {fname}: type {t}"))?,
+            3 | 4 | 7 | 8 | 9 | 10 | 11 => {
+                FieldType::from_u8(t).ok_or_else(|| format!("field {fname}: type {t}"))?
+            }
             _ => return Err(format!("field {fname}: unknown type code {t}")),
         };
         fields.push((fname, t));

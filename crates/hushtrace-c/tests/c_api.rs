@@ -33,7 +33,11 @@ fn threads_record_every_field_type() {
         let (threads, iters) = (4i64, 3000i64);
         let out = run_ok(
             &exe,
-            &[dir.to_str().unwrap(), &threads.to_string(), &iters.to_string()],
+            &[
+                dir.to_str().unwrap(),
+                &threads.to_string(),
+                &iters.to_string(),
+            ],
             &[],
         );
         let line = out.lines().last().unwrap();
@@ -103,7 +107,8 @@ fn no_syscall_thread_traps_no_system_call() {
     );
     let stdout = String::from_utf8_lossy(&o.stdout);
     let stderr = String::from_utf8_lossy(&o.stderr);
-    if stdout.contains("setup -2") && cfg!(not(any(target_arch = "x86_64", target_arch = "aarch64")))
+    if stdout.contains("setup -2")
+        && cfg!(not(any(target_arch = "x86_64", target_arch = "aarch64")))
     {
         eprintln!("seccomp filter unsupported here; skipped");
         return;
@@ -118,7 +123,9 @@ fn no_syscall_thread_traps_no_system_call() {
         .map(|e| std::fs::read_to_string(e.path()).unwrap())
         .expect("stats file");
     let num = |k: &str| -> u64 {
-        let i = stats.find(&format!("\"{k}\"")).unwrap_or_else(|| panic!("{stats}"));
+        let i = stats
+            .find(&format!("\"{k}\""))
+            .unwrap_or_else(|| panic!("{stats}"));
         stats[i + k.len() + 3..]
             .trim_start_matches([':', ' '])
             .chars()
@@ -131,7 +138,10 @@ fn no_syscall_thread_traps_no_system_call() {
     assert_eq!(written + discarded, 4 * events, "{stats}");
     // Every event is at least 10 bytes: that many bytes fill this many 16 KiB sub-buffers.
     let switches = written * 10 / (16 * 1024);
-    assert!(switches >= 100, "only ~{switches} sub-buffer switches: {stats}");
+    assert!(
+        switches >= 100,
+        "only ~{switches} sub-buffer switches: {stats}"
+    );
     if let Some(ev) = babeltrace(&dir, false) {
         assert_eq!(ev.len() as u64, written);
         assert!(ev.iter().all(|e| e.procname == "c-rt"));
@@ -146,11 +156,18 @@ fn fork_child_has_its_own_identity_and_no_duplicates() {
     let (before, after) = (5000i64, 3000i64);
     let out = run_ok(
         &exe,
-        &[dir.to_str().unwrap(), &before.to_string(), &after.to_string()],
+        &[
+            dir.to_str().unwrap(),
+            &before.to_string(),
+            &after.to_string(),
+        ],
         &[],
     );
     let line = out.lines().last().unwrap();
-    let (parent, child) = (summary(line, "parent") as u32, summary(line, "child") as u32);
+    let (parent, child) = (
+        summary(line, "parent") as u32,
+        summary(line, "child") as u32,
+    );
     let Some(events) = babeltrace(&dir, false) else {
         return;
     };
@@ -161,7 +178,11 @@ fn fork_child_has_its_own_identity_and_no_duplicates() {
             .count() as i64
     };
     assert_eq!(count("f:before", parent), before);
-    assert_eq!(count("f:before", child), 0, "the child duplicated buffered events");
+    assert_eq!(
+        count("f:before", child),
+        0,
+        "the child duplicated buffered events"
+    );
     assert_eq!(count("f:parent", parent), after);
     assert_eq!(count("f:child", child), after);
     for e in events.iter().filter(|e| e.name == "f:child") {
@@ -188,14 +209,26 @@ fn dlopened_library_records_and_lists_its_tracepoints() {
     let n = 1000;
     let out = run_ok(
         &exe,
-        &[dir.to_str().unwrap(), plugin.to_str().unwrap(), &n.to_string()],
+        &[
+            dir.to_str().unwrap(),
+            plugin.to_str().unwrap(),
+            &n.to_string(),
+        ],
         &[],
     );
     assert!(out.contains(&format!("total {}", 2 * n)), "{out}");
     let meta = metadata(&dir);
     // Both of the library's tracepoints, also the one never run.
-    assert_eq!(kinds_of(&meta, "plugin:hit"), ["hushtrace:instant"], "{meta}");
-    assert_eq!(kinds_of(&meta, "plugin:never"), ["hushtrace:instant"], "{meta}");
+    assert_eq!(
+        kinds_of(&meta, "plugin:hit"),
+        ["hushtrace:instant"],
+        "{meta}"
+    );
+    assert_eq!(
+        kinds_of(&meta, "plugin:never"),
+        ["hushtrace:instant"],
+        "{meta}"
+    );
     let Some(events) = babeltrace(&dir, false) else {
         return;
     };
@@ -275,13 +308,23 @@ fn bad_arguments_give_an_error_code_and_a_message() {
         &[("HUSHTRACE_OUTPUT", dir.to_str().unwrap())],
     );
     assert!(!out.contains("FAIL"), "{out}");
-    assert_eq!(out.lines().filter(|l| l.starts_with("ok ")).count(), 18, "{out}");
+    assert_eq!(
+        out.lines().filter(|l| l.starts_with("ok ")).count(),
+        18,
+        "{out}"
+    );
     let Some(events) = babeltrace(&dir, false) else {
         return;
     };
-    let e = events.iter().find(|e| e.name == "e:strings").expect("e:strings");
+    let e = events
+        .iter()
+        .find(|e| e.name == "e:strings")
+        .expect("e:strings");
     assert_eq!(e.fields["null"], "");
-    assert_eq!(e.fields["bad"], "ok", "cut before the first byte that is not UTF-8");
+    assert_eq!(
+        e.fields["bad"], "ok",
+        "cut before the first byte that is not UTF-8"
+    );
     let _ = std::fs::remove_dir_all(&dir);
 }
 
@@ -292,7 +335,10 @@ fn install_script_and_pkg_config() {
         .output()
         .is_err()
     {
-        assert!(common::skip_external(), "pkg-config is required (apt-get install pkg-config)");
+        assert!(
+            common::skip_external(),
+            "pkg-config is required (apt-get install pkg-config)"
+        );
         return;
     }
     let prefix = common::temp_dir("c-prefix");
