@@ -4,7 +4,7 @@
 //! Span durations are kept exactly (8 bytes per span) to compute percentiles, so memory grows
 //! with the number of spans; everything else is constant per name or thread.
 
-use crate::spans::{Names, SpanStacks};
+use crate::spans::{AsyncSpans, Names, SpanStacks};
 use hushtrace_ctf::reader::{Error, Session};
 use hushtrace_ctf::Kind;
 use serde::Serialize;
@@ -158,6 +158,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     let mut merged = session.merged()?;
     let mut names = Names::default();
     let mut stacks = SpanStacks::default();
+    let mut asyncs = AsyncSpans::default();
     let mut durations: Vec<Vec<i64>> = Vec::new();
     let mut instants: BTreeMap<u32, u64> = BTreeMap::new();
     let mut counters: BTreeMap<u32, CounterReport> = BTreeMap::new();
@@ -210,10 +211,13 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 c.max = c.max.max(v);
                 c.last = v;
             }
-            // Async spans are matched by id (below, with the thread spans' report).
-            Kind::AsyncBegin | Kind::AsyncEnd => {}
-            Kind::SpanBegin | Kind::SpanEnd => {
-                if let Some(closed) = stacks.feed(&ev, name) {
+            Kind::SpanBegin | Kind::SpanEnd | Kind::AsyncBegin | Kind::AsyncEnd => {
+                // Thread spans nest per thread; async spans match by id (counted once).
+                let closed = match ev.event.class.kind {
+                    Kind::AsyncBegin | Kind::AsyncEnd => asyncs.feed(&ev, name),
+                    _ => stacks.feed(&ev, name),
+                };
+                if let Some(closed) = closed {
                     let i = closed.name as usize;
                     if durations.len() <= i {
                         durations.resize_with(i + 1, Vec::new);

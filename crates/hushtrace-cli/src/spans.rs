@@ -168,3 +168,49 @@ impl SpanStacks {
         }
     }
 }
+
+/// Async spans (`Kind::AsyncBegin`/`AsyncEnd`, first field `id`), matched by process, name and
+/// id whatever thread records the end: one span, its real duration.
+#[derive(Debug, Default)]
+pub struct AsyncSpans {
+    /// (pid, interned name, id) -> begin time, ns.
+    open: HashMap<(u32, u32, u64), i128>,
+    /// Ends without a begin.
+    pub unmatched_ends: u64,
+}
+
+impl AsyncSpans {
+    /// Feeds one event; returns the async span it ends, if any (`self_ns` = `duration_ns`).
+    pub fn feed(&mut self, ev: &MergedEvent<'_>, name: u32) -> Option<ClosedSpan> {
+        let kind = ev.event.class.kind;
+        let Some(hushtrace_ctf::reader::Value::U64(id)) = ev.event.field(0) else {
+            return None;
+        };
+        let key = (ev.event.packet.vpid, name, id);
+        match kind {
+            Kind::AsyncBegin => {
+                self.open.insert(key, ev.time_ns);
+                None
+            }
+            Kind::AsyncEnd => {
+                let Some(start_ns) = self.open.remove(&key) else {
+                    self.unmatched_ends += 1;
+                    return None;
+                };
+                let duration_ns = ev.time_ns - start_ns;
+                Some(ClosedSpan {
+                    name,
+                    start_ns,
+                    duration_ns,
+                    self_ns: duration_ns,
+                })
+            }
+            _ => None,
+        }
+    }
+
+    /// Async spans begun and not ended.
+    pub fn unclosed(&self) -> u64 {
+        self.open.len() as u64
+    }
+}

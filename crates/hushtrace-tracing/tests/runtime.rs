@@ -230,5 +230,16 @@ fn tokio_program_is_recorded_right() {
         common::babeltrace2_events(&dir) as u64,
         instants + 2 * slices_total
     );
+
+    // The report counts each async span once, with its duration from creation to close.
+    let session = hushtrace_ctf::reader::Session::open(&dir).unwrap();
+    let report = hushtrace_cli::report::compute(&session).unwrap();
+    let span = |name: &str| report.spans.iter().find(|s| s.name == name).unwrap();
+    assert_eq!(span("app:outer").count, TASKS);
+    assert_eq!(span("app:inner").count, TASKS * STEPS);
+    assert_eq!(span("native:request").count, TASKS);
+    // Each inner span sleeps 300 µs; an outer span holds STEPS of them.
+    assert!(span("app:inner").min_ns >= 300_000);
+    assert!(span("app:outer").min_ns >= STEPS as i64 * 300_000);
     let _ = std::fs::remove_dir_all(&dir);
 }
