@@ -42,7 +42,9 @@
 //! types registers that typed variant (once; same name, so the same globs apply), and later
 //! records use it without a lock or an allocation. A thread in no-syscall mode never registers:
 //! it records a variant registered before, or the all-strings one (numbers formatted on the
-//! stack). Field names that are not identifiers are rewritten (`http.method` → `http_method`),
+//! stack). (`tracing` may hand the layer a record of a callsite that another thread is still
+//! registering; the layer then registers it itself, once, except on a no-syscall thread, which
+//! drops that record.) Field names that are not identifiers are rewritten (`http.method` → `http_method`),
 //! and a field named like a field the bridge adds (`level`, `id`, `span_id`) gets a `_` suffix.
 //!
 //! # Filters
