@@ -25,7 +25,7 @@ use hushtrace_ctf::layout::{
     OFF_PACKET_SEQ_NUM, OFF_VTID, PACKET_HEADER_LEN,
 };
 use loom::cell::UnsafeCell;
-use loom::sync::atomic::{fence, AtomicPtr, AtomicU32, Ordering};
+use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use loom::sync::Arc;
 
 struct Ring {
@@ -87,12 +87,13 @@ const SUBBUF: usize = PACKET_HEADER_LEN + 2 * EV;
 /// Two slots.
 const SLOTS: usize = 2;
 
-/// Runs `f` under loom, bounding preemptions (the ring makes dozens of atomic accesses per
-/// packet switch; every bug these models target needs at most two preemptions to show).
-fn model(f: impl Fn() + Sync + Send + 'static) {
+/// Runs `f` under loom: exhaustively (`bound == None`) or with at most `bound` preemptions per
+/// execution, for the models too large to explore in full within `ci/loom.sh`'s time (the ring
+/// makes dozens of atomic accesses per packet switch). `LOOM_MAX_PREEMPTIONS` overrides it.
+fn model(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
     let mut b = loom::model::Builder::new();
     if b.preemption_bound.is_none() {
-        b.preemption_bound = Some(2);
+        b.preemption_bound = bound;
     }
     b.check(f);
 }
@@ -117,9 +118,7 @@ fn event(b: &Buffer, n: u64) -> bool {
     match b.reserve(EV, 1, || n, || {}) {
         Ok((dst, _ts)) => {
             // SAFETY: `reserve` returned EV writable bytes at `dst`; the payload is the last 8.
-            unsafe {
-                (dst.add(EVENT_HEADER_LEN) as *mut [u8; 8]).write_unaligned(n.to_le_bytes())
-            };
+            unsafe { (dst.add(EVENT_HEADER_LEN) as *mut [u8; 8]).write_unaligned(n.to_le_bytes()) };
             true
         }
         Err(_) => false,
@@ -140,14 +139,21 @@ struct Packet {
 /// The consumer's write callback: parses a packet and checks it against its `meta` count.
 fn read_into(out: &mut Vec<Packet>) -> impl FnMut(&[u8], u64) + '_ {
     |bytes, events| {
-        assert_eq!(read_u64(bytes, OFF_CONTENT_SIZE), Some(bytes.len() as u64 * 8));
+        assert_eq!(
+            read_u64(bytes, OFF_CONTENT_SIZE),
+            Some(bytes.len() as u64 * 8)
+        );
         let body = &bytes[PACKET_HEADER_LEN..];
         assert_eq!(body.len() % EV, 0, "a packet ends inside an event");
         let evs: Vec<u64> = body
             .chunks(EV)
             .map(|e| read_u64(e, EVENT_HEADER_LEN).unwrap())
             .collect();
-        assert_eq!(evs.len() as u64, events, "packet length and event count disagree");
+        assert_eq!(
+            evs.len() as u64,
+            events,
+            "packet length and event count disagree"
+        );
         out.push(Packet {
             seq: read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap(),
             vtid: read_u32(bytes, OFF_VTID).unwrap(),
@@ -165,15 +171,15 @@ fn payloads(p: &[Packet]) -> Vec<u64> {
     p.iter().flat_map(|p| p.events.iter().copied()).collect()
 }
 
-/// Discard mode: the producer makes five attempts (three packet switches on a ring that holds
-/// four events) while the consumer drains twice; then the producer is joined (quiescent) and
-/// the consumer finishes. Every written event is read exactly once and in order, every packet
+/// Discard mode: the producer makes seven attempts (a packet switch every two events, on a ring
+/// that holds four) while the consumer drains three times; then the producer is joined
+/// (quiescent) and the consumer finishes. Explored exhaustively. Every written event is read exactly once and in order, every packet
 /// once and in sequence, no slot is read while written (the slot cells), and
 /// written + discarded = attempted, with the discarded count in the last packet.
 #[test]
 fn discard_mode_consumer_reads_every_committed_event_once() {
-    model(|| {
-        const ATTEMPTS: u64 = 5;
+    model(None, || {
+        const ATTEMPTS: u64 = 7;
         let b = ring(Mode::Discard, 1);
         let producer = {
             let b = b.clone();
@@ -184,27 +190,34 @@ fn discard_mode_consumer_reads_every_committed_event_once() {
             })
         };
         let mut read = Vec::new();
-        for _ in 0..2 {
+        for _ in 0..3 {
             b.drain(read_into(&mut read));
             loom::thread::yield_now();
         }
         let written = producer.join().unwrap();
         b.finish(read_into(&mut read));
-        assert_eq!(payloads(&read), written, "events lost, duplicated or reordered");
+        assert_eq!(
+            payloads(&read),
+            written,
+            "events lost, duplicated or reordered"
+        );
         assert_eq!(seqs(&read), (0..read.len() as u64).collect::<Vec<_>>());
         assert_eq!(written.len() as u64 + b.lost(), ATTEMPTS);
         assert_eq!(read.last().unwrap().discarded, b.lost());
-        assert!(written.len() >= 4, "a full ring drops, an empty one does not");
+        assert!(
+            written.len() >= 4,
+            "a full ring drops, an empty one does not"
+        );
     });
 }
 
 /// Overwrite mode: the producer writes seven events, lapping the two-slot ring twice (packets
 /// 0 and 1 are overwritten), then exits (`Exited`, Release, as `thread.rs` does); the consumer
 /// sees `Exited` (Acquire) and finishes. It reads the newest packets, contiguous (the last
-/// committed one and the open one), and kept + overwritten = written.
+/// committed one and the open one), and kept + overwritten = written. Explored exhaustively.
 #[test]
 fn overwrite_mode_finish_keeps_the_newest_packets() {
-    model(|| {
+    model(None, || {
         const EVENTS: u64 = 7;
         let b = ring(Mode::Overwrite, 1);
         let producer = {
@@ -269,10 +282,10 @@ fn tracepoint(ctx: &Ctx, b: &Buffer, n: u64) -> bool {
 /// moves the buffer `Attached → Detached`, issues the barrier, waits until the thread's depth
 /// is 0 and finishes the buffer. Everything the thread wrote before it left the tracepoint in
 /// which it still saw the buffer is read, and nothing is written after the finish (the slot
-/// cells).
+/// cells). Explored exhaustively.
 #[test]
 fn stop_detaches_waits_for_quiescence_and_finishes() {
-    model(|| {
+    model(None, || {
         let b = ring(Mode::Discard, 1);
         let ctx = Arc::new(Ctx::attached(&b));
         let producer = {
@@ -295,21 +308,26 @@ fn stop_detaches_waits_for_quiescence_and_finishes() {
         let mut read = Vec::new();
         b.finish(read_into(&mut read));
         let written = producer.join().unwrap();
-        assert_eq!(payloads(&read), written, "an event written before quiescence is lost");
+        assert_eq!(
+            payloads(&read),
+            written,
+            "an event written before quiescence is lost"
+        );
         assert_eq!(written, (0..written.len() as u64).collect::<Vec<_>>());
         assert_eq!(b.lost(), 0);
     });
 }
 
 /// Thread exit, recycling and re-attachment: thread 1 writes three events and exits
-/// (`Exited`, Release); the consumer sees it (Acquire), finishes the buffer and recycles it
-/// (`Pooled`, Release); thread 2 takes it from the pool (`Pooled → Attached`, Acquire, as
-/// `state.rs` `attach`), writes three events and exits; the consumer finishes again. One
-/// stream: sequence numbers continue, each packet carries its writer's identity, nothing is
-/// lost.
+/// (`Exited`, Release, as `thread.rs` `thread_exit`); the consumer sees it (Acquire), finishes
+/// the buffer and recycles it (`Pooled`, Release); thread 2 attaches the way `state.rs`
+/// `attach` does: it takes the buffer if it is in the pool (`Pooled → Attached`, Acquire; one
+/// attempt, as `attach` allocates a new buffer otherwise), writes three events and exits; the
+/// consumer finishes again. One stream: sequence numbers continue, each packet carries its
+/// writer's identity, nothing is lost. Three threads: at most three preemptions.
 #[test]
 fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
-    model(|| {
+    model(Some(3), || {
         let b = ring(Mode::Discard, 1);
         let exit = |b: &Buffer| b.state.store(BufState::Exited, Ordering::Release);
         let first = {
@@ -321,38 +339,51 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
                 exit(&b);
             })
         };
+        // Set by thread 2 when the buffer was not in the pool (it would take a new one).
+        let gave_up = Arc::new(AtomicBool::new(false));
         let second = {
-            let b = b.clone();
+            let (b, gave_up) = (b.clone(), gave_up.clone());
             loom::thread::spawn(move || {
-                while !b
-                    .state
+                if b.state
                     .transition(BufState::Pooled, BufState::Attached, Ordering::Acquire)
                 {
-                    loom::thread::yield_now();
+                    b.set_ident(ident(2));
+                    for n in 10..13 {
+                        assert!(event(&b, n));
+                    }
+                    exit(&b);
+                } else {
+                    gave_up.store(true, Ordering::Release);
                 }
-                b.set_ident(ident(2));
-                for n in 10..13 {
-                    assert!(event(&b, n));
-                }
-                exit(&b);
             })
         };
         let mut read = Vec::new();
-        for round in 0..2 {
-            while b.state.load(Ordering::Acquire) != BufState::Exited {
-                loom::thread::yield_now();
-            }
-            b.finish(read_into(&mut read));
-            if round == 0 {
-                b.recycle();
-            }
+        while b.state.load(Ordering::Acquire) != BufState::Exited {
+            loom::thread::yield_now();
         }
-        assert_eq!(seqs(&read), vec![0, 1, 2, 3], "the stream continues");
-        assert_eq!(
-            read.iter().map(|p| p.vtid).collect::<Vec<_>>(),
-            vec![1, 1, 2, 2]
-        );
-        assert_eq!(payloads(&read), vec![0, 1, 2, 10, 11, 12]);
+        b.finish(read_into(&mut read));
+        b.recycle();
+        let attached = loop {
+            if b.state.load(Ordering::Acquire) == BufState::Exited {
+                break true;
+            }
+            if gave_up.load(Ordering::Acquire) {
+                break false;
+            }
+            loom::thread::yield_now();
+        };
+        if attached {
+            b.finish(read_into(&mut read));
+            assert_eq!(seqs(&read), vec![0, 1, 2, 3], "the stream continues");
+            assert_eq!(
+                read.iter().map(|p| p.vtid).collect::<Vec<_>>(),
+                vec![1, 1, 2, 2]
+            );
+            assert_eq!(payloads(&read), vec![0, 1, 2, 10, 11, 12]);
+        } else {
+            assert_eq!(seqs(&read), vec![0, 1]);
+            assert_eq!(payloads(&read), vec![0, 1, 2]);
+        }
         assert_eq!(b.lost(), 0);
         first.join().unwrap();
         second.join().unwrap();

@@ -77,16 +77,20 @@ mod fallback;
 pub use fallback::*;
 
 #[cfg(all(target_arch = "x86_64", not(miri)))]
+// Under loom, `LocalU64` is a loom atomic and does not use `local_cas`/`local_add`.
+#[cfg_attr(hushtrace_loom, allow(dead_code))]
 mod x86_64;
 #[cfg(all(target_arch = "x86_64", not(miri)))]
 pub use x86_64::*;
 
 #[cfg(all(target_arch = "aarch64", not(miri)))]
+#[cfg_attr(hushtrace_loom, allow(dead_code))]
 mod aarch64;
 #[cfg(all(target_arch = "aarch64", not(miri)))]
 pub use aarch64::*;
 
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
+#[cfg_attr(hushtrace_loom, allow(dead_code))]
 mod generic;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub use generic::*;
