@@ -32,6 +32,7 @@
 //! a per-slot `loom::cell::UnsafeCell` (`slot_cells`), and loom's race detector reports a slot
 //! read while it may be written. The module is `pub` (and `doc(hidden)`) only in that build.
 
+mod flush;
 mod snapshot;
 
 use crate::clock;
@@ -339,11 +340,14 @@ impl Buffer {
 
     /// Producer, after an event is completely written at nesting depth 1: the open packet's
     /// complete bytes end at the current offset (nested events that completed meanwhile
-    /// included). One relaxed store to the ring header (what `recover` trusts after a crash).
+    /// included). One store to the ring header (what `recover` trusts after a crash, and what
+    /// the consumer's flush of an idle packet reads, `ring/flush.rs`). Release, so the event's
+    /// bytes are visible to a consumer that Acquire-loads it: on x86_64 the same `mov` as a
+    /// relaxed store (it only keeps the compiler from sinking the event's stores below it).
     #[inline(always)]
     pub fn mark_done(&self) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
-            .store(self.producer.off.get(), Ordering::Relaxed);
+            .store(self.producer.off.get(), Ordering::Release);
     }
 
     /// Mirrors the stream's discarded count into the ring header (cold paths).
@@ -584,8 +588,10 @@ impl Buffer {
         p.events.set(0);
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(0, Ordering::Relaxed);
+        // Release, after `done = 0` and the header: a consumer that Acquire-loads this
+        // sequence number then reads `done` of this packet or a later one (`ring/flush.rs`).
         self.hdr_word(hushtrace_ctf::ringfile::OFF_OPEN_SEQ)
-            .store(seq, Ordering::Relaxed);
+            .store(seq, Ordering::Release);
         p.open.set(true);
         // Everything above is in place before a signal handler can reserve in this packet.
         compiler_fence(Ordering::SeqCst);
