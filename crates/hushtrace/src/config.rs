@@ -24,6 +24,11 @@ pub const MAX_RING_BYTES: usize = 4 << 30;
 /// Largest accepted read timer: one minute (longer leaves full packets unread for longer than
 /// any real-time team would want, and a stop waits for the consumer's next wake-up).
 pub const MAX_READ_TIMER: Duration = Duration::from_secs(60);
+/// Default flush interval: an event reaches the trace files (and the relay) within this time
+/// even if its thread goes idle (`HUSHTRACE_FLUSH_MS`; LTTng's switch timer).
+pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(1000);
+/// Largest accepted flush interval.
+pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(3600);
 
 /// Errors of the tracer's control API. Tracepoints never fail: they count what they drop.
 #[derive(Debug)]
@@ -65,6 +70,14 @@ pub enum Error {
         /// The first error.
         source: std::io::Error,
     },
+    /// The relay daemon (`lttng-relayd`) given with `relay(...)` / `HUSHTRACE_RELAY` could not
+    /// be reached or refused the session when the session started.
+    Relay {
+        /// The relay's address (`net://HOST:CONTROL:DATA`).
+        url: String,
+        /// What went wrong.
+        reason: String,
+    },
 }
 
 /// What a session recorded in this process.
@@ -105,6 +118,12 @@ impl fmt::Display for Error {
                 path.display(),
                 stats.events_written,
                 stats.events_discarded
+            ),
+            Error::Relay { url, reason } => write!(
+                f,
+                "cannot stream the session to the relay daemon at {url}: {reason} (is \
+                 lttng-relayd running there? start it with `lttng-relayd -d`, or trace without \
+                 a relay)"
             ),
             Error::NotRunning => write!(f, "no hushtrace session is running in this process"),
             Error::NeedsOverwriteMode => write!(
@@ -182,6 +201,16 @@ pub(crate) struct Config {
     pub subbuf_size: usize,
     pub num_subbufs: usize,
     pub read_timer: Duration,
+    /// Relay daemon to stream to, besides the local directory (`HUSHTRACE_RELAY`).
+    pub relay: Option<hushtrace_relay::RelayUrl>,
+    /// A relay address that did not parse: (value, reason), reported by `validate`.
+    pub relay_bad: Option<(String, String)>,
+    /// Session name on the relay; default: the output directory's name.
+    pub relay_session: Option<String>,
+    /// Host name on the relay; default: the machine's host name.
+    pub relay_host: Option<String>,
+    /// Ship the complete events of packets left open this long (zero: never).
+    pub flush_interval: Duration,
 }
 
 impl Default for Config {
@@ -193,6 +222,11 @@ impl Default for Config {
             subbuf_size: DEFAULT_SUBBUF_SIZE,
             num_subbufs: DEFAULT_NUM_SUBBUFS,
             read_timer: DEFAULT_READ_TIMER,
+            relay: None,
+            relay_bad: None,
+            relay_session: None,
+            relay_host: None,
+            flush_interval: DEFAULT_FLUSH_INTERVAL,
         }
     }
 }
@@ -262,7 +296,55 @@ impl Config {
                 ),
             ));
         }
+        if self.flush_interval > MAX_FLUSH_INTERVAL {
+            return Err(bad(
+                env::FLUSH_MS,
+                self.flush_interval.as_millis().to_string(),
+                format!(
+                    "the flush interval must be at most {} ms (0 turns flushing off)",
+                    MAX_FLUSH_INTERVAL.as_millis()
+                ),
+            ));
+        }
+        if let Some((value, reason)) = &self.relay_bad {
+            return Err(Error::Config {
+                var: raw.var(env::RELAY),
+                value: value.clone(),
+                reason: reason.clone(),
+            });
+        }
+        for (what, var, v) in [
+            ("session name", env::RELAY_SESSION, &self.relay_session),
+            ("host name", env::RELAY_HOST, &self.relay_host),
+        ] {
+            if let Some(v) = v {
+                if let Err(e) =
+                    hushtrace_relay::SessionOptions::new(v.clone(), v.clone()).validate()
+                {
+                    return Err(Error::Config {
+                        var: raw.var(var),
+                        value: v.clone(),
+                        reason: format!("not a valid relay {what}: {e}"),
+                    });
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Sets the relay address from its text (`net://HOST[:CONTROL_PORT[:DATA_PORT]]`); a bad
+    /// one is reported by [`Config::validate`].
+    pub(crate) fn set_relay(&mut self, url: &str) {
+        match url.parse::<hushtrace_relay::RelayUrl>() {
+            Ok(u) => {
+                self.relay = Some(u);
+                self.relay_bad = None;
+            }
+            Err(e) => {
+                self.relay = None;
+                self.relay_bad = Some((url.to_string(), format!("not a relay address: {e}")));
+            }
+        }
     }
 
     /// The session configured by the environment, if `HUSHTRACE_OUTPUT` is set and not empty.
@@ -300,6 +382,25 @@ impl Config {
             let ms = parse_size(env::READ_TIMER_MS, &v)?;
             cfg.read_timer = Duration::from_millis(ms as u64);
             raw.0.push((env::READ_TIMER_MS, v));
+        }
+        if let Ok(v) = std::env::var(env::FLUSH_MS) {
+            let ms = parse_size(env::FLUSH_MS, &v)?;
+            cfg.flush_interval = Duration::from_millis(ms as u64);
+            raw.0.push((env::FLUSH_MS, v));
+        }
+        if let Ok(v) = std::env::var(env::RELAY) {
+            if !v.trim().is_empty() {
+                cfg.set_relay(v.trim());
+                raw.0.push((env::RELAY, v));
+            }
+        }
+        if let Ok(v) = std::env::var(env::RELAY_SESSION) {
+            cfg.relay_session = Some(v.clone());
+            raw.0.push((env::RELAY_SESSION, v));
+        }
+        if let Ok(v) = std::env::var(env::RELAY_HOST) {
+            cfg.relay_host = Some(v.clone());
+            raw.0.push((env::RELAY_HOST, v));
         }
         Ok(Some((cfg, raw)))
     }

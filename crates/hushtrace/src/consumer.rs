@@ -3,14 +3,20 @@
 //! and recycles the buffers of exited threads, keeps the TSDL metadata current and, when the
 //! session stops, flushes everything.
 
+use crate::clock;
 use crate::config::Error;
 use crate::control::{self, Request};
 use crate::platform::{self, SignalBlock};
+use crate::relay_sink::RelaySink;
 use crate::ring::{BufState, Buffer, Mode};
 use crate::state::{self, ConsumerThread, Shared};
 use crate::tracedir::{Dir, TraceFiles};
 use hushtrace_core::all_callsites;
-use hushtrace_ctf::layout::{METADATA_FILE, STREAM_PREFIX};
+use hushtrace_ctf::layout::{
+    read_u16, read_u64, EVENT_HEADER_LEN, METADATA_FILE, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED,
+    OFF_EVENT_TIMESTAMP, OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE, OFF_TIMESTAMP_BEGIN,
+    OFF_TIMESTAMP_END, PACKET_HEADER_LEN, STREAM_PREFIX,
+};
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
 use hushtrace_ctf::stats::ProcessStats;
 use std::sync::atomic::Ordering;
@@ -34,6 +40,47 @@ pub(crate) struct Consumer {
     written_by_stream: std::collections::HashMap<u64, u64>,
     /// Snapshots taken by this process.
     snapshots: u64,
+    /// The relay daemon this process's trace also goes to, if the session has one.
+    relay: Option<RelaySink>,
+    /// The metadata as of `types_gen` (the relay's metadata and the flush's event sizes).
+    desc: TraceDesc,
+    /// Per stream: what the flush of open packets changed in the packets written.
+    out: std::collections::HashMap<u64, StreamOut>,
+    /// When the flush last looked at the open packets.
+    last_flush: Instant,
+    /// Reused packet copy.
+    scratch: Vec<u8>,
+}
+
+/// The flush of idle threads, per stream (buffer instance).
+///
+/// The flush ships the complete events of an open packet as a packet of their own, and when
+/// the producer later finalizes that packet, ships only its remaining events, under the same
+/// header with its begin time moved to the last shipped event. Every packet written after a
+/// flushed one therefore has its `packet_seq_num` raised by the number of packets the flush
+/// added (`extra`), so each stream's sequence numbers still rise by one per packet (readers
+/// count gaps as lost packets), and nothing is written twice. Timestamps stay ordered: events
+/// are placed in a packet in timestamp order, and a flushed packet ends at its last event's
+/// timestamp, where the next part begins.
+#[derive(Debug, Default)]
+struct StreamOut {
+    /// Packets the flush added so far (added to the ring's sequence numbers).
+    extra: u64,
+    /// The open packet flushed in part: its ring sequence number, how far (bytes from the
+    /// packet start) and how many events were shipped, and the last shipped event's time.
+    partial: Option<Partial>,
+    /// `events_discarded` of the last packet written.
+    discarded: u64,
+    /// `done` seen by the last flush pass (for idle detection: live beacons).
+    last_done: Option<(u64, usize)>,
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Partial {
+    seq: u64,
+    off: usize,
+    events: u64,
+    last_ts: u64,
 }
 
 impl Consumer {
@@ -75,6 +122,20 @@ impl Consumer {
         }
         shared.inner.lock().rings = rings;
         let control = control::Server::bind(pid).ok();
+        let root_name = shared
+            .inner
+            .lock()
+            .root
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default();
+        let dir_name = dir
+            .path()
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| pid.to_string());
+        let relay = RelaySink::new(&shared.cfg, &root_name, &dir_name);
         let mut c = Consumer {
             shared,
             files: TraceFiles::new(dir),
@@ -82,14 +143,41 @@ impl Consumer {
             control,
             written_by_stream: std::collections::HashMap::new(),
             snapshots: 0,
+            relay,
+            desc: TraceDesc {
+                uuid: [0; 16],
+                clock_uuid: [0; 16],
+                clock: clock::calibrate().clone(),
+                vpid: 0,
+                procname: String::new(),
+                hostname: String::new(),
+                events: Vec::new(),
+            },
+            out: std::collections::HashMap::new(),
+            last_flush: Instant::now(),
+            scratch: Vec::new(),
         };
         c.write_metadata()?;
         Ok(c)
     }
 
+    /// Session start: connects to the relay (if the session has one); the error says why it
+    /// cannot be used. A fork child's consumer connects on its first pass instead, and retries
+    /// with backoff.
+    pub(crate) fn connect_relay(&mut self) -> Result<(), Error> {
+        match self.relay.as_mut() {
+            Some(r) => r.connect_now(&self.desc),
+            None => Ok(()),
+        }
+    }
+
     fn write_metadata(&mut self) -> Result<(), Error> {
         let gen = hushtrace_core::types_generation();
-        let text = self.metadata_text();
+        self.desc = self.trace_desc();
+        if let Some(r) = self.relay.as_mut() {
+            r.metadata(&self.desc);
+        }
+        let text = to_tsdl(&self.desc);
         self.files
             .dir
             .replace_file(METADATA_FILE, text.as_bytes())
@@ -103,6 +191,11 @@ impl Consumer {
 
     /// The TSDL metadata of this process's trace, listing every callsite.
     fn metadata_text(&self) -> String {
+        to_tsdl(&self.trace_desc())
+    }
+
+    /// The description of this process's trace, listing every callsite.
+    fn trace_desc(&self) -> TraceDesc {
         let events = all_callsites()
             .enumerate()
             .map(|(i, cs)| EventClass {
@@ -127,7 +220,7 @@ impl Consumer {
             hostname: platform::hostname(),
             events,
         };
-        to_tsdl(&desc)
+        desc
     }
 
     /// Takes the snapshots requested by `hushtrace::snapshot()` since the last pass (one
@@ -221,24 +314,151 @@ impl Consumer {
         self.shared.note_error(e);
     }
 
-    /// Writes one packet of `b` to its stream file (created on first use). A failure is
-    /// recorded as the session's I/O error and the packet's events are counted lost (the
-    /// stream is cut back to its last complete packet); the slot is released either way.
+    /// Writes one packet of `b` that the ring handed over (drained or finished): as it is, or
+    /// renumbered and, if the flush shipped its first events already, only the rest
+    /// ([`StreamOut`]).
     fn write_packet(&mut self, b: &Buffer, bytes: &[u8], events: u64) {
-        let name = format!("{STREAM_PREFIX}{}", b.instance);
-        match self.files.append(b.instance, &name, bytes) {
-            Ok(()) => {
-                *self.written_by_stream.entry(b.instance).or_default() += events;
-                self.shared.written.fetch_add(events, Ordering::Relaxed)
+        let st = self.out.entry(b.instance).or_default();
+        let seq = read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap_or(0);
+        let discarded = read_u64(bytes, OFF_EVENTS_DISCARDED).unwrap_or(0);
+        let partial = st.partial.filter(|p| p.seq == seq);
+        if partial.is_none() && st.extra == 0 {
+            st.discarded = discarded;
+            return self.deliver(b.instance, bytes, events);
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        let mut events = events;
+        match partial {
+            Some(p) => {
+                out.extend_from_slice(&bytes[..PACKET_HEADER_LEN]);
+                out.extend_from_slice(bytes.get(p.off..).unwrap_or(&[]));
+                put(&mut out, OFF_TIMESTAMP_BEGIN, p.last_ts);
+                let end = read_u64(bytes, OFF_TIMESTAMP_END)
+                    .unwrap_or(0)
+                    .max(p.last_ts);
+                put(&mut out, OFF_TIMESTAMP_END, end);
+                let bits = out.len() as u64 * 8;
+                put(&mut out, OFF_CONTENT_SIZE, bits);
+                put(&mut out, OFF_PACKET_SIZE, bits);
+                events = events.saturating_sub(p.events);
+                st.partial = None;
             }
+            None => out.extend_from_slice(bytes),
+        }
+        put(&mut out, OFF_PACKET_SEQ_NUM, seq + st.extra);
+        st.discarded = discarded;
+        self.deliver(b.instance, &out, events);
+        self.scratch = out;
+    }
+
+    /// The flush of idle threads (discard mode): ships the complete events of each live
+    /// buffer's open packet that were not shipped yet as a packet of their own, and sends live
+    /// beacons for streams with nothing new. See [`StreamOut`].
+    fn flush_open_packets(&mut self, bufs: &[Arc<Buffer>]) {
+        let every = self.shared.cfg.flush_interval;
+        if every.is_zero() || self.shared.cfg.mode != Mode::Discard {
+            return;
+        }
+        // Twice per interval: an event waits at most about one interval.
+        if self.last_flush.elapsed() < every / 2 {
+            return;
+        }
+        self.last_flush = Instant::now();
+        // Read before any `done`: no event completed after this time is in a flushed packet.
+        let now = clock::cycles_or_fallback();
+        let mut idle = Vec::new();
+        for b in bufs {
+            if b.state.load(Ordering::Acquire) != BufState::Attached {
+                idle.push(b.instance);
+                continue;
+            }
+            let Some(open) = b.open_packet() else {
+                idle.push(b.instance);
+                continue;
+            };
+            let st = self.out.entry(b.instance).or_default();
+            let done = (open.seq, PACKET_HEADER_LEN + open.events.len());
+            let moved = st.last_done != Some(done);
+            st.last_done = Some(done);
+            let prev = st.partial.filter(|p| p.seq == open.seq);
+            let from = prev.map_or(PACKET_HEADER_LEN, |p| p.off);
+            let body = open.events.get(from - PACKET_HEADER_LEN..).unwrap_or(&[]);
+            let (len, n, last_ts) = walk_events(&self.desc, body);
+            if n == 0 {
+                if !moved {
+                    idle.push(b.instance);
+                }
+                continue;
+            }
+            let begin = prev.map_or_else(
+                || read_u64(&open.header, OFF_TIMESTAMP_BEGIN).unwrap_or(0),
+                |p| p.last_ts,
+            );
+            let mut out = std::mem::take(&mut self.scratch);
+            out.clear();
+            out.extend_from_slice(&open.header);
+            out.extend_from_slice(&body[..len]);
+            put(&mut out, OFF_TIMESTAMP_BEGIN, begin);
+            put(&mut out, OFF_TIMESTAMP_END, last_ts.max(begin));
+            let bits = out.len() as u64 * 8;
+            put(&mut out, OFF_CONTENT_SIZE, bits);
+            put(&mut out, OFF_PACKET_SIZE, bits);
+            put(&mut out, OFF_PACKET_SEQ_NUM, open.seq + st.extra);
+            put(&mut out, OFF_EVENTS_DISCARDED, st.discarded);
+            st.extra += 1;
+            st.partial = Some(Partial {
+                seq: open.seq,
+                off: from + len,
+                events: prev.map_or(0, |p| p.events) + n,
+                last_ts: last_ts.max(begin),
+            });
+            self.deliver(b.instance, &out, n);
+            self.scratch = out;
+        }
+        if let Some(r) = self.relay.as_mut() {
+            for instance in r.instances() {
+                if idle.contains(&instance) {
+                    r.beacon(instance, now);
+                }
+            }
+        }
+    }
+
+    /// Writes one packet to its stream file (created on first use) and to the relay. Without
+    /// a relay, a failed write is recorded as the session's I/O error and the packet's events
+    /// counted lost (the stream is cut back to its last complete packet). With a relay, the
+    /// events count as written once the relay has them, and as lost when it could not get
+    /// them (a failed local write is still recorded as the session's error).
+    fn deliver(&mut self, instance: u64, bytes: &[u8], events: u64) {
+        let name = format!("{STREAM_PREFIX}{instance}");
+        let local = match self.files.append(instance, &name, bytes) {
+            Ok(()) => true,
             Err(e) => {
                 self.note_error(format!(
                     "{}: {e}",
                     self.files.dir.path().join(&name).display()
                 ));
-                self.shared.lost.fetch_add(events, Ordering::Relaxed)
+                false
             }
         };
+        // A callsite may have published its types after this pass began: the relay must know
+        // an event's class before the packet that holds it.
+        if self.relay.is_some() && self.types_gen != Some(hushtrace_core::types_generation()) {
+            if let Err(e) = self.write_metadata() {
+                self.note_error(e);
+            }
+        }
+        let ok = match self.relay.as_mut() {
+            None => local,
+            Some(r) => r.packet(instance, bytes, events, &self.desc),
+        };
+        if ok {
+            *self.written_by_stream.entry(instance).or_default() += events;
+            self.shared.written.fetch_add(events, Ordering::Relaxed);
+        } else {
+            self.shared.lost.fetch_add(events, Ordering::Relaxed);
+        }
     }
 
     /// One pass over all buffers. `last` = the session is stopping and every buffer is
@@ -254,6 +474,9 @@ impl Consumer {
             }
         }
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
+        if !last {
+            self.flush_open_packets(&bufs);
+        }
         for b in &bufs {
             match b.state.load(Ordering::Acquire) {
                 BufState::Attached if last => b.finish(|p, n| self.write_packet(b, p, n)),
@@ -294,6 +517,7 @@ impl Consumer {
             if b.state.load(Ordering::Acquire) == BufState::Pooled {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
                 self.files.forget(b.instance);
+                self.out.remove(&b.instance);
                 self.remove_ring(&b);
             }
             // Unmapped here, outside the lock.
@@ -478,6 +702,20 @@ impl Consumer {
             self.note_error(e);
         }
         self.files.close_all();
+        if let Some(r) = self.relay.take() {
+            let url = r.url();
+            let lost = (r.lost_packets, r.lost_events);
+            if let Err(e) = r.close() {
+                self.note_error(format!("relay {url}: {e}"));
+            }
+            if lost.0 > 0 {
+                eprintln!(
+                    "hushtrace: {} packets ({} events) could not be streamed to the relay at \
+                     {url} (counted as discarded; the local trace has them)",
+                    lost.0, lost.1
+                );
+            }
+        }
         self.remove_rings();
         self.write_stats();
     }
@@ -592,4 +830,52 @@ pub(crate) fn throttle_registration() {
     while state::exited_pending() > EXITED_HIGH_WATER / 2 && Instant::now() < deadline {
         std::thread::sleep(Duration::from_micros(200));
     }
+}
+
+/// Stores `v` little-endian at `off` of a packet copy.
+fn put(p: &mut [u8], off: usize, v: u64) {
+    p[off..off + 8].copy_from_slice(&v.to_le_bytes());
+}
+
+/// Walks the complete events at the start of `b` (a packet's event bytes) with the field types
+/// of `desc`: returns their length, count and the last one's timestamp. Stops at an event of a
+/// class whose types are unknown (the rest waits for the next pass).
+fn walk_events(desc: &TraceDesc, b: &[u8]) -> (usize, u64, u64) {
+    let (mut off, mut n, mut last) = (0usize, 0u64, 0u64);
+    while off + EVENT_HEADER_LEN <= b.len() {
+        let Some(id) = read_u16(b, off) else { break };
+        let Some(fields) = desc
+            .events
+            .get(usize::from(id))
+            .filter(|e| e.id == id)
+            .or_else(|| desc.events.iter().find(|e| e.id == id))
+            .and_then(|e| e.fields.as_ref())
+        else {
+            break;
+        };
+        let mut len = EVENT_HEADER_LEN;
+        let mut ok = true;
+        for (_, t) in fields {
+            match t.fixed_size() {
+                Some(sz) => len += sz,
+                None => match b
+                    .get(off + len..)
+                    .and_then(|r| r.iter().position(|&c| c == 0))
+                {
+                    Some(nul) => len += nul + 1,
+                    None => {
+                        ok = false;
+                        break;
+                    }
+                },
+            }
+        }
+        if !ok || off + len > b.len() {
+            break;
+        }
+        last = read_u64(b, off + OFF_EVENT_TIMESTAMP).unwrap_or(last);
+        off += len;
+        n += 1;
+    }
+    (off, n, last)
 }

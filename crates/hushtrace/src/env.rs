@@ -18,6 +18,15 @@ pub const CLOCK: &str = "HUSHTRACE_CLOCK";
 /// Comma-separated `category:name` globs applied in order at session start; a leading `-`
 /// disables (`HUSHTRACE_ENABLE=-*,app:*` records only `app`).
 pub const ENABLE: &str = "HUSHTRACE_ENABLE";
+/// `net://HOST[:CONTROL_PORT[:DATA_PORT]]`: also stream the session to this `lttng-relayd`.
+pub const RELAY: &str = "HUSHTRACE_RELAY";
+/// Session name on the relay (default: the output directory's name).
+pub const RELAY_SESSION: &str = "HUSHTRACE_RELAY_SESSION";
+/// Host name on the relay (default: the machine's host name).
+pub const RELAY_HOST: &str = "HUSHTRACE_RELAY_HOST";
+/// Milliseconds after which the complete events of a packet still open (an idle thread) are
+/// written out anyway (default 1000; 0: never).
+pub const FLUSH_MS: &str = "HUSHTRACE_FLUSH_MS";
 
 /// One documented environment variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -61,5 +70,21 @@ pub const VARS: &[Var] = &[
     Var {
         name: CLOCK,
         doc: "`monotonic` forces the clock_gettime fallback",
+    },
+    Var {
+        name: RELAY,
+        doc: "`net://HOST[:CONTROL_PORT[:DATA_PORT]]`: also stream to this lttng-relayd",
+    },
+    Var {
+        name: RELAY_SESSION,
+        doc: "session name on the relay (default: the output directory's name)",
+    },
+    Var {
+        name: RELAY_HOST,
+        doc: "host name on the relay (default: this machine's host name)",
+    },
+    Var {
+        name: FLUSH_MS,
+        doc: "flush idle threads' events within this many ms (default 1000; 0: never)",
     },
 ];

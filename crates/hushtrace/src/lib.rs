@@ -59,6 +59,7 @@ mod nosyscall;
 mod platform;
 mod primitive;
 mod relaxed;
+mod relay_sink;
 #[cfg(hushtrace_loom)]
 #[doc(hidden)]
 pub mod ring;

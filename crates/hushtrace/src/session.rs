@@ -59,6 +59,41 @@ impl SessionBuilder {
         self.cfg.read_timer = every;
         self
     }
+    /// Also streams the session to an LTTng relay daemon (`lttng-relayd`) at
+    /// `net://HOST[:CONTROL_PORT[:DATA_PORT]]` (ports default to 5342 and 5343), besides the
+    /// local directory, which stays complete. Each process appears on the relay under
+    /// `<host>/<session>/<trace dir name>/`; follow it live with
+    /// `babeltrace2 --input-format=lttng-live net://HOST:5344/host/<host>/<session>`. If the
+    /// relay cannot be reached, [`SessionBuilder::start`] fails with [`Error::Relay`]; a
+    /// connection lost later is retried with backoff, and packets that could not be delivered
+    /// are counted as discarded.
+    ///
+    /// ```
+    /// let err = hushtrace::Session::builder().relay("http://x").validate().unwrap_err();
+    /// assert!(err.to_string().contains("http://x"));
+    /// ```
+    pub fn relay(mut self, url: &str) -> Self {
+        self.cfg.set_relay(url);
+        self
+    }
+    /// The session's name on the relay. Default: the output directory's name.
+    pub fn relay_session_name(mut self, name: impl Into<String>) -> Self {
+        self.cfg.relay_session = Some(name.into());
+        self
+    }
+    /// The host name the relay files the session under. Default: this machine's host name.
+    pub fn relay_host_name(mut self, name: impl Into<String>) -> Self {
+        self.cfg.relay_host = Some(name.into());
+        self
+    }
+    /// An event of a thread that then goes idle is written out (to the stream files and the
+    /// relay) within about this time, instead of waiting for its packet to fill: the consumer
+    /// ships the complete events of a packet left open this long as a packet of their own.
+    /// Discard mode only. Zero turns it off. Default 1 s (`HUSHTRACE_FLUSH_MS`).
+    pub fn flush_interval(mut self, every: Duration) -> Self {
+        self.cfg.flush_interval = every;
+        self
+    }
 
     /// Checks the settings against the limits without starting anything: the same check
     /// [`SessionBuilder::start`] makes (`hushtrace record` uses it to refuse bad flags).
@@ -159,7 +194,8 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
         source,
     })?;
     let shared = Arc::new(Shared::new(cfg, root));
-    let consumer = Consumer::create(shared.clone())?;
+    let mut consumer = Consumer::create(shared.clone())?;
+    consumer.connect_relay()?;
     {
         let sig = SignalBlock::new();
         let mut reg = state::lock_registry(&sig);

@@ -1,0 +1,294 @@
+//! The consumer's second sink: this process's trace streamed to an LTTng relay daemon
+//! (`lttng-relayd`), besides the local trace directory, which stays the source of truth.
+//!
+//! * One relay session per process (a fork child's consumer makes its own connection), stored
+//!   by the relay under `<host>/<session>/<trace dir name>/`: the metadata stream and one stream
+//!   per buffer (`stream_<instance>`, as locally), announced when their first packet comes.
+//! * Metadata is append-only on the relay: the header is sent once, then each event class as
+//!   soon as its field types are known (a class whose types are unknown has no event yet).
+//! * A lost connection is retried with backoff (100 ms doubling to 5 s) on the consumer
+//!   thread; the program never waits for it. Packets that could not be delivered are counted
+//!   (packets and events) and the caller adds the events to the session's lost count. A new
+//!   connection is a new relay session whose streams live in `<trace dir name>-<n>/`, so the
+//!   relay does not truncate what the earlier connection stored.
+
+use crate::config::{Config, Error};
+use hushtrace_ctf::layout::STREAM_PREFIX;
+use hushtrace_ctf::metadata::{to_tsdl, TraceDesc};
+use hushtrace_relay::{RelayClient, RelayUrl, SessionOptions, StreamId};
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
+/// First wait before reconnecting; doubled after every failed attempt up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(100);
+const MAX_BACKOFF: Duration = Duration::from_secs(5);
+
+/// A relay session of one process, owned by its consumer.
+#[derive(Debug)]
+pub(crate) struct RelaySink {
+    url: RelayUrl,
+    session: String,
+    host: String,
+    /// Name of this process's trace directory (`<pid>` or `<pid>.<n>`): the stream path.
+    dir_name: String,
+    live_timer: Duration,
+    client: Option<RelayClient>,
+    /// Connections made so far: the first stores under `dir_name`, later ones `dir_name-<n>`.
+    connections: u32,
+    meta: Option<StreamId>,
+    /// Data streams announced on the current connection, by buffer instance.
+    streams: HashMap<u64, StreamId>,
+    /// Event classes whose declaration the current connection has sent, by id.
+    sent_classes: Vec<bool>,
+    retry_at: Option<Instant>,
+    backoff: Duration,
+    /// Packets that could not be delivered.
+    pub lost_packets: u64,
+    /// Events in them.
+    pub lost_events: u64,
+    /// Packets delivered.
+    pub sent_packets: u64,
+}
+
+impl RelaySink {
+    /// The sink for `cfg.relay` (None without one). `root_name`: the output directory's name
+    /// (the default session name).
+    pub(crate) fn new(cfg: &Config, root_name: &str, dir_name: &str) -> Option<RelaySink> {
+        let url = cfg.relay.clone()?;
+        Some(RelaySink {
+            url,
+            session: cfg
+                .relay_session
+                .clone()
+                .unwrap_or_else(|| default_session_name(root_name)),
+            host: cfg
+                .relay_host
+                .clone()
+                .unwrap_or_else(|| default_session_name(&crate::platform::hostname())),
+            dir_name: dir_name.to_string(),
+            live_timer: cfg
+                .flush_interval
+                .clamp(Duration::from_millis(100), MAX_BACKOFF),
+            client: None,
+            connections: 0,
+            meta: None,
+            streams: HashMap::new(),
+            sent_classes: Vec::new(),
+            retry_at: None,
+            backoff: FIRST_BACKOFF,
+            lost_packets: 0,
+            lost_events: 0,
+            sent_packets: 0,
+        })
+    }
+
+    /// The relay's address, for messages.
+    pub(crate) fn url(&self) -> String {
+        self.url.to_string()
+    }
+
+    /// Connects now (session start): an error says why the relay cannot be used.
+    pub(crate) fn connect_now(&mut self, desc: &TraceDesc) -> Result<(), Error> {
+        self.connect(desc).map_err(|e| Error::Relay {
+            url: self.url(),
+            reason: e.to_string(),
+        })
+    }
+
+    fn stream_path(&self) -> String {
+        match self.connections {
+            0 => self.dir_name.clone(),
+            n => format!("{}-{n}", self.dir_name),
+        }
+    }
+
+    fn connect(&mut self, desc: &TraceDesc) -> Result<(), hushtrace_relay::Error> {
+        let opts = SessionOptions::new(self.session.clone(), self.host.clone())
+            .base_path(self.session.clone())
+            .live_timer(Some(self.live_timer))
+            .connect_timeout(Duration::from_secs(2))
+            .io_timeout(Duration::from_secs(5));
+        let mut client = RelayClient::connect(&self.url, &opts)?;
+        let path = self.stream_path();
+        let meta = client.add_metadata_stream(&path)?;
+        self.connections += 1;
+        self.streams.clear();
+        self.sent_classes.clear();
+        self.meta = Some(meta);
+        self.client = Some(client);
+        self.retry_at = None;
+        self.backoff = FIRST_BACKOFF;
+        self.send_metadata(desc)?;
+        self.client_mut()?.streams_sent()?;
+        Ok(())
+    }
+
+    fn client_mut(&mut self) -> Result<&mut RelayClient, hushtrace_relay::Error> {
+        self.client
+            .as_mut()
+            .ok_or_else(|| hushtrace_relay::Error::InvalidArgument("not connected".into()))
+    }
+
+    /// Sends the metadata the relay does not have yet: the header on a new connection, then
+    /// every event class whose field types are known and not sent yet.
+    fn send_metadata(&mut self, desc: &TraceDesc) -> Result<(), hushtrace_relay::Error> {
+        let Some(meta) = self.meta else {
+            return Ok(());
+        };
+        let header_desc = TraceDesc {
+            events: Vec::new(),
+            ..desc.clone()
+        };
+        let header = to_tsdl(&header_desc);
+        let mut text = String::new();
+        if self.sent_classes.is_empty() {
+            text.push_str(&header);
+        }
+        for e in &desc.events {
+            let id = usize::from(e.id);
+            if e.fields.is_none() || self.sent_classes.get(id).copied().unwrap_or(false) {
+                continue;
+            }
+            let one = to_tsdl(&TraceDesc {
+                events: vec![e.clone()],
+                ..header_desc.clone()
+            });
+            text.push_str(&one[header.len()..]);
+            if self.sent_classes.len() <= id {
+                self.sent_classes.resize(id + 1, false);
+            }
+            self.sent_classes[id] = true;
+        }
+        if self.sent_classes.is_empty() {
+            self.sent_classes.push(false); // the header is sent: never empty again
+        }
+        if !text.is_empty() {
+            self.client_mut()?.send_metadata(meta, text.as_bytes())?;
+        }
+        Ok(())
+    }
+
+    /// Whether a connection is up; reconnects when the backoff allows.
+    fn ready(&mut self, desc: &TraceDesc) -> bool {
+        if self.client.as_ref().is_some_and(|c| !c.is_broken()) {
+            return true;
+        }
+        if self.client.is_some() {
+            self.lost_connection();
+        }
+        if self.retry_at.is_some_and(|t| Instant::now() < t) {
+            return false;
+        }
+        match self.connect(desc) {
+            Ok(()) => true,
+            Err(_) => {
+                self.lost_connection();
+                false
+            }
+        }
+    }
+
+    fn lost_connection(&mut self) {
+        self.client = None;
+        self.meta = None;
+        self.streams.clear();
+        self.retry_at = Some(Instant::now() + self.backoff);
+        self.backoff = (self.backoff * 2).min(MAX_BACKOFF);
+    }
+
+    /// Sends new event classes (types published since the last call).
+    pub(crate) fn metadata(&mut self, desc: &TraceDesc) {
+        if self.client.is_some() && self.send_metadata(desc).is_err() {
+            self.lost_connection();
+        }
+    }
+
+    /// Delivers one packet of buffer `instance` holding `events` events; false (and counted)
+    /// when it could not be.
+    pub(crate) fn packet(
+        &mut self,
+        instance: u64,
+        bytes: &[u8],
+        events: u64,
+        desc: &TraceDesc,
+    ) -> bool {
+        let ok = self.ready(desc) && self.try_packet(instance, bytes).is_ok();
+        if ok {
+            self.sent_packets += 1;
+        } else {
+            self.lost_packets += 1;
+            self.lost_events += events;
+            if self.client.as_ref().is_some_and(|c| c.is_broken()) {
+                self.lost_connection();
+            }
+        }
+        ok
+    }
+
+    fn try_packet(&mut self, instance: u64, bytes: &[u8]) -> Result<(), hushtrace_relay::Error> {
+        let id = match self.streams.get(&instance) {
+            Some(&id) => id,
+            None => {
+                let path = self.stream_path_current();
+                let c = self.client_mut()?;
+                let id = c.add_stream(&path, &format!("{STREAM_PREFIX}{instance}"))?;
+                c.streams_sent()?;
+                self.streams.insert(instance, id);
+                id
+            }
+        };
+        self.client_mut()?.send_packet(id, bytes).map(drop)
+    }
+
+    /// The stream path of the current connection (the counter was bumped when it was made).
+    fn stream_path_current(&self) -> String {
+        match self.connections {
+            0 | 1 => self.dir_name.clone(),
+            n => format!("{}-{}", self.dir_name, n - 1),
+        }
+    }
+
+    /// Tells live viewers that stream `instance` has no event before `timestamp` (cycles).
+    pub(crate) fn beacon(&mut self, instance: u64, timestamp: u64) {
+        let Some(&id) = self.streams.get(&instance) else {
+            return;
+        };
+        if let Some(c) = self.client.as_mut() {
+            if c.send_beacon(id, 0, timestamp).is_err() && c.is_broken() {
+                self.lost_connection();
+            }
+        }
+    }
+
+    /// Buffer instances with a stream on the current connection.
+    pub(crate) fn instances(&self) -> Vec<u64> {
+        self.streams.keys().copied().collect()
+    }
+
+    /// Ends the relay session cleanly (waits until the relay wrote everything).
+    pub(crate) fn close(mut self) -> Result<(), String> {
+        match self.client.take() {
+            Some(c) => c.close().map_err(|e| e.to_string()),
+            None => Ok(()),
+        }
+    }
+}
+
+/// A name the relay accepts as a directory: `/` and NUL replaced, no leading `.`, at most 200
+/// bytes; `hushtrace` if nothing is left.
+fn default_session_name(s: &str) -> String {
+    let mut n: String = s
+        .chars()
+        .map(|c| if c == '/' || c == '\0' { '_' } else { c })
+        .collect();
+    while n.starts_with('.') {
+        n.remove(0);
+    }
+    while n.len() > 200 {
+        n.pop();
+    }
+    if n.is_empty() {
+        n.push_str("hushtrace");
+    }
+    n
+}

@@ -1,0 +1,578 @@
+//! Sessions streamed to a real `lttng-relayd` (LTTng 2.13): exact per-thread counts with the
+//! right vpid/vtid in the relay's copy (fork child included), a live viewer that sees events
+//! before the program ends (an idle thread's too: the flush), a relay killed mid-run (no hang,
+//! losses counted exactly, a no-syscall thread under seccomp unaffected).
+//!
+//! Each traced program is this test binary run again with `ROLE` set (a session is process
+//! wide, and one scenario forks).
+
+mod common;
+
+use common::temp_dir;
+use std::collections::BTreeMap;
+use std::io::{BufRead, BufReader};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{mpsc, Arc, Mutex};
+use std::time::{Duration, Instant};
+
+const ROLE: &str = "HUSHTRACE_RELAY_TEST_ROLE";
+const HOST: &str = "hushhost";
+const PARENT_MAIN: u64 = 3000;
+const PARENT_WORKER: u64 = 2000;
+const CHILD_MAIN: u64 = 1500;
+const CHILD_WORKER: u64 = 700;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+// ------------------------------------------------------------------------------------------
+// The relay daemon
+
+/// A running `lttng-relayd` on free loopback ports, killed and reaped on drop.
+struct Relayd {
+    child: Option<Child>,
+    control: u16,
+    data: u16,
+    live: u16,
+    dir: PathBuf,
+}
+
+fn free_port() -> u16 {
+    TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .expect("no free loopback port")
+        .port()
+}
+
+impl Relayd {
+    fn start() -> Relayd {
+        for _attempt in 0..5 {
+            let (control, data, live) = (free_port(), free_port(), free_port());
+            let dir = temp_dir("relayd");
+            let home = dir.join("home");
+            std::fs::create_dir_all(&home).unwrap();
+            let child = Command::new("lttng-relayd")
+                .arg("-C")
+                .arg(format!("tcp://127.0.0.1:{control}"))
+                .arg("-D")
+                .arg(format!("tcp://127.0.0.1:{data}"))
+                .arg("-L")
+                .arg(format!("tcp://127.0.0.1:{live}"))
+                .arg("-o")
+                .arg(dir.join("traces"))
+                .env("HOME", &home)
+                .env("LTTNG_HOME", &home)
+                .stdin(Stdio::null())
+                .stdout(Stdio::null())
+                .stderr(std::fs::File::create(dir.join("relayd.err")).unwrap())
+                .spawn()
+                .unwrap_or_else(|e| {
+                    panic!(
+                        "cannot run lttng-relayd ({e}): these tests need the LTTng 2.13 relay \
+                         daemon (apt-get install -y lttng-tools)"
+                    )
+                });
+            let mut r = Relayd {
+                child: Some(child),
+                control,
+                data,
+                live,
+                dir,
+            };
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if r.child.as_mut().unwrap().try_wait().unwrap().is_some() {
+                    break;
+                }
+                let up = |p| TcpStream::connect(("127.0.0.1", p)).is_ok();
+                if up(control) && up(data) && up(live) {
+                    return r;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            r.kill();
+        }
+        panic!("lttng-relayd did not start listening (5 attempts)");
+    }
+
+    fn url(&self) -> String {
+        format!("net://127.0.0.1:{}:{}", self.control, self.data)
+    }
+
+    fn session_dir(&self, session: &str) -> PathBuf {
+        self.dir.join("traces").join(HOST).join(session)
+    }
+
+    fn kill(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+impl Drop for Relayd {
+    fn drop(&mut self) {
+        self.kill();
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+// ------------------------------------------------------------------------------------------
+// Helpers
+
+/// Runs babeltrace2 on `path`; returns its stdout, failing on an error or any diagnostic.
+fn babeltrace(path: &Path) -> String {
+    let out = Command::new("babeltrace2")
+        .arg(path)
+        .output()
+        .expect("babeltrace2 is required (apt-get install -y babeltrace2)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "babeltrace2 {}: {}\n{stderr}",
+        path.display(),
+        out.status
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `name` events per `(vpid, vtid)` in babeltrace2's text output.
+fn count(text: &str, name: &str) -> BTreeMap<(u32, u32), u64> {
+    let mut m = BTreeMap::new();
+    for line in text.lines().filter(|l| l.contains(name)) {
+        let field = |k: &str| -> u32 {
+            let key = format!("{k} = ");
+            let at = line
+                .find(&key)
+                .unwrap_or_else(|| panic!("no {k} in {line}"))
+                + key.len();
+            line[at..]
+                .split(|c: char| !c.is_ascii_digit())
+                .next()
+                .unwrap()
+                .parse()
+                .unwrap()
+        };
+        *m.entry((field("vpid"), field("vtid"))).or_insert(0) += 1;
+    }
+    m
+}
+
+/// Runs this test binary as the traced program of `role`, with `env`; returns the child with
+/// piped stdout.
+fn spawn_role(role: &str, env: &[(&str, String)]) -> Child {
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "role", "--nocapture", "--test-threads=1"])
+        .env(ROLE, role)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HUSHTRACE_") && k != "HUSHTRACE_SKIP_EXTERNAL" {
+            cmd.env_remove(k);
+        }
+    }
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    cmd.spawn().expect("run the traced program")
+}
+
+/// Lines of a child's stdout, through a channel (never blocks the test).
+fn lines(child: &mut Child) -> mpsc::Receiver<String> {
+    let (tx, rx) = mpsc::channel();
+    let out = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(out).lines() {
+            let Ok(l) = l else { break };
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    rx
+}
+
+/// Waits for a line starting with `prefix` (at most `timeout`); returns the rest.
+fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    let mut seen = String::new();
+    while Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
+            // (the test harness may print "test role ... " before it on the same line)
+            if let Some(i) = l.find(prefix) {
+                return l[i + prefix.len()..].trim().to_string();
+            }
+            seen.push_str(&l);
+            seen.push('\n');
+        }
+    }
+    panic!("no line {prefix:?} within {timeout:?}; output:\n{seen}");
+}
+
+/// Waits for a child to exit, at most `timeout` (then kills it and fails: a hang).
+fn wait_exit(child: &mut Child, timeout: Duration, what: &str) {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            let mut err = String::new();
+            if let Some(mut e) = child.stderr.take() {
+                let _ = std::io::Read::read_to_string(&mut e, &mut err);
+            }
+            assert!(s.success(), "{what} failed ({s}):\n{err}");
+            return;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{what} hung (still running after {timeout:?})");
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Copies the metadata and stream files of every process directory under `root` to a fresh
+/// directory; returns it.
+fn copy_streams(root: &Path) -> PathBuf {
+    let to = temp_dir("relay-copy");
+    for p in std::fs::read_dir(root).unwrap().map(|e| e.unwrap().path()) {
+        if !p.is_dir() {
+            continue;
+        }
+        let d = to.join(p.file_name().unwrap());
+        std::fs::create_dir_all(&d).unwrap();
+        for f in std::fs::read_dir(&p).unwrap().map(|e| e.unwrap().path()) {
+            let name = f.file_name().unwrap().to_string_lossy().into_owned();
+            if name == "metadata" || name.starts_with("stream_") {
+                std::fs::copy(&f, d.join(&name)).unwrap();
+            }
+        }
+    }
+    to
+}
+
+// ------------------------------------------------------------------------------------------
+// The traced programs
+
+/// Not a test of its own: the traced programs run this (see [`ROLE`]).
+#[test]
+fn role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    let out = PathBuf::from(std::env::var("OUT").unwrap());
+    let relay = std::env::var("RELAY").unwrap();
+    let builder = hushtrace::Session::builder()
+        .output_dir(&out)
+        .relay(&relay)
+        .relay_host_name(HOST)
+        .relay_session_name(&role)
+        .subbuf_size(16 * 1024);
+    match role.as_str() {
+        "exact" => role_exact(builder),
+        "live" => role_live(builder),
+        "killed" => role_killed(builder),
+        other => panic!("unknown role {other}"),
+    }
+}
+
+fn emit(n: u64) {
+    for seq in 0..n {
+        hushtrace::event!("relaytest", "ev", seq = seq);
+    }
+}
+
+fn role_exact(builder: hushtrace::SessionBuilder) {
+    let session = builder.start().expect("start");
+    let w = std::thread::spawn(|| emit(PARENT_WORKER));
+    emit(PARENT_MAIN);
+    w.join().unwrap();
+    // SAFETY: fork while the only other thread (the consumer) holds no lock we need: the
+    // tracer's atfork handlers make it safe; the child traces, then exits (its handler
+    // flushes its trace and closes its relay session).
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        let w = std::thread::spawn(|| emit(CHILD_WORKER));
+        emit(CHILD_MAIN);
+        w.join().unwrap();
+        std::process::exit(0);
+    }
+    let mut status = 0;
+    // SAFETY: waiting for our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
+    let stats = session.stop().expect("stop");
+    assert_eq!(stats.events_discarded, 0);
+    println!("pids {} {pid}", std::process::id());
+}
+
+fn role_live(builder: hushtrace::SessionBuilder) {
+    let session = builder
+        .flush_interval(Duration::from_millis(500))
+        .start()
+        .expect("start");
+    let go = std::env::var("GO").unwrap();
+    // A thread that records one event and then idles until the end: its packet never fills.
+    let (tx, rx) = std::sync::mpsc::channel();
+    let idle = std::thread::spawn(move || {
+        hushtrace::event!("relaytest", "idle", seq = 1u64);
+        // SAFETY: gettid has no preconditions.
+        tx.send(unsafe { libc::gettid() }).unwrap();
+        while !Path::new(&std::env::var("GO").unwrap()).exists() {
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    });
+    println!("\nready {}", rx.recv().unwrap());
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let mut seq = 0u64;
+    while !Path::new(&go).exists() && Instant::now() < deadline {
+        hushtrace::event!("relaytest", "tick", seq = seq);
+        seq += 1;
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    idle.join().unwrap();
+    session.stop().expect("stop");
+}
+
+fn role_killed(builder: hushtrace::SessionBuilder) {
+    let session = builder.num_subbufs(4).start().expect("start");
+    let stop = Arc::new(AtomicBool::new(false));
+    let rt_emitted = Arc::new(AtomicU64::new(0));
+    let before = hushtrace::verify::trapped_syscalls();
+    let (s2, e2) = (stop.clone(), rt_emitted.clone());
+    let rt = std::thread::spawn(move || {
+        hushtrace::set_thread_no_syscall();
+        hushtrace::verify::trap_syscalls_on_this_thread().expect("seccomp");
+        let mut n = 0u64;
+        while !s2.load(Ordering::Relaxed) {
+            hushtrace::event!("relaytest", "rt", seq = n);
+            n += 1;
+            for _ in 0..2000 {
+                std::hint::spin_loop();
+            }
+        }
+        e2.store(n, Ordering::SeqCst);
+        hushtrace::verify::exit_thread();
+    });
+    println!("ready");
+    let mut n = 0u64;
+    let started = Instant::now();
+    while started.elapsed() < Duration::from_secs(4) {
+        hushtrace::event!("relaytest", "main", seq = n);
+        n += 1;
+        if n % 64 == 0 {
+            std::thread::sleep(Duration::from_micros(200));
+        }
+    }
+    stop.store(true, Ordering::Relaxed);
+    hushtrace::verify::join_raw(rt);
+    let traps = hushtrace::verify::trapped_syscalls() - before;
+    let stats = session.stop().expect("stop");
+    println!(
+        "result emitted={} written={} discarded={} traps={traps}",
+        n + rt_emitted.load(Ordering::SeqCst),
+        stats.events_written,
+        stats.events_discarded
+    );
+}
+
+// ------------------------------------------------------------------------------------------
+// The tests
+
+/// A session with two threads and a forked child (two threads) streamed to the relay: the
+/// relay's copy reads back with babeltrace2 without a diagnostic, with exactly the events of
+/// each thread under the right vpid/vtid, and equals the local trace event for event.
+#[test]
+fn relay_copy_has_exact_per_thread_counts_and_the_fork_child() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let relay = Relayd::start();
+    let out = temp_dir("relay-exact");
+    let mut p = spawn_role(
+        "exact",
+        &[("OUT", out.display().to_string()), ("RELAY", relay.url())],
+    );
+    let rx = lines(&mut p);
+    let pids = wait_line(&rx, "pids ", Duration::from_secs(60));
+    wait_exit(&mut p, Duration::from_secs(60), "the traced program");
+    let mut it = pids.split_whitespace().map(|p| p.parse::<u32>().unwrap());
+    let (parent, child) = (it.next().unwrap(), it.next().unwrap());
+
+    let remote = babeltrace(&relay.session_dir("exact"));
+    let counts = count(&remote, "relaytest:ev");
+    let mut by_pid: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
+    for (&(pid, _), &n) in &counts {
+        by_pid.entry(pid).or_default().push(n);
+    }
+    for v in by_pid.values_mut() {
+        v.sort();
+    }
+    let mut want = BTreeMap::new();
+    want.insert(parent, vec![PARENT_WORKER, PARENT_MAIN]);
+    want.insert(child, vec![CHILD_WORKER, CHILD_MAIN]);
+    assert_eq!(by_pid, want, "per-process, per-thread counts on the relay");
+    // the fork child's threads are its own (the forking thread continues with the child's
+    // tid), none of the parent's
+    assert!(counts
+        .keys()
+        .filter(|k| k.0 == child)
+        .all(|k| !counts.contains_key(&(parent, k.1))));
+    // the child's streams arrived under their own path
+    assert!(relay
+        .session_dir("exact")
+        .join(child.to_string())
+        .join("metadata")
+        .is_file());
+    let local = babeltrace(&out);
+    assert_eq!(
+        count(&local, "relaytest:ev"),
+        counts,
+        "relay copy != local trace"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// A live viewer attached while the program runs sees its events, including the single event
+/// of a thread that then went idle (its packet never fills: the flush ships it), before the
+/// program ends; the local stream files have it too.
+#[test]
+fn live_viewer_sees_an_idle_threads_event_before_the_end() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let relay = Relayd::start();
+    let out = temp_dir("relay-live");
+    let go = out.with_extension("go");
+    let mut p = spawn_role(
+        "live",
+        &[
+            ("OUT", out.display().to_string()),
+            ("RELAY", relay.url()),
+            ("GO", go.display().to_string()),
+        ],
+    );
+    let rx = lines(&mut p);
+    let tid: u32 = wait_line(&rx, "ready ", Duration::from_secs(30))
+        .parse()
+        .unwrap();
+    let url = format!("net://127.0.0.1:{}/host/{HOST}/live", relay.live);
+    let mut viewer = Command::new("babeltrace2")
+        .args(["--input-format=lttng-live", &url])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("babeltrace2");
+    let vrx = lines(&mut viewer);
+    let (mut idle_seen, mut ticks) = (false, 0u64);
+    let deadline = Instant::now() + Duration::from_secs(40);
+    while !(idle_seen && ticks >= 5) && Instant::now() < deadline {
+        if let Ok(l) = vrx.recv_timeout(Duration::from_millis(100)) {
+            if l.contains("relaytest:idle") {
+                assert!(l.contains(&format!("vtid = {tid}")), "{l}");
+                idle_seen = true;
+            }
+            if l.contains("relaytest:tick") {
+                ticks += 1;
+            }
+        }
+    }
+    let running = p.try_wait().unwrap().is_none();
+    // The local stream files have the idle thread's event as well, while the program runs
+    // (read from a copy of the metadata and stream files: the running trace directory also
+    // holds the `rings` pointer file).
+    let local = babeltrace(&copy_streams(&out));
+    std::fs::write(&go, b"").unwrap();
+    wait_exit(&mut p, Duration::from_secs(30), "the traced program");
+    let _ = viewer.kill();
+    let _ = viewer.wait();
+    assert!(
+        running,
+        "the program ended before the viewer saw its events"
+    );
+    assert!(
+        idle_seen,
+        "the live viewer did not see the idle thread's event ({ticks} ticks seen)"
+    );
+    assert!(ticks >= 5, "the live viewer saw only {ticks} tick events");
+    assert_eq!(
+        count(&local, "relaytest:idle").values().sum::<u64>(),
+        1,
+        "the idle thread's event is not in the local stream files before the end"
+    );
+    // After the end: every event once, locally and on the relay.
+    let local_all = babeltrace(&out);
+    let remote_all = babeltrace(&relay.session_dir("live"));
+    for name in ["relaytest:idle", "relaytest:tick"] {
+        assert_eq!(count(&local_all, name), count(&remote_all, name), "{name}");
+    }
+    assert_eq!(
+        count(&remote_all, "relaytest:idle").values().sum::<u64>(),
+        1
+    );
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&go);
+}
+
+/// The relay is killed while a normal thread and a no-syscall thread under a seccomp filter
+/// trace: the program neither hangs nor fails, the no-syscall thread makes no system call,
+/// and every event is accounted for: written (delivered) + discarded = emitted, with losses.
+#[test]
+fn killed_relay_no_hang_exact_losses_no_syscalls() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut relay = Relayd::start();
+    let out = temp_dir("relay-killed");
+    let mut p = spawn_role(
+        "killed",
+        &[("OUT", out.display().to_string()), ("RELAY", relay.url())],
+    );
+    let rx = lines(&mut p);
+    wait_line(&rx, "ready", Duration::from_secs(30));
+    std::thread::sleep(Duration::from_millis(1000));
+    relay.kill();
+    let result = wait_line(&rx, "result ", Duration::from_secs(60));
+    wait_exit(&mut p, Duration::from_secs(30), "the traced program");
+    let v: BTreeMap<&str, u64> = result
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k, v.parse().unwrap()))
+        .collect();
+    assert_eq!(v["traps"], 0, "the no-syscall thread made system calls");
+    assert_eq!(
+        v["written"] + v["discarded"],
+        v["emitted"],
+        "events unaccounted for: {result}"
+    );
+    assert!(
+        v["discarded"] > 0,
+        "no loss counted although the relay died: {result}"
+    );
+    assert!(
+        v["written"] > 0,
+        "nothing delivered before the kill: {result}"
+    );
+    let _ = std::fs::remove_dir_all(&out);
+}
+
+/// An unreachable relay at start: a clear error naming the address.
+#[test]
+fn unreachable_relay_is_a_clear_start_error() {
+    let port = free_port(); // nothing listens there
+    let out = temp_dir("relay-unreachable");
+    let err = hushtrace::Session::builder()
+        .output_dir(&out)
+        .relay(&format!("net://127.0.0.1:{port}:{port}"))
+        .start()
+        .unwrap_err();
+    let msg = err.to_string();
+    assert!(
+        msg.contains(&format!("127.0.0.1:{port}")) && msg.contains("lttng-relayd"),
+        "{msg}"
+    );
+    let bad = hushtrace::Session::builder()
+        .relay("tcp://nowhere")
+        .validate()
+        .unwrap_err()
+        .to_string();
+    assert!(bad.contains("tcp://nowhere"), "{bad}");
+    let _ = std::fs::remove_dir_all(&out);
+}
