@@ -1,5 +1,5 @@
-//! Throughput of `hushtrace convert --to chrome` against `babeltrace2` text output, on the same
-//! synthetic trace, in the same run.
+//! Throughput of `hushtrace convert --to chrome` and `--to perfetto` (and their output sizes)
+//! against `babeltrace2` text output, on the same synthetic trace, in the same run.
 //!
 //! ```text
 //! cargo bench -p hushtrace-cli --bench convert            # 512 MB of CTF
@@ -10,7 +10,7 @@
 //! directory) and reused by later runs of the same size. `babeltrace2` is skipped with a note
 //! if it is not installed.
 
-use hushtrace_cli::chrome;
+use hushtrace_cli::{chrome, perfetto};
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::synth::{PacketIdentity, StreamWriter, SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
@@ -84,6 +84,19 @@ fn generate(dir: &Path, mb: u64) -> std::io::Result<()> {
     Ok(())
 }
 
+/// A sink that counts the bytes written.
+struct Counting(u64);
+
+impl std::io::Write for Counting {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0 += b.len() as u64;
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
 fn main() {
     let mb: u64 = std::env::var("HUSHTRACE_BENCH_MB")
         .ok()
@@ -111,13 +124,32 @@ fn main() {
     println!("trace: {} ({mb_read:.0} MB of CTF)", dir.display());
 
     let t = Instant::now();
-    let summary = chrome::convert(&session, std::io::sink(), &mut |_, _| {}).expect("convert");
+    let mut json_bytes = Counting(0);
+    let summary = chrome::convert(&session, &mut json_bytes, &mut |_, _| {}).expect("convert");
     let ours = t.elapsed().as_secs_f64();
     println!(
-        "hushtrace convert --to chrome: {:>8.1} MB/s  ({} events in {ours:.2} s, {:.1} M events/s)",
+        "hushtrace convert --to chrome: {:>8.1} MB/s  ({} events in {ours:.2} s, {:.1} M events/s, {:.0} MB of JSON)",
         mb_read / ours,
         summary.events,
-        summary.events as f64 / ours / 1e6
+        summary.events as f64 / ours / 1e6,
+        json_bytes.0 as f64 / (1 << 20) as f64
+    );
+
+    let t = Instant::now();
+    let mut pb_bytes = Counting(0);
+    let summary = perfetto::convert(&session, &mut pb_bytes, &mut |_, _| {}).expect("convert");
+    let pf = t.elapsed().as_secs_f64();
+    println!(
+        "hushtrace convert --to perfetto: {:>6.1} MB/s  ({} events in {pf:.2} s, {:.1} M events/s, {:.0} MB of protobuf)",
+        mb_read / pf,
+        summary.events,
+        summary.events as f64 / pf / 1e6,
+        pb_bytes.0 as f64 / (1 << 20) as f64
+    );
+    println!(
+        "perfetto vs chrome: size 1/{:.1}, speed {:.2}x",
+        json_bytes.0 as f64 / pb_bytes.0 as f64,
+        ours / pf
     );
 
     let t = Instant::now();

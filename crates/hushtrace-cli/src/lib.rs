@@ -2,6 +2,7 @@
 //! benchmarks call the same code as the command line.
 //!
 //! * [`chrome`]: CTF → Chrome trace-event JSON (Perfetto UI, chrome://tracing), streaming.
+//! * [`perfetto`]: CTF → Perfetto's native protobuf trace (`TrackEvent`), streaming.
 //! * [`report`]: summary statistics (time range, per thread counts, span durations, counters).
 //! * [`flame`]: flame graph SVG of spans via `inferno`.
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
@@ -32,10 +33,13 @@
 #![deny(unsafe_code)]
 
 pub mod chrome;
+pub mod ctl;
 #[allow(unsafe_code)] // fork() and waitpid() for the forked worker process
 pub mod demo;
 pub mod flame;
+pub mod perfetto;
 pub mod record;
+pub mod recover;
 pub mod report;
 pub mod spans;
 

@@ -6,7 +6,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
 use hushtrace::Mode;
 use hushtrace_cli::record::{self, RecordOptions};
-use hushtrace_cli::{chrome, flame, report};
+use hushtrace_cli::{chrome, flame, perfetto, report};
 use hushtrace_ctf::reader::Session;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -38,19 +38,32 @@ enum Cmd {
         /// Number of sub-buffers per thread; checked like --subbuf-size.
         #[arg(long, value_name = "N")]
         num_subbufs: Option<u64>,
+        /// Replace the trace already in the output directory (its process directories and
+        /// statistics files; nothing else in the directory is touched).
+        #[arg(long, conflicts_with = "append")]
+        force: bool,
+        /// Add this run's processes to the trace already in the output directory.
+        #[arg(long)]
+        append: bool,
+        /// Globs applied at session start, in order (`HUSHTRACE_ENABLE`); a leading `-`
+        /// disables: `--enable '-*' --enable 'app:*'` records only `app`.
+        #[arg(long, value_name = "GLOB", allow_hyphen_values = true)]
+        enable: Vec<String>,
         /// The command to run, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
-    /// Convert a trace to Chrome trace-event JSON (Perfetto UI, chrome://tracing).
+    /// Convert a trace to Chrome trace-event JSON (Perfetto UI, chrome://tracing) or to
+    /// Perfetto's native protobuf trace (smaller, faster to load in the Perfetto UI).
     Convert {
         /// Session (or single process) trace directory.
         dir: PathBuf,
         /// Output format.
         #[arg(long, value_enum, default_value = "chrome")]
         to: Format,
-        /// Output file: `.json`, `.json.gz` (gzip) or `-` for stdout. A new file is created
-        /// with mode 0600 (owner only), like the trace it comes from.
+        /// Output file (`-` for stdout): `.json` or `.json.gz` (gzip) for chrome, e.g.
+        /// `.perfetto-trace` (or `.gz`) for perfetto. A new file is created with mode 0600
+        /// (owner only), like the trace it comes from.
         #[arg(short, long, value_name = "OUT")]
         output: PathBuf,
         /// No progress bar.
@@ -80,6 +93,21 @@ enum Cmd {
         #[arg(long)]
         per_process: bool,
     },
+    /// Turn the rings of processes that ended without stopping (killed, crashed) into ordinary
+    /// CTF streams. Idempotent; processes that still run are left alone. `report`, `convert`
+    /// and `flamegraph` do this first by themselves.
+    Recover {
+        /// Session (or single process) trace directory.
+        dir: PathBuf,
+    },
+    /// Control a running traced program: `ctl TARGET status`, `ctl TARGET enable GLOB`,
+    /// `ctl TARGET disable GLOB`, `ctl TARGET snapshot [-o DIR]`, `ctl TARGET stop`, or
+    /// `ctl list`. TARGET is a pid or a trace directory (all its running processes).
+    Ctl {
+        /// `list`, or TARGET followed by the request.
+        #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
+        args: Vec<String>,
+    },
     /// Trace a built-in workload (threads with nested spans, a real-time thread in no-syscall
     /// mode, a forked worker process), then write trace.json and flame.svg and print the report.
     Demo {
@@ -98,6 +126,8 @@ fn mode_parser() -> impl TypedValueParser<Value = Mode> {
 enum Format {
     /// Chrome trace-event JSON.
     Chrome,
+    /// Perfetto's protobuf trace (TracePacket/TrackEvent).
+    Perfetto,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]
@@ -136,12 +166,52 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn open_session(dir: &Path) -> anyhow::Result<Session> {
+    // Rings of processes that died without stopping hold their newest events: recover first.
+    hushtrace_cli::recover::before_reading(dir);
     // The reader's errors name the directory or file already.
     let s = Session::open(dir)?;
     for w in &s.warnings {
         eprintln!("hushtrace: warning: {w}");
     }
     Ok(s)
+}
+
+/// `hushtrace ctl ...`.
+fn ctl(args: &[String]) -> anyhow::Result<ExitCode> {
+    use hushtrace_cli::ctl;
+    if args.len() == 1 && args[0] == "list" {
+        let procs = ctl::list().map_err(|e| anyhow::anyhow!("ctl list: {e}"))?;
+        for (pid, name) in procs {
+            println!("{pid} {name}");
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
+    let usage = "usage: hushtrace ctl TARGET (status | enable GLOB | disable GLOB | snapshot \
+                 [-o DIR] | stop), or hushtrace ctl list";
+    let (target, rest) = args.split_first().ok_or_else(|| anyhow::anyhow!(usage))?;
+    let line = match rest.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+        ["status"] => "status".to_string(),
+        ["stop"] => "stop".to_string(),
+        ["enable", g] => format!("enable {g}"),
+        ["disable", g] => format!("disable {g}"),
+        ["snapshot"] => "snapshot".to_string(),
+        ["snapshot", "-o", d] | ["snapshot", "--output", d] => {
+            let d = std::path::absolute(d).with_context(|| format!("bad directory {d}"))?;
+            format!("snapshot {}", d.display())
+        }
+        _ => {
+            eprintln!("hushtrace: error: {usage}");
+            return Ok(ExitCode::from(2));
+        }
+    };
+    match ctl::run(target, &line) {
+        Ok(true) => Ok(ExitCode::SUCCESS),
+        Ok(false) => Ok(ExitCode::from(1)),
+        Err(e) => {
+            eprintln!("hushtrace: {e}");
+            Ok(ExitCode::from(1))
+        }
+    }
 }
 
 fn run(cli: Cli) -> anyhow::Result<ExitCode> {
@@ -151,8 +221,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             mode,
             subbuf_size,
             num_subbufs,
+            force,
+            append,
+            enable,
             command,
         } => {
+            if !enable.is_empty() {
+                // Inherited by the command; checked by its session start like any value.
+                std::env::set_var(hushtrace::env::ENABLE, enable.join(","));
+            }
             let output = std::path::absolute(&output)
                 .with_context(|| format!("bad output directory {}", output.display()))?;
             let opts = RecordOptions {
@@ -166,6 +243,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 // A usage error, like the ones clap reports.
                 eprintln!("hushtrace: error: {e}");
                 return Ok(ExitCode::from(2));
+            }
+            let existing = record::existing_trace(&opts.output);
+            if !existing.is_empty() && !append {
+                if !force {
+                    anyhow::bail!(
+                        "{} already holds a trace ({}): use --force to replace it or --append \
+                         to add to it, or choose another directory",
+                        opts.output.display(),
+                        record::describe_trace(&existing)
+                    );
+                }
+                record::remove_trace(&opts.output, &existing)?;
             }
             let status = record::run_status(&opts)?;
             print_record_summary(&opts, status);
@@ -185,6 +274,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             convert(&session, to, &output, options, quiet)?;
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::Recover { dir } => {
+            let lines = hushtrace_cli::recover::run(&dir)
+                .map_err(|e| anyhow::anyhow!("recover: {e}"))?;
+            if lines.is_empty() {
+                println!("{}: nothing to recover", dir.display());
+            }
+            for l in lines {
+                println!("{l}");
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        Cmd::Ctl { args } => ctl(&args),
         Cmd::Report { dir, format } => {
             let session = open_session(&dir)?;
             let r = report::compute(&session)?;
@@ -334,7 +435,6 @@ fn convert(
     options: chrome::Options,
     quiet: bool,
 ) -> anyhow::Result<()> {
-    let Format::Chrome = to;
     let gz = output.extension().is_some_and(|e| e == "gz");
     // A bar only for a person watching: stderr and stdout on a terminal, JSON not on stdout.
     let interactive = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
@@ -359,11 +459,17 @@ fn convert(
     write_atomically(output, |w| {
         let s = if gz {
             let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
-            let s = chrome::convert_with(session, &mut enc, options, &mut progress)?;
+            let s = match to {
+                Format::Chrome => chrome::convert_with(session, &mut enc, options, &mut progress)?,
+                Format::Perfetto => perfetto::convert(session, &mut enc, &mut progress)?,
+            };
             enc.finish()?;
             s
         } else {
-            chrome::convert_with(session, w, options, &mut progress)?
+            match to {
+                Format::Chrome => chrome::convert_with(session, w, options, &mut progress)?,
+                Format::Perfetto => perfetto::convert(session, w, &mut progress)?,
+            }
         };
         summary = Some(s);
         Ok(())

@@ -239,3 +239,56 @@ pub fn incomplete_traces(dir: &Path) -> Vec<String> {
     out.sort_by_key(|n| (n.parse::<u64>().unwrap_or(u64::MAX), n.clone()));
     out
 }
+
+/// The parts of a trace in session directory `dir`: process trace directories (`<name>/`
+/// holding a `metadata` file) and statistics files (`<name>.stats.json`), by name. Empty if
+/// `dir` does not exist or holds no trace.
+pub fn existing_trace(dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let is_trace = e.file_type().is_ok_and(|t| t.is_dir())
+            && std::fs::symlink_metadata(e.path().join(METADATA_FILE)).is_ok();
+        if is_trace || stats::trace_name(&name).is_some() {
+            out.push(name);
+        }
+    }
+    out.sort_by_key(|n| (n.parse::<u64>().unwrap_or(u64::MAX), n.clone()));
+    out
+}
+
+/// `"3 process trace(s): 100, 200, 300"` for the parts [`existing_trace`] found.
+pub fn describe_trace(parts: &[String]) -> String {
+    let procs: Vec<&str> = parts
+        .iter()
+        .filter(|n| stats::trace_name(n).is_none())
+        .map(|n| n.as_str())
+        .collect();
+    if procs.is_empty() {
+        return format!("{} statistics file(s)", parts.len());
+    }
+    let shown = procs.iter().take(5).copied().collect::<Vec<_>>().join(", ");
+    let more = if procs.len() > 5 { ", ..." } else { "" };
+    format!("{} process trace(s): {shown}{more}", procs.len())
+}
+
+/// Removes the trace parts `parts` (from [`existing_trace`]) from `dir`: process directories
+/// and statistics files only; symbolic links are removed, never followed.
+pub fn remove_trace(dir: &Path, parts: &[String]) -> std::io::Result<()> {
+    for name in parts {
+        let p = dir.join(name);
+        let Ok(m) = std::fs::symlink_metadata(&p) else {
+            continue;
+        };
+        let r = if m.is_dir() {
+            std::fs::remove_dir_all(&p)
+        } else {
+            std::fs::remove_file(&p)
+        };
+        r.map_err(|e| std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", p.display())))?;
+    }
+    Ok(())
+}

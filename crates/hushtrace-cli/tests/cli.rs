@@ -540,3 +540,57 @@ fn convert_to_a_fifo_keeps_the_fifo() {
     assert!(ft.is_fifo(), "the FIFO was replaced");
     assert!(!dir.path().join("pipe.partial").exists());
 }
+
+/// Issue 13.6: `record` into a directory that already holds a trace refuses (naming the
+/// directory, what it holds and the two flags) without running the command; `--force`
+/// replaces the trace (and only the trace), `--append` adds to it.
+#[test]
+fn record_refuses_a_directory_with_a_trace_unless_force_or_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("session");
+    write_workload(&out, 1);
+    std::fs::write(out.join("notes.txt"), "mine").unwrap();
+    let marker = dir.path().join("ran");
+    let script = format!("touch {}", marker.display());
+    let record = |extra: &[&str]| {
+        let mut args = vec!["record", "-o", out.to_str().unwrap()];
+        args.extend_from_slice(extra);
+        args.extend(["--", "sh", "-c", &script]);
+        hushtrace(&args)
+    };
+
+    let o = record(&[]);
+    assert_eq!(o.status.code(), Some(1), "{}", stderr(&o));
+    let err = stderr(&o);
+    for needle in [
+        out.to_str().unwrap(),
+        "already holds a trace",
+        "2 process trace(s): 100, 200",
+        "--force",
+        "--append",
+    ] {
+        assert!(err.contains(needle), "{needle} not in {err}");
+    }
+    assert!(!marker.exists(), "the command ran");
+    assert!(out.join("100/metadata").exists());
+
+    let o = record(&["--append"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(marker.exists());
+    assert!(out.join("100/metadata").exists() && out.join("200.stats.json").exists());
+
+    std::fs::remove_file(&marker).unwrap();
+    let o = record(&["--force"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(marker.exists());
+    for gone in ["100", "200", "100.stats.json", "200.stats.json"] {
+        assert!(!out.join(gone).exists(), "{gone} left behind");
+    }
+    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+
+    // Both at once is a usage error; an empty or missing directory needs neither.
+    let o = record(&["--force", "--append"]);
+    assert_eq!(o.status.code(), Some(2));
+    let o = record(&[]);
+    assert!(o.status.success(), "{}", stderr(&o));
+}

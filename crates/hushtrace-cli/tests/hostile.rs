@@ -154,7 +154,7 @@ fn fifos_in_a_trace_directory_never_block() {
         assert!(err.contains("70/stream_1") && err.contains("FIFO"), "{err}");
     }
     // `record`'s summary reads the statistics files too.
-    let o = hushtrace(&["record", "-o", d, "--", "true"]);
+    let o = hushtrace(&["record", "-o", d, "--append", "--", "true"]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
 
@@ -349,6 +349,7 @@ fn record_of_a_killed_program_says_it_was_killed() {
         "record",
         "-o",
         out.to_str().unwrap(),
+        "--append",
         "--",
         "sh",
         "-c",

@@ -76,11 +76,12 @@ fn check_pairs(events: &[J]) -> (Counts, Pids) {
         if ph == "M" {
             continue;
         }
-        let name = format!(
-            "{}:{}",
-            e["cat"].as_str().unwrap(),
-            e["name"].as_str().unwrap()
-        );
+        // Counters are named "cat:name" already (issue 13.3).
+        let name = if ph == "C" {
+            e["name"].as_str().unwrap().to_string()
+        } else {
+            format!("{}:{}", e["cat"].as_str().unwrap(), e["name"].as_str().unwrap())
+        };
         let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
         *counts.entry((ph.to_string(), name.clone())).or_default() += 1;
         let p = pids.entry(name.clone()).or_default();

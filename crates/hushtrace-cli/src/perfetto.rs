@@ -1,0 +1,921 @@
+//! Perfetto's native trace format: a protobuf `Trace` of `TracePacket`s carrying `TrackEvent`s,
+//! as the Perfetto SDK writes it and the Perfetto UI and trace processor read it fastest.
+//!
+//! Layout of the output:
+//!
+//! * Sequence 1 (descriptors): a `ClockSnapshot` naming `BUILTIN_CLOCK_REALTIME` the trace's
+//!   clock (hushtrace timestamps are nanoseconds since the Unix epoch), then a
+//!   `TrackDescriptor` per process (pid, name), per thread (pid, tid, name, parented to its
+//!   process) and per counter (`category:name` per process, parented to it), each written
+//!   just before the first event that needs it.
+//! * One sequence per thread (`trusted_packet_sequence_id` 2, 3, ...), like the SDK's one
+//!   writer per thread. Its first packet clears the incremental state and sets the packet
+//!   defaults: the thread's track and a sequence-scoped incremental clock (id 64) that a
+//!   `ClockSnapshot` ties to REALTIME at the thread's first event, so each event stores only
+//!   the nanoseconds since the previous event of its thread. An event earlier than the
+//!   previous one (never in a well-formed trace) is written with an absolute REALTIME
+//!   timestamp instead. Timestamps before the epoch are written as 0.
+//! * Event, category and field names are interned (`InternedData`) on each sequence the first
+//!   time it uses them, and so are string field values (the first 4096 distinct ones of 3 bytes
+//!   or more; later ones are written inline). Packets that bring interned data carry
+//!   `SEQ_NEEDS_INCREMENTAL_STATE`; the others leave it off: the flag tells a reader to drop a
+//!   packet whose sequence lost its state to a gap in the data, which a converted file, written
+//!   in one piece, never has, and it would cost 2 of the ~20 bytes of an event.
+//! * Spans are `TYPE_SLICE_BEGIN`/`TYPE_SLICE_END` on their thread's track (an end whose begin
+//!   is not in the trace is left out, as in the Chrome conversion), events are
+//!   `TYPE_INSTANT`, counters are `TYPE_COUNTER` on their counter track, fields are debug
+//!   annotations.
+//!
+//! Memory is constant in the trace's size: state per process, thread, name and counter only.
+//!
+//! **Extension point: async slices.** A span's track is chosen by [`slice_track`]. Today every
+//! span is a [`SliceTrack::Thread`] slice. When the reader reports spans keyed by an async id
+//! (spans that move between threads, from the `tracing` bridge), `slice_track` returns
+//! [`SliceTrack::Async`] for them and the converter already writes such slices on a track per
+//! `(pid, id)` (a `TrackDescriptor` parented to the process, with no thread), with an explicit
+//! `track_uuid` on the begin and end.
+//!
+//! The messages below are written by hand with `prost`'s derive (no `protoc`); their field
+//! numbers and types are Perfetto's (`protos/perfetto/trace/...`), and the tests decode the
+//! output with the Python modules generated from Perfetto's own `.proto` files.
+
+use crate::chrome::{ConvertError, Summary};
+use crate::split_name;
+use hushtrace_ctf::reader::{MergedEvent, Session, Value};
+use hushtrace_ctf::Kind;
+use prost::Message;
+use std::collections::HashMap;
+use std::io::{self, Write};
+use std::rc::Rc;
+
+/// The wire messages, a subset of Perfetto's protos with the same field numbers.
+pub mod proto {
+    #![allow(missing_docs)]
+
+    /// `perfetto.protos.TracePacket` (the fields used here; the `data` oneof members are
+    /// plain optional fields, of which at most one is set).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TracePacket {
+        #[prost(uint64, optional, tag = "8")]
+        pub timestamp: Option<u64>,
+        #[prost(uint32, optional, tag = "58")]
+        pub timestamp_clock_id: Option<u32>,
+        #[prost(uint32, optional, tag = "10")]
+        pub trusted_packet_sequence_id: Option<u32>,
+        #[prost(uint32, optional, tag = "13")]
+        pub sequence_flags: Option<u32>,
+        #[prost(message, optional, tag = "12")]
+        pub interned_data: Option<InternedData>,
+        #[prost(message, optional, tag = "59")]
+        pub trace_packet_defaults: Option<TracePacketDefaults>,
+        #[prost(message, optional, tag = "11")]
+        pub track_event: Option<TrackEvent>,
+        #[prost(message, optional, tag = "60")]
+        pub track_descriptor: Option<TrackDescriptor>,
+        #[prost(message, optional, tag = "6")]
+        pub clock_snapshot: Option<ClockSnapshot>,
+    }
+
+    /// A `TracePacket` carrying a `TrackEvent` that is already encoded (the hot path: a
+    /// length-delimited field holds the same bytes whether it is declared as a message or as
+    /// bytes, so the event's fields are encoded once, with prost's field encoders, into
+    /// `track_event`).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct EventPacket {
+        #[prost(uint64, optional, tag = "8")]
+        pub timestamp: Option<u64>,
+        #[prost(uint32, optional, tag = "58")]
+        pub timestamp_clock_id: Option<u32>,
+        #[prost(uint32, optional, tag = "10")]
+        pub trusted_packet_sequence_id: Option<u32>,
+        #[prost(uint32, optional, tag = "13")]
+        pub sequence_flags: Option<u32>,
+        #[prost(message, optional, tag = "12")]
+        pub interned_data: Option<InternedData>,
+        #[prost(bytes = "vec", optional, tag = "11")]
+        pub track_event: Option<Vec<u8>>,
+    }
+
+    /// `TrackEvent` field numbers, for the hot path (see [`EventPacket`]); the unit tests check
+    /// them against [`TrackEvent`]'s.
+    pub mod track_event_tag {
+        pub const CATEGORY_IIDS: u32 = 3;
+        pub const DEBUG_ANNOTATIONS: u32 = 4;
+        pub const TYPE: u32 = 9;
+        pub const NAME_IID: u32 = 10;
+        pub const TRACK_UUID: u32 = 11;
+        pub const COUNTER_VALUE: u32 = 30;
+        pub const DOUBLE_COUNTER_VALUE: u32 = 44;
+    }
+
+    /// `TracePacket.SequenceFlags`.
+    pub const SEQ_INCREMENTAL_STATE_CLEARED: u32 = 1;
+    pub const SEQ_NEEDS_INCREMENTAL_STATE: u32 = 2;
+
+    /// `BuiltinClock` ids.
+    pub const CLOCK_REALTIME: u32 = 1;
+    /// The first sequence-scoped (producer-defined) clock id.
+    pub const CLOCK_SEQUENCE: u32 = 64;
+
+    /// `TrackEvent.Type`.
+    pub const TYPE_SLICE_BEGIN: i32 = 1;
+    pub const TYPE_SLICE_END: i32 = 2;
+    pub const TYPE_INSTANT: i32 = 3;
+    pub const TYPE_COUNTER: i32 = 4;
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TrackEvent {
+        #[prost(uint64, repeated, packed = "false", tag = "3")]
+        pub category_iids: Vec<u64>,
+        #[prost(uint64, optional, tag = "10")]
+        pub name_iid: Option<u64>,
+        #[prost(int32, optional, tag = "9")]
+        pub r#type: Option<i32>,
+        #[prost(uint64, optional, tag = "11")]
+        pub track_uuid: Option<u64>,
+        #[prost(int64, optional, tag = "30")]
+        pub counter_value: Option<i64>,
+        #[prost(double, optional, tag = "44")]
+        pub double_counter_value: Option<f64>,
+        #[prost(message, repeated, tag = "4")]
+        pub debug_annotations: Vec<DebugAnnotation>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct DebugAnnotation {
+        #[prost(uint64, optional, tag = "1")]
+        pub name_iid: Option<u64>,
+        #[prost(bool, optional, tag = "2")]
+        pub bool_value: Option<bool>,
+        #[prost(uint64, optional, tag = "3")]
+        pub uint_value: Option<u64>,
+        #[prost(int64, optional, tag = "4")]
+        pub int_value: Option<i64>,
+        #[prost(double, optional, tag = "5")]
+        pub double_value: Option<f64>,
+        #[prost(string, optional, tag = "6")]
+        pub string_value: Option<String>,
+        #[prost(uint64, optional, tag = "17")]
+        pub string_value_iid: Option<u64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct InternedData {
+        #[prost(message, repeated, tag = "1")]
+        pub event_categories: Vec<InternedString>,
+        #[prost(message, repeated, tag = "2")]
+        pub event_names: Vec<InternedString>,
+        #[prost(message, repeated, tag = "3")]
+        pub debug_annotation_names: Vec<InternedString>,
+        #[prost(message, repeated, tag = "29")]
+        pub debug_annotation_string_values: Vec<InternedBytes>,
+    }
+
+    /// `InternedString` (a string value of a debug annotation, as bytes).
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct InternedBytes {
+        #[prost(uint64, optional, tag = "1")]
+        pub iid: Option<u64>,
+        #[prost(bytes = "vec", optional, tag = "2")]
+        pub str: Option<Vec<u8>>,
+    }
+
+    /// `EventCategory`, `EventName` and `DebugAnnotationName` share this shape.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct InternedString {
+        #[prost(uint64, optional, tag = "1")]
+        pub iid: Option<u64>,
+        #[prost(string, optional, tag = "2")]
+        pub name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TracePacketDefaults {
+        #[prost(uint32, optional, tag = "58")]
+        pub timestamp_clock_id: Option<u32>,
+        #[prost(message, optional, tag = "11")]
+        pub track_event_defaults: Option<TrackEventDefaults>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TrackEventDefaults {
+        #[prost(uint64, optional, tag = "11")]
+        pub track_uuid: Option<u64>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct TrackDescriptor {
+        #[prost(uint64, optional, tag = "1")]
+        pub uuid: Option<u64>,
+        #[prost(uint64, optional, tag = "5")]
+        pub parent_uuid: Option<u64>,
+        #[prost(string, optional, tag = "2")]
+        pub name: Option<String>,
+        #[prost(message, optional, tag = "3")]
+        pub process: Option<ProcessDescriptor>,
+        #[prost(message, optional, tag = "4")]
+        pub thread: Option<ThreadDescriptor>,
+        #[prost(message, optional, tag = "8")]
+        pub counter: Option<CounterDescriptor>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProcessDescriptor {
+        #[prost(int32, optional, tag = "1")]
+        pub pid: Option<i32>,
+        #[prost(string, optional, tag = "6")]
+        pub process_name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ThreadDescriptor {
+        #[prost(int32, optional, tag = "1")]
+        pub pid: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub tid: Option<i32>,
+        #[prost(string, optional, tag = "5")]
+        pub thread_name: Option<String>,
+    }
+
+    /// Empty: its presence makes the track a counter track.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct CounterDescriptor {}
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ClockSnapshot {
+        #[prost(message, repeated, tag = "1")]
+        pub clocks: Vec<Clock>,
+        #[prost(int32, optional, tag = "2")]
+        pub primary_trace_clock: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Clock {
+        #[prost(uint32, optional, tag = "1")]
+        pub clock_id: Option<u32>,
+        #[prost(uint64, optional, tag = "2")]
+        pub timestamp: Option<u64>,
+        #[prost(bool, optional, tag = "3")]
+        pub is_incremental: Option<bool>,
+    }
+}
+
+use proto::*;
+
+/// The sequence of the descriptors and the global clock snapshot.
+const DESCRIPTOR_SEQUENCE: u32 = 1;
+
+/// How often (in events) `progress` is called.
+const PROGRESS_EVERY: u64 = 1 << 16;
+
+/// String field values interned (written once per sequence, then referred to by iid) at most;
+/// later new values are written inline. Bounds the interning table's memory.
+const MAX_INTERNED_VALUES: usize = 4096;
+
+/// String field values shorter than this are written inline (an iid would not be shorter).
+const MIN_INTERNED_LEN: usize = 3;
+
+/// The track a span's slices go on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SliceTrack {
+    /// The span begins and ends on the thread it is recorded on: a slice of the thread's track.
+    Thread,
+    /// The span is keyed by an async id and may end on another thread: a slice on the
+    /// process's async track for this id.
+    Async {
+        /// The span's async id, unique within its process.
+        id: u64,
+    },
+}
+
+/// Which track the span event `ev` belongs on. Every hushtrace span is a thread span today;
+/// spans recorded with an async id (the `tracing` bridge) will be routed here.
+pub fn slice_track(ev: &MergedEvent<'_>) -> SliceTrack {
+    match ev.event.class.kind {
+        Kind::AsyncBegin | Kind::AsyncEnd => SliceTrack::Async {
+            id: match ev.event.field(0) {
+                Some(Value::U64(id)) => id,
+                _ => 0,
+            },
+        },
+        _ => SliceTrack::Thread,
+    }
+}
+
+/// Interns strings to iids (from 1), one space per kind of name.
+#[derive(Debug, Default)]
+struct Interner {
+    ids: HashMap<String, u64>,
+    names: Vec<String>,
+}
+
+impl Interner {
+    fn iid(&mut self, s: &str) -> u64 {
+        if let Some(&i) = self.ids.get(s) {
+            return i;
+        }
+        self.names.push(s.to_string());
+        let i = self.names.len() as u64;
+        self.ids.insert(s.to_string(), i);
+        i
+    }
+
+    fn name(&self, iid: u64) -> &str {
+        &self.names[(iid - 1) as usize]
+    }
+}
+
+/// What an event class needs, computed once per (trace, class).
+#[derive(Clone, Debug)]
+struct ClassInfo {
+    kind: Kind,
+    name_iid: u64,
+    cat_iid: u64,
+    /// iid of each field's name.
+    field_iids: Vec<u64>,
+    /// Index among all classes of the conversion (for per-sequence "names sent" flags).
+    index: usize,
+    /// The encoded `TrackEvent` fields every event of the class has (type, name, category),
+    /// for thread slices and instants; empty for counters (their track depends on the pid).
+    head: Vec<u8>,
+}
+
+/// One thread's sequence.
+#[derive(Debug)]
+struct Sequence {
+    id: u32,
+    pid: u32,
+    /// Absolute time (ns since the epoch) of the sequence clock's current value.
+    clock_ns: i128,
+    /// Interned names already written on this sequence, by iid - 1, per space.
+    names_sent: Vec<bool>,
+    cats_sent: Vec<bool>,
+    fields_sent: Vec<bool>,
+    values_sent: Vec<bool>,
+    /// By [`ClassInfo::index`]: whether the names of the class were written on this sequence.
+    classes_sent: Vec<bool>,
+}
+
+/// Per merged stream: the thread it belongs to now and its span depth (to drop ends whose
+/// begin is missing, as the Chrome conversion does).
+#[derive(Clone, Debug, Default)]
+struct StreamState {
+    seen: bool,
+    vpid: u32,
+    vtid: u32,
+    seq: usize,
+    depth: u64,
+}
+
+struct Writer<W: Write> {
+    out: W,
+    buf: Vec<u8>,
+    next_uuid: u64,
+    processes: HashMap<u32, u64>,
+    threads: HashMap<(u32, u32), usize>,
+    sequences: Vec<Sequence>,
+    counters: HashMap<(u32, u64), u64>,
+    async_tracks: HashMap<(u32, u64), u64>,
+    names: Interner,
+    cats: Interner,
+    fields: Interner,
+    /// String field values (at most [`MAX_INTERNED_VALUES`]).
+    values: Interner,
+    /// iids of the string values the current event refers to.
+    value_refs: Vec<u64>,
+    counter_names: Interner,
+    classes: Vec<Vec<Option<Rc<ClassInfo>>>>,
+    class_count: usize,
+    /// The encoded `TrackEvent` of the current event (its allocation survives events).
+    te_buf: Vec<u8>,
+}
+
+impl<W: Write> Writer<W> {
+    fn packet(&mut self, p: &TracePacket) -> io::Result<()> {
+        self.buf.clear();
+        // `Trace.packet`, field 1, length-delimited.
+        self.buf.push(0x0a);
+        p.encode_length_delimited(&mut self.buf)
+            .map_err(io::Error::other)?;
+        self.out.write_all(&self.buf)
+    }
+
+    fn uuid(&mut self) -> u64 {
+        self.next_uuid += 1;
+        self.next_uuid
+    }
+
+    fn descriptor(&mut self, d: TrackDescriptor) -> io::Result<()> {
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(DESCRIPTOR_SEQUENCE),
+            track_descriptor: Some(d),
+            ..Default::default()
+        })
+    }
+
+    fn process_uuid(&mut self, pid: u32, name: &str) -> io::Result<u64> {
+        if let Some(&u) = self.processes.get(&pid) {
+            return Ok(u);
+        }
+        let uuid = self.uuid();
+        self.processes.insert(pid, uuid);
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            process: Some(ProcessDescriptor {
+                pid: Some(pid as i32),
+                process_name: (!name.is_empty()).then(|| name.to_string()),
+            }),
+            ..Default::default()
+        })?;
+        Ok(uuid)
+    }
+
+    /// The sequence of thread (`pid`, `tid`), created (descriptor, defaults, clock) at `t_ns`.
+    fn sequence(&mut self, ev: &MergedEvent<'_>) -> io::Result<usize> {
+        let p = ev.event.packet;
+        if let Some(&s) = self.threads.get(&(p.vpid, p.vtid)) {
+            return Ok(s);
+        }
+        let pname = if ev.desc.vpid == p.vpid {
+            ev.desc.procname.as_str()
+        } else {
+            ""
+        };
+        let parent = self.process_uuid(p.vpid, pname)?;
+        let uuid = self.uuid();
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            thread: Some(ThreadDescriptor {
+                pid: Some(p.vpid as i32),
+                tid: Some(p.vtid as i32),
+                thread_name: Some(p.procname.clone()),
+            }),
+            ..Default::default()
+        })?;
+        let id = DESCRIPTOR_SEQUENCE + 1 + self.sequences.len() as u32;
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(id),
+            sequence_flags: Some(SEQ_INCREMENTAL_STATE_CLEARED),
+            trace_packet_defaults: Some(TracePacketDefaults {
+                timestamp_clock_id: Some(CLOCK_SEQUENCE),
+                track_event_defaults: Some(TrackEventDefaults {
+                    track_uuid: Some(uuid),
+                }),
+            }),
+            ..Default::default()
+        })?;
+        let t = abs_ns(ev.time_ns);
+        self.packet(&TracePacket {
+            trusted_packet_sequence_id: Some(id),
+            timestamp: Some(t),
+            timestamp_clock_id: Some(CLOCK_REALTIME),
+            clock_snapshot: Some(ClockSnapshot {
+                clocks: vec![
+                    Clock {
+                        clock_id: Some(CLOCK_SEQUENCE),
+                        timestamp: Some(0),
+                        is_incremental: Some(true),
+                    },
+                    Clock {
+                        clock_id: Some(CLOCK_REALTIME),
+                        timestamp: Some(t),
+                        is_incremental: None,
+                    },
+                ],
+                primary_trace_clock: None,
+            }),
+            ..Default::default()
+        })?;
+        self.sequences.push(Sequence {
+            id,
+            pid: p.vpid,
+            clock_ns: t as i128,
+            names_sent: Vec::new(),
+            cats_sent: Vec::new(),
+            fields_sent: Vec::new(),
+            values_sent: Vec::new(),
+            classes_sent: Vec::new(),
+        });
+        let s = self.sequences.len() - 1;
+        self.threads.insert((p.vpid, p.vtid), s);
+        Ok(s)
+    }
+
+    fn class(&mut self, ev: &MergedEvent<'_>) -> Rc<ClassInfo> {
+        if self.classes.len() <= ev.trace {
+            self.classes.resize(ev.trace + 1, Vec::new());
+        }
+        let id = ev.event.class.id as usize;
+        if self.classes[ev.trace].len() <= id {
+            self.classes[ev.trace].resize(id + 1, None);
+        }
+        if let Some(c) = &self.classes[ev.trace][id] {
+            return Rc::clone(c);
+        }
+        let class = ev.event.class;
+        let (cat, name) = split_name(&class.name);
+        let index = self.class_count;
+        self.class_count += 1;
+        let mut info = ClassInfo {
+            index,
+            head: Vec::new(),
+            kind: class.kind,
+            name_iid: if class.kind == Kind::Counter {
+                self.counter_names.iid(&class.name)
+            } else {
+                self.names.iid(name)
+            },
+            cat_iid: self.cats.iid(cat),
+            field_iids: class
+                .fields
+                .iter()
+                .flatten()
+                .map(|(k, _)| self.fields.iid(k))
+                .collect(),
+        };
+        {
+            use prost::encoding::{int32, uint64};
+            use track_event_tag as tag;
+            let h = &mut info.head;
+            match info.kind {
+                Kind::SpanBegin => int32::encode(tag::TYPE, &TYPE_SLICE_BEGIN, h),
+                Kind::SpanEnd => int32::encode(tag::TYPE, &TYPE_SLICE_END, h),
+                Kind::Instant => int32::encode(tag::TYPE, &TYPE_INSTANT, h),
+                _ => {}
+            }
+            if matches!(info.kind, Kind::SpanBegin | Kind::Instant) {
+                uint64::encode(tag::NAME_IID, &info.name_iid, h);
+                uint64::encode(tag::CATEGORY_IIDS, &info.cat_iid, h);
+            }
+        }
+        let info = Rc::new(info);
+        self.classes[ev.trace][id] = Some(Rc::clone(&info));
+        info
+    }
+
+    fn counter_track(&mut self, pid: u32, name_iid: u64) -> io::Result<u64> {
+        if let Some(&u) = self.counters.get(&(pid, name_iid)) {
+            return Ok(u);
+        }
+        let parent = self.process_uuid(pid, "")?;
+        let uuid = self.uuid();
+        self.counters.insert((pid, name_iid), uuid);
+        let name = self.counter_names.name(name_iid).to_string();
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            name: Some(name),
+            counter: Some(CounterDescriptor {}),
+            ..Default::default()
+        })?;
+        Ok(uuid)
+    }
+
+    fn async_track(&mut self, pid: u32, id: u64) -> io::Result<u64> {
+        if let Some(&u) = self.async_tracks.get(&(pid, id)) {
+            return Ok(u);
+        }
+        let parent = self.process_uuid(pid, "")?;
+        let uuid = self.uuid();
+        self.async_tracks.insert((pid, id), uuid);
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            ..Default::default()
+        })?;
+        Ok(uuid)
+    }
+
+    /// Interned data for the names `info` needs that sequence `s` has not seen yet.
+    fn intern(&mut self, s: usize, info: &ClassInfo, with_name: bool) -> Option<InternedData> {
+        fn mark(sent: &mut Vec<bool>, iid: u64) -> bool {
+            let i = (iid - 1) as usize;
+            if sent.len() <= i {
+                sent.resize(i + 1, false);
+            }
+            !std::mem::replace(&mut sent[i], true)
+        }
+        let seq = &mut self.sequences[s];
+        if self.value_refs.is_empty() && seq.classes_sent.get(info.index) == Some(&true) {
+            return None;
+        }
+        if seq.classes_sent.len() <= info.index {
+            seq.classes_sent.resize(info.index + 1, false);
+        }
+        seq.classes_sent[info.index] = true;
+        let mut d = InternedData::default();
+        if with_name {
+            if mark(&mut seq.names_sent, info.name_iid) {
+                d.event_names.push(InternedString {
+                    iid: Some(info.name_iid),
+                    name: Some(self.names.name(info.name_iid).to_string()),
+                });
+            }
+            if mark(&mut seq.cats_sent, info.cat_iid) {
+                d.event_categories.push(InternedString {
+                    iid: Some(info.cat_iid),
+                    name: Some(self.cats.name(info.cat_iid).to_string()),
+                });
+            }
+        }
+        for &f in &info.field_iids {
+            if mark(&mut seq.fields_sent, f) {
+                d.debug_annotation_names.push(InternedString {
+                    iid: Some(f),
+                    name: Some(self.fields.name(f).to_string()),
+                });
+            }
+        }
+        for &v in &self.value_refs {
+            if mark(&mut seq.values_sent, v) {
+                d.debug_annotation_string_values.push(InternedBytes {
+                    iid: Some(v),
+                    str: Some(self.values.name(v).as_bytes().to_vec()),
+                });
+            }
+        }
+        let empty = d.event_names.is_empty()
+            && d.event_categories.is_empty()
+            && d.debug_annotation_names.is_empty()
+            && d.debug_annotation_string_values.is_empty();
+        (!empty).then_some(d)
+    }
+
+    /// Writes one event of sequence `s`.
+    fn event(&mut self, s: usize, ev: &MergedEvent<'_>, info: &ClassInfo) -> io::Result<()> {
+        use prost::encoding::{double, int32, int64, message, uint64};
+        use track_event_tag as tag;
+        let mut te = std::mem::take(&mut self.te_buf);
+        te.clear();
+        let mut with_name = true;
+        let thread_slice = matches!(info.kind, Kind::SpanBegin | Kind::SpanEnd)
+            && slice_track(ev) == SliceTrack::Thread;
+        match info.kind {
+            _ if thread_slice || info.kind == Kind::Instant => {
+                with_name = info.kind != Kind::SpanEnd;
+                te.extend_from_slice(&info.head);
+            }
+            Kind::SpanBegin | Kind::SpanEnd | Kind::AsyncBegin | Kind::AsyncEnd => {
+                let ty = if matches!(info.kind, Kind::SpanBegin | Kind::AsyncBegin) {
+                    TYPE_SLICE_BEGIN
+                } else {
+                    with_name = false;
+                    TYPE_SLICE_END
+                };
+                int32::encode(tag::TYPE, &ty, &mut te);
+                if let SliceTrack::Async { id } = slice_track(ev) {
+                    let uuid = self.async_track(self.sequences[s].pid, id)?;
+                    uint64::encode(tag::TRACK_UUID, &uuid, &mut te);
+                }
+            }
+            Kind::Instant => int32::encode(tag::TYPE, &TYPE_INSTANT, &mut te),
+            Kind::Counter => {
+                with_name = false;
+                let pid = self.sequences[s].pid;
+                let uuid = self.counter_track(pid, info.name_iid)?;
+                int32::encode(tag::TYPE, &TYPE_COUNTER, &mut te);
+                uint64::encode(tag::TRACK_UUID, &uuid, &mut te);
+                let (int, dbl) = match ev.event.field(0) {
+                    Some(Value::I64(v)) => (Some(v), None),
+                    Some(Value::U64(v)) => match i64::try_from(v) {
+                        Ok(v) => (Some(v), None),
+                        Err(_) => (None, Some(v as f64)),
+                    },
+                    Some(Value::Bool(v)) => (Some(v as i64), None),
+                    Some(Value::F64(v)) => (None, Some(v)),
+                    // A counter without a numeric value has nothing to plot.
+                    Some(Value::Str(_)) | None => {
+                        self.te_buf = te;
+                        return Ok(());
+                    }
+                };
+                if let Some(v) = int {
+                    int64::encode(tag::COUNTER_VALUE, &v, &mut te);
+                }
+                if let Some(v) = dbl {
+                    double::encode(tag::DOUBLE_COUNTER_VALUE, &v, &mut te);
+                }
+            }
+        }
+        if with_name && !thread_slice && info.kind != Kind::Instant {
+            uint64::encode(tag::NAME_IID, &info.name_iid, &mut te);
+            uint64::encode(tag::CATEGORY_IIDS, &info.cat_iid, &mut te);
+        }
+        self.value_refs.clear();
+        if info.kind != Kind::Counter {
+            for ((_, v), &iid) in ev.event.fields().zip(&info.field_iids) {
+                let mut a = DebugAnnotation {
+                    name_iid: Some(iid),
+                    ..Default::default()
+                };
+                match v {
+                    Value::U64(x) => a.uint_value = Some(x),
+                    Value::I64(x) => a.int_value = Some(x),
+                    Value::F64(x) => a.double_value = Some(x),
+                    Value::Bool(x) => a.bool_value = Some(x),
+                    Value::Str(x) => {
+                        let intern = x.len() >= MIN_INTERNED_LEN
+                            && (self.values.names.len() < MAX_INTERNED_VALUES
+                                || self.values.ids.contains_key(x));
+                        if intern {
+                            let iid = self.values.iid(x);
+                            self.value_refs.push(iid);
+                            a.string_value_iid = Some(iid);
+                        } else {
+                            a.string_value = Some(x.to_string());
+                        }
+                    }
+                }
+                message::encode(tag::DEBUG_ANNOTATIONS, &a, &mut te);
+            }
+        }
+        let interned = if info.kind == Kind::Counter {
+            None
+        } else {
+            self.intern(s, info, with_name)
+        };
+        let seq = &mut self.sequences[s];
+        let delta = ev.time_ns - seq.clock_ns;
+        let (timestamp, clock) = match u64::try_from(delta) {
+            Ok(d) => {
+                seq.clock_ns = ev.time_ns;
+                (d, None)
+            }
+            // Earlier than the thread's previous event: absolute, the sequence clock unchanged.
+            Err(_) => (abs_ns(ev.time_ns), Some(CLOCK_REALTIME)),
+        };
+        let mut p = EventPacket {
+            timestamp: Some(timestamp),
+            timestamp_clock_id: clock,
+            trusted_packet_sequence_id: Some(seq.id),
+            sequence_flags: interned.is_some().then_some(SEQ_NEEDS_INCREMENTAL_STATE),
+            interned_data: interned,
+            track_event: Some(te),
+        };
+        self.buf.clear();
+        // `Trace.packet`, field 1, length-delimited.
+        self.buf.push(0x0a);
+        let r = p
+            .encode_length_delimited(&mut self.buf)
+            .map_err(io::Error::other)
+            .and_then(|()| self.out.write_all(&self.buf));
+        self.te_buf = p.track_event.take().unwrap_or_default();
+        r
+    }
+}
+
+/// Nanoseconds since the epoch as the unsigned protobuf timestamp (0 before the epoch).
+fn abs_ns(t: i128) -> u64 {
+    u64::try_from(t.max(0)).unwrap_or(u64::MAX)
+}
+
+/// Converts `session` to a Perfetto protobuf trace on `out` (buffered here, flushed before
+/// returning). `progress(bytes_read, total_bytes)` is called now and then.
+///
+/// ```
+/// use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
+/// use hushtrace_ctf::reader::Session;
+///
+/// let dir = std::env::temp_dir().join(format!("hushtrace-perfetto-doc-{}", std::process::id()));
+/// let mut t = SynthTrace::new(10, "app");
+/// let (b, e) = t.span("io:read", &[]);
+/// t.thread(11, "main").event(SynthEvent::new(b, 100)).event(SynthEvent::new(e, 350));
+/// t.write_session(&dir).unwrap();
+///
+/// let mut pb = Vec::new();
+/// let s = hushtrace_cli::perfetto::convert(&Session::open(&dir).unwrap(), &mut pb, &mut |_, _| {})
+///     .unwrap();
+/// assert_eq!((s.events, s.processes, s.threads), (2, 1, 1));
+/// assert_eq!(pb[0], 0x0a); // Trace.packet
+/// std::fs::remove_dir_all(&dir).unwrap();
+/// ```
+pub fn convert<W: Write>(
+    session: &Session,
+    out: W,
+    progress: &mut dyn FnMut(u64, u64),
+) -> Result<Summary, ConvertError> {
+    let mut merged = session.merged()?;
+    let total = merged.total_bytes();
+    let mut w = Writer {
+        out: io::BufWriter::with_capacity(1 << 16, out),
+        buf: Vec::with_capacity(256),
+        next_uuid: 0,
+        processes: HashMap::new(),
+        threads: HashMap::new(),
+        sequences: Vec::new(),
+        counters: HashMap::new(),
+        async_tracks: HashMap::new(),
+        names: Interner::default(),
+        cats: Interner::default(),
+        fields: Interner::default(),
+        values: Interner::default(),
+        value_refs: Vec::new(),
+        counter_names: Interner::default(),
+        classes: Vec::new(),
+        class_count: 0,
+        te_buf: Vec::new(),
+    };
+    let mut summary = Summary::default();
+    let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
+    w.packet(&TracePacket {
+        trusted_packet_sequence_id: Some(DESCRIPTOR_SEQUENCE),
+        clock_snapshot: Some(ClockSnapshot {
+            clocks: vec![Clock {
+                clock_id: Some(CLOCK_REALTIME),
+                timestamp: Some(0),
+                is_incremental: None,
+            }],
+            primary_trace_clock: Some(CLOCK_REALTIME as i32),
+        }),
+        ..Default::default()
+    })?;
+    while let Some(ev) = merged.next()? {
+        let p = ev.event.packet;
+        let st = &mut streams[ev.stream];
+        if !st.seen || (st.vpid, st.vtid) != (p.vpid, p.vtid) {
+            let seq = w.sequence(&ev)?;
+            streams[ev.stream] = StreamState {
+                seen: true,
+                vpid: p.vpid,
+                vtid: p.vtid,
+                seq,
+                depth: 0,
+            };
+        }
+        let st = &mut streams[ev.stream];
+        match ev.event.class.kind {
+            Kind::SpanBegin => st.depth += 1,
+            Kind::SpanEnd if st.depth == 0 => {
+                summary.unmatched_ends += 1;
+                continue;
+            }
+            Kind::SpanEnd => st.depth -= 1,
+            _ => {}
+        }
+        let seq = st.seq;
+        let info = w.class(&ev);
+        w.event(seq, &ev, &info)?;
+        summary.events += 1;
+        if summary.events % PROGRESS_EVERY == 0 {
+            progress(merged.bytes_read(), total);
+        }
+    }
+    w.out.flush()?;
+    summary.processes = w.processes.len() as u64;
+    summary.threads = w.threads.len() as u64;
+    summary.bytes_read = merged.bytes_read();
+    summary.warnings = merged.take_warnings();
+    progress(summary.bytes_read, total);
+    Ok(summary)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::proto::*;
+    use prost::Message;
+
+    /// The hot path's field numbers are [`TrackEvent`]'s: bytes written with
+    /// `track_event_tag` decode as the message.
+    #[test]
+    fn track_event_tags_match_the_message() {
+        use prost::encoding::{double, int32, int64, message, uint64};
+        use track_event_tag as tag;
+        let a = DebugAnnotation {
+            name_iid: Some(3),
+            string_value_iid: Some(4),
+            ..Default::default()
+        };
+        let mut b = Vec::new();
+        int32::encode(tag::TYPE, &TYPE_COUNTER, &mut b);
+        uint64::encode(tag::TRACK_UUID, &9, &mut b);
+        uint64::encode(tag::NAME_IID, &5, &mut b);
+        uint64::encode(tag::CATEGORY_IIDS, &6, &mut b);
+        int64::encode(tag::COUNTER_VALUE, &-7, &mut b);
+        double::encode(tag::DOUBLE_COUNTER_VALUE, &0.5, &mut b);
+        message::encode(tag::DEBUG_ANNOTATIONS, &a, &mut b);
+        let te = TrackEvent::decode(&b[..]).unwrap();
+        assert_eq!(
+            te,
+            TrackEvent {
+                category_iids: vec![6],
+                name_iid: Some(5),
+                r#type: Some(TYPE_COUNTER),
+                track_uuid: Some(9),
+                counter_value: Some(-7),
+                double_counter_value: Some(0.5),
+                debug_annotations: vec![a],
+            }
+        );
+        // And an EventPacket is a TracePacket.
+        let p = EventPacket {
+            timestamp: Some(1),
+            trusted_packet_sequence_id: Some(2),
+            track_event: Some(b),
+            ..Default::default()
+        };
+        let tp = TracePacket::decode(&p.encode_to_vec()[..]).unwrap();
+        assert_eq!(tp.track_event, Some(te));
+        assert_eq!((tp.timestamp, tp.trusted_packet_sequence_id), (Some(1), Some(2)));
+    }
+}

@@ -1,0 +1,199 @@
+//! `hushtrace convert --to perfetto` (issue 13.1), checked with Perfetto's own definitions:
+//! `tests/perfetto_check.py` decodes the output with the Python modules generated from
+//! Perfetto's `.proto` files (the `perfetto` PyPI package, in the virtualenv that
+//! `ci/perfetto-venv.sh` creates on first use) and compares slices per thread, names, pids,
+//! tids, instants, counters, fields and timestamps with the Chrome conversion of the same trace.
+//!
+//! `HUSHTRACE_PERFETTO_PYTHON` names another Python that has the `perfetto` package.
+
+use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
+use hushtrace_ctf::FieldType;
+use serde_json::Value as J;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
+
+fn hushtrace(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+fn stderr(o: &Output) -> String {
+    String::from_utf8_lossy(&o.stderr).into_owned()
+}
+
+/// The Python of the virtualenv with Perfetto's generated modules.
+fn python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HUSHTRACE_PERFETTO_PYTHON") {
+        return p.into();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new("bash")
+        .arg(root.join("ci/perfetto-venv.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "ci/perfetto-venv.sh failed: {}",
+        stderr(&o)
+    );
+    let out = String::from_utf8(o.stdout).unwrap();
+    PathBuf::from(out.lines().last().unwrap().trim())
+}
+
+fn convert(dir: &Path, to: &str, out: &Path) {
+    let o = hushtrace(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        to,
+        "-o",
+        out.to_str().unwrap(),
+    ]);
+    assert!(o.status.success(), "{to}: {}", stderr(&o));
+}
+
+/// Converts `dir` both ways and runs the Perfetto-side check; returns its summary and the two
+/// file sizes (perfetto, chrome).
+fn check(dir: &Path, out: &Path) -> (J, u64, u64) {
+    let pf = out.join("trace.perfetto-trace");
+    let json = out.join("trace.json");
+    convert(dir, "perfetto", &pf);
+    convert(dir, "chrome", &json);
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py");
+    let o = Command::new(python())
+        .arg(script)
+        .arg(&pf)
+        .arg(&json)
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let summary: J = serde_json::from_slice(&o.stdout).unwrap();
+    let size = |p: &Path| std::fs::metadata(p).unwrap().len();
+    (summary, size(&pf), size(&json))
+}
+
+/// Two processes (pid 100 with threads 101 and 102, pid 200 with thread 200); per thread and k:
+/// `work:job` [s, s+600] with `work:step` [s+100, s+300] inside (fields n: u64, tag: str,
+/// load: f64, delta: i64), an instant `app:mark` (ok: bool) at s+400, counters `net:errors`
+/// (u64) at s+450 and `disk:errors` (f64) at s+500, where s = base + 1000k. Thread 102 also
+/// begins with the end of a span whose begin is missing (dropped by both conversions).
+fn write_workload(dir: &Path, n: u64) {
+    for (pid, tids) in [(100u32, vec![101u32, 102]), (200, vec![200])] {
+        let mut t = SynthTrace::new(pid, &format!("proc{pid}"));
+        t.packet_bytes = 400;
+        let (job_b, job_e) = t.span("work:job", &[]);
+        let (step_b, step_e) = t.span(
+            "work:step",
+            &[
+                ("n", FieldType::U64),
+                ("tag", FieldType::Str),
+                ("load", FieldType::F64),
+                ("delta", FieldType::I64),
+            ],
+        );
+        let mark = t.instant("app:mark", &[("ok", FieldType::Bool)]);
+        let net = t.counter("net:errors", FieldType::U64);
+        let disk = t.counter("disk:errors", FieldType::F64);
+        for (i, &tid) in tids.iter().enumerate() {
+            let th = t.thread(tid, &format!("t{tid}"));
+            let base = 1_000_000 + pid as u64 * 7 + i as u64 * 13;
+            if tid == 102 {
+                th.event(SynthEvent::new(job_e, base - 1));
+            }
+            for k in 0..n {
+                let s = base + 1000 * k;
+                th.event(SynthEvent::new(job_b, s));
+                th.event(
+                    SynthEvent::new(step_b, s + 100)
+                        .u64(k)
+                        .str(&format!("job {k}"))
+                        .f64(k as f64 * 0.25)
+                        .i64(-(k as i64)),
+                );
+                th.event(SynthEvent::new(step_e, s + 300));
+                th.event(SynthEvent::new(mark, s + 400).bool(k % 2 == 0));
+                th.event(SynthEvent::new(net, s + 450).u64(k));
+                th.event(SynthEvent::new(disk, s + 500).f64(k as f64 * 1.5));
+                th.event(SynthEvent::new(job_e, s + 600));
+            }
+        }
+        t.write_session(dir).unwrap();
+    }
+}
+
+#[test]
+fn perfetto_matches_chrome_on_a_synthetic_trace() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    write_workload(&trace, 200);
+    let (s, pf, json) = check(&trace, dir.path());
+    assert_eq!(s["processes"], serde_json::json!({"100": "proc100", "200": "proc200"}));
+    assert_eq!(
+        s["threads"],
+        serde_json::json!({"100/101": "t101", "100/102": "t102", "200/200": "t200"})
+    );
+    // Two slices per iteration on every thread, one instant, one sample per counter track.
+    for t in ["100/101", "100/102", "200/200"] {
+        assert_eq!(s["slices"][t], 400, "{t}");
+        assert_eq!(s["instants"][t], 200, "{t}");
+    }
+    assert_eq!(
+        s["counters"],
+        serde_json::json!({"100/disk:errors": 400, "100/net:errors": 400,
+                           "200/disk:errors": 200, "200/net:errors": 200})
+    );
+    // Absolute timestamps in ns: the synthetic clock starts at 1_700_000_000 s; the first
+    // slice to end on pid 200 is the first inner step, [base + 100, base + 300].
+    let base: u64 = 1_700_000_000_000_000_000 + 1_000_000 + 1400;
+    assert_eq!(
+        s["first_slice"]["200/200"],
+        serde_json::json!(["step", "work", base + 100, base + 300])
+    );
+    // Field-heavy (four fields per step, f64s take 9 bytes in protobuf): about 1/4.3.
+    assert!(
+        pf * 4 <= json,
+        "perfetto {pf} bytes is more than 1/4 of the JSON's {json}"
+    );
+}
+
+#[test]
+fn perfetto_matches_chrome_on_the_demo() {
+    let dir = tempfile::tempdir().unwrap();
+    let demo = dir.path().join("demo");
+    let o = hushtrace(&["demo", "-o", demo.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let (s, pf, json) = check(&demo, dir.path());
+    let slices: u64 = s["slices"]
+        .as_object()
+        .unwrap()
+        .values()
+        .map(|v| v.as_u64().unwrap())
+        .sum();
+    // demo:job 900 + parse 900 + compute 900 + kernel 3600 + rt:cycle 2000 + child:batch 50
+    // + child:item 400 + demo:fork 1.
+    assert_eq!(slices, 8751, "{s}");
+    assert_eq!(s["processes"].as_object().unwrap().len(), 2, "{s}");
+    assert_eq!(s["threads"].as_object().unwrap().len(), 6, "{s}");
+    assert!(pf * 4 <= json, "perfetto {pf} bytes, JSON {json}");
+}
+
+/// The output streams to stdout like the JSON, and a closed pipe ends quietly.
+#[test]
+fn perfetto_to_stdout_equals_the_file() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("trace");
+    write_workload(&trace, 3);
+    let file = dir.path().join("t.pftrace");
+    convert(&trace, "perfetto", &file);
+    let o = hushtrace(&[
+        "convert",
+        trace.to_str().unwrap(),
+        "--to",
+        "perfetto",
+        "-o",
+        "-",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(o.stdout, std::fs::read(&file).unwrap());
+}
