@@ -2,8 +2,8 @@
 //!
 //! Stacks are built per thread from nested spans; a frame's width is its inclusive time (each
 //! folded line carries the span's self time, and inferno sums children into parents). By
-//! default the stacks of all threads and processes are merged; `per_process` adds a root frame
-//! per process.
+//! default the stacks of all threads and processes are merged; [`Roots::Process`] adds a root
+//! frame per process, [`Roots::Thread`] one per thread (`name (pid/tid)`).
 
 use crate::spans::{Names, SpanStacks};
 use hushtrace_ctf::reader::{Error, Session};
@@ -28,12 +28,36 @@ use std::io::Write;
 /// std::fs::remove_dir_all(&dir).unwrap();
 /// ```
 pub fn folded(session: &Session, per_process: bool) -> Result<Vec<String>, Error> {
+    folded_by(
+        session,
+        if per_process {
+            Roots::Process
+        } else {
+            Roots::Merged
+        },
+    )
+}
+
+/// The root frames of a flame graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Roots {
+    /// All processes and threads merged.
+    Merged,
+    /// One root frame per process: `procname (pid)`.
+    Process,
+    /// One root frame per thread: `threadname (pid/tid)`.
+    Thread,
+}
+
+/// Folded stacks with the given root frames.
+pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> {
     let mut merged = session.merged()?;
+    let mut thread_names: HashMap<(u32, u32), String> = HashMap::new();
     let mut names = Names::default();
     let mut stacks = SpanStacks::default();
     // Key: (the process's pid when `per_process`, else None; the stack, root first, as
     // interned names).
-    let mut weights: HashMap<(Option<u32>, Vec<u32>), u64> = HashMap::new();
+    let mut weights: HashMap<(Option<(u32, Option<u32>)>, Vec<u32>), u64> = HashMap::new();
     let mut key = Vec::new();
     while let Some(ev) = merged.next()? {
         let name = names.id(&ev);
@@ -41,7 +65,17 @@ pub fn folded(session: &Session, per_process: bool) -> Result<Vec<String>, Error
             key.clear();
             key.extend(stacks.open(ev.stream).iter().map(|s| s.name));
             key.push(closed.name);
-            let root = per_process.then_some(ev.event.packet.vpid);
+            let p = ev.event.packet;
+            let root = match roots {
+                Roots::Merged => None,
+                Roots::Process => Some((p.vpid, None)),
+                Roots::Thread => {
+                    if !thread_names.contains_key(&(p.vpid, p.vtid)) {
+                        thread_names.insert((p.vpid, p.vtid), p.procname.clone());
+                    }
+                    Some((p.vpid, Some(p.vtid)))
+                }
+            };
             let w = closed.self_ns.max(0) as u64;
             match weights.get_mut(&(root, key.clone())) {
                 Some(v) => *v += w,
@@ -64,9 +98,17 @@ pub fn folded(session: &Session, per_process: bool) -> Result<Vec<String>, Error
         .filter(|(_, w)| *w > 0)
         .map(|((root, stack), w)| {
             let mut l = String::new();
-            if let Some(pid) = root {
-                l.push_str(&frame(&format!("{} ({pid})", procname(pid))));
-                l.push(';');
+            match root {
+                Some((pid, None)) => {
+                    l.push_str(&frame(&format!("{} ({pid})", procname(pid))));
+                    l.push(';');
+                }
+                Some((pid, Some(tid))) => {
+                    let name = thread_names.get(&(pid, tid)).map_or("", |s| s.as_str());
+                    l.push_str(&frame(&format!("{name} ({pid}/{tid})")));
+                    l.push(';');
+                }
+                None => {}
             }
             let parts: Vec<String> = stack.iter().map(|&n| frame(names.name(n))).collect();
             l.push_str(&parts.join(";"));
@@ -104,7 +146,33 @@ impl std::error::Error for FlameError {}
 
 /// Writes the flame graph SVG of `session`'s spans to `out`.
 pub fn write_svg<W: Write>(session: &Session, per_process: bool, out: W) -> Result<(), FlameError> {
-    let lines = folded(session, per_process).map_err(FlameError::Read)?;
+    write_svg_by(
+        session,
+        if per_process {
+            Roots::Process
+        } else {
+            Roots::Merged
+        },
+        out,
+    )
+}
+
+/// Writes the folded stacks (`"a;b;c <ns>"`, one per line, as `inferno-flamegraph` and
+/// `flamegraph.pl` read them) of `session`'s spans to `out`.
+pub fn write_folded<W: Write>(session: &Session, roots: Roots, mut out: W) -> Result<(), FlameError> {
+    let lines = folded_by(session, roots).map_err(FlameError::Read)?;
+    if lines.is_empty() {
+        return Err(FlameError::NoSpans);
+    }
+    for l in lines {
+        writeln!(out, "{l}").map_err(FlameError::Write)?;
+    }
+    Ok(())
+}
+
+/// [`write_svg`] with the given root frames.
+pub fn write_svg_by<W: Write>(session: &Session, roots: Roots, out: W) -> Result<(), FlameError> {
+    let lines = folded_by(session, roots).map_err(FlameError::Read)?;
     if lines.is_empty() {
         return Err(FlameError::NoSpans);
     }

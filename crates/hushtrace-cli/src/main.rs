@@ -86,12 +86,20 @@ enum Cmd {
     Flamegraph {
         /// Session (or single process) trace directory.
         dir: PathBuf,
-        /// Output SVG file, created with mode 0600 (owner only), like the trace.
+        /// Output SVG file (with --folded: the folded stacks; `-` for stdout), created with
+        /// mode 0600 (owner only), like the trace.
         #[arg(short, long, value_name = "OUT")]
         output: PathBuf,
         /// One root frame per process instead of merging all processes.
-        #[arg(long)]
+        #[arg(long, conflicts_with = "per_thread")]
         per_process: bool,
+        /// One root frame per thread (`name (pid/tid)`).
+        #[arg(long)]
+        per_thread: bool,
+        /// Write folded stacks (`a;b;c <ns>` lines, for inferno-flamegraph or flamegraph.pl)
+        /// instead of the SVG.
+        #[arg(long)]
+        folded: bool,
     },
     /// Turn the rings of processes that ended without stopping (killed, crashed) into ordinary
     /// CTF streams. Idempotent; processes that still run are left alone. `report`, `convert`
@@ -303,10 +311,27 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             output,
             per_process,
+            per_thread,
+            folded,
         } => {
             let session = open_session(&dir)?;
-            write_atomically(&output, |w| Ok(flame::write_svg(&session, per_process, w)?))?;
-            eprintln!("wrote {}", output.display());
+            let roots = if per_thread {
+                flame::Roots::Thread
+            } else if per_process {
+                flame::Roots::Process
+            } else {
+                flame::Roots::Merged
+            };
+            write_atomically(&output, |w| {
+                if folded {
+                    Ok(flame::write_folded(&session, roots, w)?)
+                } else {
+                    Ok(flame::write_svg_by(&session, roots, w)?)
+                }
+            })?;
+            if output.as_os_str() != "-" {
+                eprintln!("wrote {}", output.display());
+            }
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Demo { output } => {

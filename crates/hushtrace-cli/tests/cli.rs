@@ -594,3 +594,44 @@ fn record_refuses_a_directory_with_a_trace_unless_force_or_append() {
     let o = record(&[]);
     assert!(o.status.success(), "{}", stderr(&o));
 }
+
+/// Issue 13.5: `--folded` writes folded stacks (to stdout with `-o -`, or a file) and
+/// `--per-thread` adds a root frame per thread; durations are exact (self time per stack).
+#[test]
+fn flamegraph_folded_and_per_thread() {
+    let dir = tempfile::tempdir().unwrap();
+    write_workload(dir.path(), 5);
+    let d = dir.path().to_str().unwrap();
+    let o = hushtrace(&["flamegraph", d, "--folded", "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    // 3 threads x 5 jobs: job self time 600 - 200, step 200.
+    assert_eq!(
+        String::from_utf8(o.stdout).unwrap(),
+        "work:job 6000\nwork:job;work:step 3000\n"
+    );
+    let o = hushtrace(&["flamegraph", d, "--folded", "--per-thread", "-o", "-"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    let lines: Vec<&str> = text.lines().collect();
+    assert_eq!(
+        lines,
+        [
+            "t101 (100/101);work:job 2000",
+            "t101 (100/101);work:job;work:step 1000",
+            "t102 (100/102);work:job 2000",
+            "t102 (100/102);work:job;work:step 1000",
+            "t200 (200/200);work:job 2000",
+            "t200 (200/200);work:job;work:step 1000",
+        ]
+    );
+    let file = dir.path().join("f.folded");
+    let o = hushtrace(&["flamegraph", d, "--folded", "-o", file.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(std::fs::read_to_string(&file).unwrap().lines().count(), 2);
+    let svg = dir.path().join("t.svg");
+    let o = hushtrace(&["flamegraph", d, "--per-thread", "-o", svg.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("t102 (100/102)"));
+    let o = hushtrace(&["flamegraph", d, "--per-thread", "--per-process", "-o", "-"]);
+    assert_eq!(o.status.code(), Some(2));
+}
