@@ -94,7 +94,7 @@ fn threads_record_every_field_type() {
 fn no_syscall_thread_traps_no_system_call() {
     let exe = program("seccomp.c", Link::Shared);
     let dir = trace_dir("seccomp");
-    let events = 200_000u64;
+    let events = 100_000u64;
     let o = run(
         &exe,
         &[&events.to_string()],
