@@ -49,6 +49,9 @@ pub enum Roots {
     Thread,
 }
 
+/// A root frame: (pid, tid for a thread root).
+type Root = (u32, Option<u32>);
+
 /// Folded stacks with the given root frames.
 pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> {
     let mut merged = session.merged()?;
@@ -57,7 +60,7 @@ pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> 
     let mut stacks = SpanStacks::default();
     // Key: (the process's pid when `per_process`, else None; the stack, root first, as
     // interned names).
-    let mut weights: HashMap<(Option<(u32, Option<u32>)>, Vec<u32>), u64> = HashMap::new();
+    let mut weights: HashMap<(Option<Root>, Vec<u32>), u64> = HashMap::new();
     let mut key = Vec::new();
     while let Some(ev) = merged.next()? {
         let name = names.id(&ev);
@@ -70,9 +73,9 @@ pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> 
                 Roots::Merged => None,
                 Roots::Process => Some((p.vpid, None)),
                 Roots::Thread => {
-                    if !thread_names.contains_key(&(p.vpid, p.vtid)) {
-                        thread_names.insert((p.vpid, p.vtid), p.procname.clone());
-                    }
+                    thread_names
+                        .entry((p.vpid, p.vtid))
+                        .or_insert_with(|| p.procname.clone());
                     Some((p.vpid, Some(p.vtid)))
                 }
             };
@@ -159,7 +162,11 @@ pub fn write_svg<W: Write>(session: &Session, per_process: bool, out: W) -> Resu
 
 /// Writes the folded stacks (`"a;b;c <ns>"`, one per line, as `inferno-flamegraph` and
 /// `flamegraph.pl` read them) of `session`'s spans to `out`.
-pub fn write_folded<W: Write>(session: &Session, roots: Roots, mut out: W) -> Result<(), FlameError> {
+pub fn write_folded<W: Write>(
+    session: &Session,
+    roots: Roots,
+    mut out: W,
+) -> Result<(), FlameError> {
     let lines = folded_by(session, roots).map_err(FlameError::Read)?;
     if lines.is_empty() {
         return Err(FlameError::NoSpans);

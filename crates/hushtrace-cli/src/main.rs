@@ -197,7 +197,12 @@ fn ctl(args: &[String]) -> anyhow::Result<ExitCode> {
     let usage = "usage: hushtrace ctl TARGET (status | enable GLOB | disable GLOB | snapshot \
                  [-o DIR] | stop), or hushtrace ctl list";
     let (target, rest) = args.split_first().ok_or_else(|| anyhow::anyhow!(usage))?;
-    let line = match rest.iter().map(String::as_str).collect::<Vec<_>>().as_slice() {
+    let line = match rest
+        .iter()
+        .map(String::as_str)
+        .collect::<Vec<_>>()
+        .as_slice()
+    {
         ["status"] => "status".to_string(),
         ["stop"] => "stop".to_string(),
         ["enable", g] => format!("enable {g}"),
@@ -283,8 +288,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Recover { dir } => {
-            let lines = hushtrace_cli::recover::run(&dir)
-                .map_err(|e| anyhow::anyhow!("recover: {e}"))?;
+            let lines =
+                hushtrace_cli::recover::run(&dir).map_err(|e| anyhow::anyhow!("recover: {e}"))?;
             if lines.is_empty() {
                 println!("{}: nothing to recover", dir.display());
             }

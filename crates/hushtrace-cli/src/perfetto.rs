@@ -916,6 +916,9 @@ mod tests {
         };
         let tp = TracePacket::decode(&p.encode_to_vec()[..]).unwrap();
         assert_eq!(tp.track_event, Some(te));
-        assert_eq!((tp.timestamp, tp.trusted_packet_sequence_id), (Some(1), Some(2)));
+        assert_eq!(
+            (tp.timestamp, tp.trusted_packet_sequence_id),
+            (Some(1), Some(2))
+        );
     }
 }

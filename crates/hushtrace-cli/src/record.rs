@@ -288,7 +288,9 @@ pub fn remove_trace(dir: &Path, parts: &[String]) -> std::io::Result<()> {
         } else {
             std::fs::remove_file(&p)
         };
-        r.map_err(|e| std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", p.display())))?;
+        r.map_err(|e| {
+            std::io::Error::new(e.kind(), format!("cannot remove {}: {e}", p.display()))
+        })?;
     }
     Ok(())
 }

@@ -1,8 +1,9 @@
 //! Summary statistics of a trace: time range, per process and thread counts, span durations,
 //! instants and counters.
 //!
-//! Span durations are kept exactly (8 bytes per span) to compute percentiles, so memory grows
-//! with the number of spans; everything else is constant per name or thread.
+//! Span durations go into one HDR histogram per span name (3 significant digits: exact below
+//! 2,048 ns, within 0.1% above), so memory stays flat however many spans there are; count,
+//! total, min and max are exact. Everything else is constant per name or thread.
 
 use crate::spans::{AsyncSpans, Names, SpanStacks};
 use hushtrace_ctf::reader::{Error, Session};
@@ -18,6 +19,11 @@ pub struct Report {
     pub dir: String,
     /// Time of the first event, ns since the Unix epoch (0 without events).
     pub start_ns: i64,
+    /// Time of the first event as an RFC 3339 date and time in UTC (ns precision); `None`
+    /// without events.
+    pub start_time: Option<String>,
+    /// Time of the last event, RFC 3339 (UTC); `None` without events.
+    pub end_time: Option<String>,
     /// Time of the last event, ns since the Unix epoch.
     pub end_ns: i64,
     /// `end_ns - start_ns`.
@@ -91,10 +97,14 @@ pub struct SpanReport {
     pub total_ns: i64,
     /// Mean duration (rounded down).
     pub mean_ns: i64,
-    /// Median (nearest rank).
+    /// Median (from the histogram: within 0.1%, never above the max).
     pub p50_ns: i64,
-    /// 99th percentile (nearest rank).
+    /// 99th percentile.
     pub p99_ns: i64,
+    /// 99.9th percentile.
+    pub p99_9_ns: i64,
+    /// 99.99th percentile.
+    pub p99_99_ns: i64,
     /// Shortest.
     pub min_ns: i64,
     /// Longest.
@@ -146,11 +156,73 @@ fn clamp(v: i128) -> i64 {
     v.clamp(i64::MIN as i128, i64::MAX as i128) as i64
 }
 
-/// Nearest-rank percentile of sorted `v` (not empty).
-fn percentile(v: &[i64], p: u64) -> i64 {
-    let n = v.len() as u64;
-    let rank = (p * n).div_ceil(100).max(1);
-    v[(rank - 1) as usize]
+/// Durations of one span name: exact count, total, min, max; percentiles from a histogram.
+struct SpanAcc {
+    hist: hdrhistogram::Histogram<u64>,
+    count: u64,
+    total: i128,
+    min: i64,
+    max: i64,
+}
+
+impl SpanAcc {
+    fn new() -> Self {
+        SpanAcc {
+            // 3 significant digits, growing as large values come (memory: a few KB per decade).
+            hist: hdrhistogram::Histogram::new(3).expect("3 significant digits are valid"),
+            count: 0,
+            total: 0,
+            min: i64::MAX,
+            max: i64::MIN,
+        }
+    }
+
+    fn record(&mut self, ns: i64) {
+        self.count += 1;
+        self.total += ns as i128;
+        self.min = self.min.min(ns);
+        self.max = self.max.max(ns);
+        // Negative durations (a clock stepping back in a damaged trace) count as 0; the
+        // histogram grows by itself, so recording cannot fail.
+        let _ = self.hist.record(ns.max(0) as u64);
+    }
+
+    /// The value at quantile `q`, never above the exact max (a bucket's top can be).
+    fn quantile(&self, q: f64) -> i64 {
+        let v = i64::try_from(self.hist.value_at_quantile(q)).unwrap_or(i64::MAX);
+        v.min(self.max).max(self.min)
+    }
+}
+
+/// Formats epoch nanoseconds as an RFC 3339 date and time in UTC with nanoseconds:
+/// `2026-11-30T06:28:00.123456789Z`.
+///
+/// ```
+/// use hushtrace_cli::report::rfc3339;
+/// assert_eq!(rfc3339(0), "1970-01-01T00:00:00.000000000Z");
+/// assert_eq!(rfc3339(1_700_000_000_123_456_789), "2023-11-14T22:13:20.123456789Z");
+/// ```
+pub fn rfc3339(ns: i64) -> String {
+    let secs = ns.div_euclid(1_000_000_000);
+    let frac = ns.rem_euclid(1_000_000_000);
+    let days = secs.div_euclid(86_400);
+    let sod = secs.rem_euclid(86_400);
+    // Civil date from days since 1970-01-01 (Howard Hinnant's algorithm).
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{frac:09}Z",
+        sod / 3600,
+        sod / 60 % 60,
+        sod % 60
+    )
 }
 
 /// Reads the whole session and computes the report.
@@ -159,7 +231,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     let mut names = Names::default();
     let mut stacks = SpanStacks::default();
     let mut asyncs = AsyncSpans::default();
-    let mut durations: Vec<Vec<i64>> = Vec::new();
+    let mut durations: Vec<Option<SpanAcc>> = Vec::new();
     let mut instants: BTreeMap<u32, u64> = BTreeMap::new();
     let mut counters: BTreeMap<u32, CounterReport> = BTreeMap::new();
     let mut threads: BTreeMap<(u32, u32), ThreadAcc> = BTreeMap::new();
@@ -220,9 +292,11 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 if let Some(closed) = closed {
                     let i = closed.name as usize;
                     if durations.len() <= i {
-                        durations.resize_with(i + 1, Vec::new);
+                        durations.resize_with(i + 1, || None);
                     }
-                    durations[i].push(clamp(closed.duration_ns));
+                    durations[i]
+                        .get_or_insert_with(SpanAcc::new)
+                        .record(clamp(closed.duration_ns));
                 }
             }
         }
@@ -292,20 +366,18 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     let mut spans: Vec<SpanReport> = durations
         .into_iter()
         .enumerate()
-        .filter(|(_, d)| !d.is_empty())
-        .map(|(i, mut d)| {
-            d.sort_unstable();
-            let total: i128 = d.iter().map(|&x| x as i128).sum();
-            SpanReport {
-                name: names.name(i as u32).to_string(),
-                count: d.len() as u64,
-                total_ns: clamp(total),
-                mean_ns: clamp(total / d.len() as i128),
-                p50_ns: percentile(&d, 50),
-                p99_ns: percentile(&d, 99),
-                min_ns: d[0],
-                max_ns: d[d.len() - 1],
-            }
+        .filter_map(|(i, d)| Some((i, d?)))
+        .map(|(i, d)| SpanReport {
+            name: names.name(i as u32).to_string(),
+            count: d.count,
+            total_ns: clamp(d.total),
+            mean_ns: clamp(d.total / d.count.max(1) as i128),
+            p50_ns: d.quantile(0.5),
+            p99_ns: d.quantile(0.99),
+            p99_9_ns: d.quantile(0.999),
+            p99_99_ns: d.quantile(0.9999),
+            min_ns: d.min,
+            max_ns: d.max,
         })
         .collect();
     spans.sort_by(|a, b| {
@@ -326,8 +398,15 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
 
     let mut warnings: Vec<String> = session.warnings.iter().map(|w| w.to_string()).collect();
     warnings.extend(merged.take_warnings().iter().map(|w| w.to_string()));
+    let rfc = |t: i128| rfc3339(clamp(t));
+    let (start_time, end_time) = match start {
+        Some(s) => (Some(rfc(s)), Some(rfc(end.max(s)))),
+        None => (None, None),
+    };
     let start = start.unwrap_or(0);
     Ok(Report {
+        start_time,
+        end_time,
         dir: session.dir.display().to_string(),
         start_ns: clamp(start),
         end_ns: clamp(end.max(start)),
@@ -361,15 +440,6 @@ pub fn fmt_duration(ns: i64) -> String {
         _ => ("s", 1_000_000_000),
     };
     format!("{sign}{}.{:03} {unit}", a / div, a % div * 1000 / div)
-}
-
-/// Formats epoch nanoseconds as `seconds.nanoseconds`.
-fn fmt_epoch(ns: i64) -> String {
-    format!(
-        "{}.{:09}",
-        ns.div_euclid(1_000_000_000),
-        ns.rem_euclid(1_000_000_000)
-    )
 }
 
 /// Renders an aligned table: first column left-aligned, the others right-aligned.
@@ -429,13 +499,16 @@ impl Report {
             threads,
             self.events
         );
-        let _ = writeln!(
-            s,
-            "Time range: {} .. {} s since the epoch ({})\n",
-            fmt_epoch(self.start_ns),
-            fmt_epoch(self.end_ns),
-            fmt_duration(self.duration_ns)
-        );
+        match (&self.start_time, &self.end_time) {
+            (Some(start), Some(end)) => {
+                let _ = writeln!(
+                    s,
+                    "Time range: {start} .. {end} ({})\n",
+                    fmt_duration(self.duration_ns)
+                );
+            }
+            _ => s.push_str("The trace is empty: it holds no events.\n\n"),
+        }
 
         let mut rows = Vec::new();
         for p in &self.processes {
@@ -505,12 +578,16 @@ impl Report {
                         fmt_duration(r.mean_ns),
                         fmt_duration(r.p50_ns),
                         fmt_duration(r.p99_ns),
+                        fmt_duration(r.p99_9_ns),
+                        fmt_duration(r.p99_99_ns),
                         fmt_duration(r.max_ns),
                     ]
                 })
                 .collect();
             s.push_str(&table(
-                &["SPAN", "COUNT", "TOTAL", "MEAN", "P50", "P99", "MAX"],
+                &[
+                    "SPAN", "COUNT", "TOTAL", "MEAN", "P50", "P99", "P99.9", "P99.99", "MAX",
+                ],
                 &rows,
             ));
             s.push('\n');
@@ -560,12 +637,19 @@ mod tests {
     use super::*;
 
     #[test]
-    fn nearest_rank_percentiles() {
-        let v: Vec<i64> = (1..=100).collect();
-        assert_eq!(percentile(&v, 50), 50);
-        assert_eq!(percentile(&v, 99), 99);
-        assert_eq!(percentile(&[7], 99), 7);
-        assert_eq!(percentile(&[1, 2], 50), 1);
+    fn histogram_percentiles() {
+        let mut a = SpanAcc::new();
+        for v in 1..=10_000 {
+            a.record(v);
+        }
+        // Within 0.1% (3 significant digits).
+        for (q, want) in [(0.5, 5000), (0.99, 9900), (0.999, 9990), (0.9999, 9999)] {
+            let got = a.quantile(q);
+            assert!((got - want).abs() * 1000 <= want, "{q}: {got} vs {want}");
+        }
+        let mut one = SpanAcc::new();
+        one.record(123_456_789);
+        assert_eq!(one.quantile(0.5), 123_456_789, "clamped to the exact max");
     }
 
     #[test]

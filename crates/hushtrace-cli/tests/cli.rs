@@ -334,7 +334,15 @@ fn report_numbers_equal_known_durations() {
     let job = span("work:job");
     assert_eq!(job["count"], 300);
     assert_eq!(job["total_ns"], 300 * 600);
-    for k in ["mean_ns", "p50_ns", "p99_ns", "max_ns", "min_ns"] {
+    for k in [
+        "mean_ns",
+        "p50_ns",
+        "p99_ns",
+        "p99_9_ns",
+        "p99_99_ns",
+        "max_ns",
+        "min_ns",
+    ] {
         assert_eq!(job[k], 600, "{k}");
     }
     let step = span("work:step");
@@ -586,7 +594,10 @@ fn record_refuses_a_directory_with_a_trace_unless_force_or_append() {
     for gone in ["100", "200", "100.stats.json", "200.stats.json"] {
         assert!(!out.join(gone).exists(), "{gone} left behind");
     }
-    assert_eq!(std::fs::read_to_string(out.join("notes.txt")).unwrap(), "mine");
+    assert_eq!(
+        std::fs::read_to_string(out.join("notes.txt")).unwrap(),
+        "mine"
+    );
 
     // Both at once is a usage error; an empty or missing directory needs neither.
     let o = record(&["--force", "--append"]);
@@ -631,7 +642,78 @@ fn flamegraph_folded_and_per_thread() {
     let svg = dir.path().join("t.svg");
     let o = hushtrace(&["flamegraph", d, "--per-thread", "-o", svg.to_str().unwrap()]);
     assert!(o.status.success(), "{}", stderr(&o));
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("t102 (100/102)"));
+    assert!(std::fs::read_to_string(&svg)
+        .unwrap()
+        .contains("t102 (100/102)"));
     let o = hushtrace(&["flamegraph", d, "--per-thread", "--per-process", "-o", "-"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Issue 13.4: percentiles up to p99.99 from a histogram (flat memory), in text and JSON; the
+/// start time as an RFC 3339 date and time.
+#[test]
+fn report_tail_percentiles_and_rfc3339_start() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = SynthTrace::new(9, "rt");
+    let (b, e) = t.span("rt:cycle", &[]);
+    let th = t.thread(9, "loop");
+    // Durations 1..=20000 ns, plus one outlier of 5 ms.
+    let mut ts = 0u64;
+    for d in (1..=20_000u64).chain([5_000_000]) {
+        th.event(SynthEvent::new(b, ts))
+            .event(SynthEvent::new(e, ts + d));
+        ts += d + 10;
+    }
+    t.write_session(dir.path()).unwrap();
+    let o = hushtrace(&["report", dir.path().to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let r: J = serde_json::from_slice(&o.stdout).unwrap();
+    let s = &r["spans"][0];
+    assert_eq!(s["count"], 20_001);
+    assert_eq!(s["max_ns"], 5_000_000);
+    assert_eq!(s["min_ns"], 1);
+    // Nearest ranks 10001, 19801, 19981, 19999, within 0.1%.
+    for (k, want) in [
+        ("p50_ns", 10_001i64),
+        ("p99_ns", 19_801),
+        ("p99_9_ns", 19_981),
+        ("p99_99_ns", 19_999),
+    ] {
+        let got = s[k].as_i64().unwrap();
+        assert!((got - want).abs() * 1000 <= want, "{k}: {got} vs {want}");
+    }
+    // The synthetic clock starts at 1_700_000_000 s since the epoch.
+    assert_eq!(r["start_time"], "2023-11-14T22:13:20.000000000Z");
+    assert_eq!(r["start_ns"], 1_700_000_000_000_000_000i64);
+    let o = hushtrace(&["report", dir.path().to_str().unwrap()]);
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("Time range: 2023-11-14T22:13:20.000000000Z .. 2023-11-14T22:13:20."),
+        "{text}"
+    );
+    for h in ["P50", "P99", "P99.9", "P99.99", "MAX", "5.000 ms"] {
+        assert!(text.contains(h), "{h} not in {text}");
+    }
+}
+
+/// Issue 13.4: a trace without events says so instead of printing a time range at the epoch.
+#[test]
+fn report_of_an_empty_trace_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut t = SynthTrace::new(4, "idle");
+    t.instant("x:y", &[]);
+    t.thread(4, "main");
+    t.write_session(dir.path()).unwrap();
+    let o = hushtrace(&["report", dir.path().to_str().unwrap()]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = String::from_utf8(o.stdout).unwrap();
+    assert!(
+        text.contains("The trace is empty: it holds no events."),
+        "{text}"
+    );
+    assert!(!text.contains("1970"), "{text}");
+    let o = hushtrace(&["report", dir.path().to_str().unwrap(), "--format", "json"]);
+    let r: J = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["events"], 0);
+    assert_eq!(r["start_time"], J::Null);
 }

@@ -128,7 +128,10 @@ fn perfetto_matches_chrome_on_a_synthetic_trace() {
     let trace = dir.path().join("trace");
     write_workload(&trace, 200);
     let (s, pf, json) = check(&trace, dir.path());
-    assert_eq!(s["processes"], serde_json::json!({"100": "proc100", "200": "proc200"}));
+    assert_eq!(
+        s["processes"],
+        serde_json::json!({"100": "proc100", "200": "proc200"})
+    );
     assert_eq!(
         s["threads"],
         serde_json::json!({"100/101": "t101", "100/102": "t102", "200/200": "t200"})

@@ -80,7 +80,11 @@ fn check_pairs(events: &[J]) -> (Counts, Pids) {
         let name = if ph == "C" {
             e["name"].as_str().unwrap().to_string()
         } else {
-            format!("{}:{}", e["cat"].as_str().unwrap(), e["name"].as_str().unwrap())
+            format!(
+                "{}:{}",
+                e["cat"].as_str().unwrap(),
+                e["name"].as_str().unwrap()
+            )
         };
         let key = (e["pid"].as_u64().unwrap(), e["tid"].as_u64().unwrap());
         *counts.entry((ph.to_string(), name.clone())).or_default() += 1;
