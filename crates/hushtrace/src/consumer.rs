@@ -475,6 +475,14 @@ impl Consumer {
         }
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         if !last {
+            if let Some(r) = self.relay.as_mut() {
+                for b in bufs
+                    .iter()
+                    .filter(|b| b.state.load(Ordering::Acquire) == BufState::Attached)
+                {
+                    r.announce(b.instance);
+                }
+            }
             self.flush_open_packets(&bufs);
         }
         for b in &bufs {

@@ -143,7 +143,12 @@ impl RelaySink {
         let mut text = String::new();
         if self.sent_classes.is_empty() {
             text.push_str(&header);
+        } else {
+            // lttng-live viewers decode each piece of plain-text metadata they fetch on its
+            // own, and each must start with the signature (a comment to everyone else).
+            text.push_str("/* CTF 1.8 */\n");
         }
+        let bare = text.len();
         for e in &desc.events {
             let id = usize::from(e.id);
             if e.fields.is_none() || self.sent_classes.get(id).copied().unwrap_or(false) {
@@ -162,7 +167,7 @@ impl RelaySink {
         if self.sent_classes.is_empty() {
             self.sent_classes.push(false); // the header is sent: never empty again
         }
-        if !text.is_empty() {
+        if text.len() > bare || bare == header.len() {
             self.client_mut()?.send_metadata(meta, text.as_bytes())?;
         }
         Ok(())
@@ -226,18 +231,33 @@ impl RelaySink {
     }
 
     fn try_packet(&mut self, instance: u64, bytes: &[u8]) -> Result<(), hushtrace_relay::Error> {
-        let id = match self.streams.get(&instance) {
-            Some(&id) => id,
-            None => {
-                let path = self.stream_path_current();
-                let c = self.client_mut()?;
-                let id = c.add_stream(&path, &format!("{STREAM_PREFIX}{instance}"))?;
-                c.streams_sent()?;
-                self.streams.insert(instance, id);
-                id
-            }
-        };
+        let id = self.stream(instance)?;
         self.client_mut()?.send_packet(id, bytes).map(drop)
+    }
+
+    /// The relay stream of buffer `instance`, announced now if it is new.
+    fn stream(&mut self, instance: u64) -> Result<StreamId, hushtrace_relay::Error> {
+        if let Some(&id) = self.streams.get(&instance) {
+            return Ok(id);
+        }
+        let path = self.stream_path_current();
+        let c = self.client_mut()?;
+        let id = c.add_stream(&path, &format!("{STREAM_PREFIX}{instance}"))?;
+        c.streams_sent()?;
+        self.streams.insert(instance, id);
+        Ok(id)
+    }
+
+    /// Announces the stream of a new buffer before its first packet (if connected), so a live
+    /// viewer that attaches meanwhile knows it: lttng-live viewers that attach to a session
+    /// without any data stream see nothing.
+    pub(crate) fn announce(&mut self, instance: u64) {
+        if self.streams.contains_key(&instance) || self.client.is_none() {
+            return;
+        }
+        if self.stream(instance).is_err() && self.client.as_ref().is_some_and(|c| c.is_broken()) {
+            self.lost_connection();
+        }
     }
 
     /// The stream path of the current connection (the counter was bumped when it was made).

@@ -315,9 +315,15 @@ fn role_live(builder: hushtrace::SessionBuilder) {
         .start()
         .expect("start");
     let go = std::env::var("GO").unwrap();
-    // A thread that records one event and then idles until the end: its packet never fills.
+    let attached = std::env::var("ATTACHED").unwrap();
+    // A thread that records one event once the viewer is attached (a live viewer starts at
+    // the newest data), then idles until the end: its packet never fills.
     let (tx, rx) = std::sync::mpsc::channel();
     let idle = std::thread::spawn(move || {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while !Path::new(&attached).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(10));
+        }
         hushtrace::event!("relaytest", "idle", seq = 1u64);
         // SAFETY: gettid has no preconditions.
         tx.send(unsafe { libc::gettid() }).unwrap();
@@ -325,12 +331,19 @@ fn role_live(builder: hushtrace::SessionBuilder) {
             std::thread::sleep(Duration::from_millis(20));
         }
     });
-    println!("\nready {}", rx.recv().unwrap());
+    println!("\nready");
+    let mut told = false;
     let deadline = Instant::now() + Duration::from_secs(60);
     let mut seq = 0u64;
     while !Path::new(&go).exists() && Instant::now() < deadline {
         hushtrace::event!("relaytest", "tick", seq = seq);
         seq += 1;
+        if !told {
+            if let Ok(tid) = rx.try_recv() {
+                println!("\nidle {tid}");
+                told = true;
+            }
+        }
         std::thread::sleep(Duration::from_millis(10));
     }
     idle.join().unwrap();
@@ -363,7 +376,7 @@ fn role_killed(builder: hushtrace::SessionBuilder) {
     while started.elapsed() < Duration::from_secs(4) {
         hushtrace::event!("relaytest", "main", seq = n);
         n += 1;
-        if n % 64 == 0 {
+        if n.is_multiple_of(64) {
             std::thread::sleep(Duration::from_micros(200));
         }
     }
@@ -443,27 +456,58 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
     let relay = Relayd::start();
     let out = temp_dir("relay-live");
     let go = out.with_extension("go");
+    let attached = out.with_extension("attached");
     let mut p = spawn_role(
         "live",
         &[
             ("OUT", out.display().to_string()),
             ("RELAY", relay.url()),
             ("GO", go.display().to_string()),
+            ("ATTACHED", attached.display().to_string()),
         ],
     );
     let rx = lines(&mut p);
-    let tid: u32 = wait_line(&rx, "ready ", Duration::from_secs(30))
-        .parse()
-        .unwrap();
+    wait_line(&rx, "ready", Duration::from_secs(30));
+    // A viewer attaching to a session without data streams sees nothing (lttng-live): wait
+    // until the relay lists the ticking thread's stream besides the metadata.
+    let listing = format!("net://127.0.0.1:{}", relay.live);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = Command::new("babeltrace2")
+            .args(["--input-format=lttng-live", &listing])
+            .output()
+            .expect("babeltrace2");
+        let text = String::from_utf8_lossy(&o.stdout);
+        if text.contains("/live (") && !text.contains(" 1 stream(s)") {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the relay never listed a data stream: {text}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
     let url = format!("net://127.0.0.1:{}/host/{HOST}/live", relay.live);
     let mut viewer = Command::new("babeltrace2")
         .args(["--input-format=lttng-live", &url])
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(std::fs::File::create(out.with_extension("viewer.err")).unwrap())
         .spawn()
         .expect("babeltrace2");
     let vrx = lines(&mut viewer);
-    let (mut idle_seen, mut ticks) = (false, 0u64);
+    // Attached once it shows the first tick; then the idle thread records its event.
+    let mut ticks = 0u64;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while ticks == 0 && Instant::now() < deadline {
+        if let Ok(l) = vrx.recv_timeout(Duration::from_millis(100)) {
+            ticks += u64::from(l.contains("relaytest:tick"));
+        }
+    }
+    std::fs::write(&attached, b"").unwrap();
+    let tid: u32 = wait_line(&rx, "idle ", Duration::from_secs(30))
+        .parse()
+        .unwrap();
+    let mut idle_seen = false;
     let deadline = Instant::now() + Duration::from_secs(40);
     while !(idle_seen && ticks >= 5) && Instant::now() < deadline {
         if let Ok(l) = vrx.recv_timeout(Duration::from_millis(100)) {
@@ -485,13 +529,16 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
     wait_exit(&mut p, Duration::from_secs(30), "the traced program");
     let _ = viewer.kill();
     let _ = viewer.wait();
+    let verr = std::fs::read_to_string(out.with_extension("viewer.err")).unwrap_or_default();
+    let _ = std::fs::remove_file(out.with_extension("viewer.err"));
+    assert!(ticks > 0, "the live viewer saw nothing: {verr}");
     assert!(
         running,
         "the program ended before the viewer saw its events"
     );
     assert!(
         idle_seen,
-        "the live viewer did not see the idle thread's event ({ticks} ticks seen)"
+        "the live viewer did not see the idle thread's event ({ticks} ticks seen): {verr}"
     );
     assert!(ticks >= 5, "the live viewer saw only {ticks} tick events");
     assert_eq!(
@@ -511,6 +558,7 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
     );
     let _ = std::fs::remove_dir_all(&out);
     let _ = std::fs::remove_file(&go);
+    let _ = std::fs::remove_file(&attached);
 }
 
 /// The relay is killed while a normal thread and a no-syscall thread under a seccomp filter
