@@ -378,6 +378,9 @@ impl Consumer {
                 continue;
             };
             let st = self.out.entry(b.instance).or_default();
+            if st.partial.is_some_and(|p| p.seq != open.seq) {
+                continue; // the earlier packet's rest is not written yet
+            }
             let done = (open.seq, PACKET_HEADER_LEN + open.events.len());
             let moved = st.last_done != Some(done);
             st.last_done = Some(done);
@@ -483,7 +486,6 @@ impl Consumer {
                     r.announce(b.instance);
                 }
             }
-            self.flush_open_packets(&bufs);
         }
         for b in &bufs {
             match b.state.load(Ordering::Acquire) {
@@ -500,6 +502,9 @@ impl Consumer {
                 BufState::Detached if last => b.finish(|p, n| self.write_packet(b, p, n)),
                 _ => {}
             }
+        }
+        if !last {
+            self.flush_open_packets(&bufs);
         }
         // Free abandoned buffers and pooled buffers beyond the pool size; their loss counts
         // move to the session (abandoned ones belong to the parent process: not counted).

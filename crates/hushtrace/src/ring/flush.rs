@@ -41,9 +41,12 @@ impl Buffer {
         if s1 != s2 || done <= PACKET_HEADER_LEN || done > self.subbuf_size {
             return None;
         }
-        // Packet `s1` already committed (and perhaps drained, its slot reused: a buffer of an
-        // exited thread, or a recycled one before its next event): the drain ships it.
-        if self.handover.committed() > s1 {
+        // Only when every packet before `s1` was drained (the flush's packet goes between them
+        // and the rest of `s1`) and `s1` is not committed yet (else the drain ships it; its
+        // slot may even be reused: a buffer of an exited thread, or a recycled one). In this
+        // order: `committed == s1`, then no packet ready, i.e. `consumed >= committed >= s1`;
+        // only this thread moves `consumed`, so it is exactly `s1`.
+        if self.handover.committed() != s1 || self.handover.ready().is_some() {
             return None;
         }
         let slot = (s1 % self.num_subbufs as u64) as usize;
