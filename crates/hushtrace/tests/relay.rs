@@ -264,6 +264,9 @@ fn role() {
     };
     let out = PathBuf::from(std::env::var("OUT").unwrap());
     let relay = std::env::var("RELAY").unwrap();
+    if role == "bench" {
+        return role_bench(&out, &relay);
+    }
     let builder = hushtrace::Session::builder()
         .output_dir(&out)
         .relay(&relay)
@@ -389,6 +392,94 @@ fn role_killed(builder: hushtrace::SessionBuilder) {
         n + rt_emitted.load(Ordering::SeqCst),
         stats.events_written,
         stats.events_discarded
+    );
+}
+
+/// Emits `RATE` events per second (in bursts of 256) for 2 s from one thread, to the local
+/// directory only (`relay` empty) or also to the relay; prints the counts.
+fn role_bench(out: &Path, relay: &str) {
+    let rate: u64 = std::env::var("RATE").unwrap().parse().unwrap();
+    let mut b = hushtrace::Session::builder()
+        .output_dir(out)
+        .subbuf_size(256 * 1024)
+        .num_subbufs(16);
+    if !relay.is_empty() {
+        b = b
+            .relay(relay)
+            .relay_host_name(HOST)
+            .relay_session_name("bench");
+    }
+    let session = b.start().expect("start");
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed() < Duration::from_secs(2) {
+        let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+        while n < due {
+            for _ in 0..256 {
+                hushtrace::event!("relaytest", "bench", seq = n, a = 1u64, b = 2u32);
+                n += 1;
+            }
+        }
+        std::hint::spin_loop();
+    }
+    let stats = session.stop().expect("stop");
+    println!(
+        "\nresult emitted={n} written={} discarded={}",
+        stats.events_written, stats.events_discarded
+    );
+}
+
+/// The highest rate (events/s, 26-byte events) with zero loss, found by doubling then
+/// bisecting; `relay`: the relay's URL or "" (local disk only).
+fn max_lossless_rate(relay: &str) -> u64 {
+    let trial = |rate: u64| -> bool {
+        let out = temp_dir("relay-bench");
+        let mut p = spawn_role(
+            "bench",
+            &[
+                ("OUT", out.display().to_string()),
+                ("RELAY", relay.to_string()),
+                ("RATE", rate.to_string()),
+            ],
+        );
+        let rx = lines(&mut p);
+        let r = wait_line(&rx, "result ", Duration::from_secs(120));
+        wait_exit(&mut p, Duration::from_secs(60), "bench");
+        let _ = std::fs::remove_dir_all(&out);
+        r.contains("discarded=0")
+    };
+    let (mut lo, mut hi) = (0u64, 1_000_000u64);
+    while trial(hi) {
+        lo = hi;
+        hi *= 2;
+        if hi > 512_000_000 {
+            return lo;
+        }
+    }
+    for _ in 0..5 {
+        let mid = (lo + hi) / 2;
+        if trial(mid) {
+            lo = mid;
+        } else {
+            hi = mid;
+        }
+    }
+    lo
+}
+
+/// Sustained lossless rate streaming to a relay over loopback, as a ratio to the local disk
+/// alone, in the same run: `cargo test -p hushtrace --release --test relay relay_throughput --
+/// --ignored --nocapture`.
+#[test]
+#[ignore = "measurement, not a check"]
+fn relay_throughput() {
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let relay = Relayd::start();
+    let local = max_lossless_rate("");
+    let remote = max_lossless_rate(&relay.url());
+    println!(
+        "lossless rate: local disk {local} ev/s, local + relay {remote} ev/s, ratio {:.2}",
+        remote as f64 / local as f64
     );
 }
 
