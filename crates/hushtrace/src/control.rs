@@ -304,6 +304,39 @@ mod tests {
         }
     }
 
+    /// Random and mutated requests: an answer or an error, never a panic (the cargo-fuzz
+    /// target `control_request` runs the same check coverage-guided).
+    #[test]
+    fn random_requests_never_panic() {
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let seeds: [&[u8]; 4] = [
+            b"enable app:*\n",
+            b"snapshot /tmp/x\n",
+            b"status",
+            b"stop\r\n",
+        ];
+        for i in 0..20_000 {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            let mut buf = seeds[i % seeds.len()].to_vec();
+            for _ in 0..(x % 6) {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let pos = (x as usize) % (buf.len() + 1);
+                match x % 3 {
+                    0 => buf.insert(pos, (x >> 8) as u8),
+                    1 if !buf.is_empty() => {
+                        buf.remove(pos.min(buf.len() - 1));
+                    }
+                    _ => buf.extend(std::iter::repeat_n(b'a', (x % 3000) as usize)),
+                }
+            }
+            let _ = parse_request(&buf);
+        }
+    }
+
     #[test]
     fn json_strings_are_escaped() {
         let mut s = String::new();
