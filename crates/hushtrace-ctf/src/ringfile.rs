@@ -23,6 +23,7 @@
 //! | 72 | `open_seq`: sequence number of the open packet | producer, per packet |
 //! | 80 | `discarded`, `overwritten` (u64 each): the stream's counts | producer, when they change |
 //! | 128 | `consumed`: packets below it are in the stream file | consumer |
+//! | 136 | flush state: packets added, the packet shipped in part (seq + 1, offset, last time) | consumer |
 //! | 192 | `clean` (u64): 1 once the consumer drained the ring at a clean stop | consumer |
 
 use crate::layout::*;
@@ -46,6 +47,15 @@ pub const OFF_DISCARDED: usize = 80;
 pub const OFF_OVERWRITTEN: usize = 88;
 /// Offset of the consumer's `consumed` word.
 pub const OFF_CONSUMED: usize = 128;
+/// Offset of the consumer's flush state: packets the flush of idle threads added to the stream
+/// (ring sequence numbers are raised by it in the stream file).
+pub const OFF_FLUSH_EXTRA: usize = 136;
+/// The open packet the flush shipped in part: its ring sequence number plus one (0: none).
+pub const OFF_FLUSH_SEQ: usize = 144;
+/// How far (bytes from the packet start) that packet was shipped.
+pub const OFF_FLUSH_OFF: usize = 152;
+/// The last shipped event's timestamp (where the rest begins).
+pub const OFF_FLUSH_TS: usize = 160;
 /// Offset of the `clean` flag.
 pub const OFF_CLEAN: usize = 192;
 /// Prefix of ring file names (`ring_<instance>`).
@@ -208,7 +218,18 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
     // latter.
     let (valid, last_seq) =
         stream_tail(stream).map_err(|e| format!("{}: {e}", stream.display()))?;
-    committed.retain(|c| last_seq.is_none_or(|l| c.0 > l));
+    // The flush of idle threads raised the stream's sequence numbers by `extra` and may have
+    // shipped the start of one packet already.
+    let extra = u64_at(&hdr, OFF_FLUSH_EXTRA);
+    let shipped = match u64_at(&hdr, OFF_FLUSH_SEQ) {
+        0 => None,
+        s1 => Some((
+            s1 - 1,
+            u64_at(&hdr, OFF_FLUSH_OFF) as usize,
+            u64_at(&hdr, OFF_FLUSH_TS),
+        )),
+    };
+    committed.retain(|c| last_seq.is_none_or(|l| c.0 + extra > l));
     let mut out = std::fs::OpenOptions::new()
         .write(true)
         .create(true)
@@ -229,11 +250,12 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         r.packets += 1;
         Ok(())
     };
-    for &(_, i) in &committed {
+    for &(seq, i) in &committed {
         let s = &slots[i];
         let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
-        r.events += count_events(desc, &s[PACKET_HEADER_LEN..len]);
-        write(&s[..len], &mut r)?;
+        let p = rest_of(&s[..len], seq, extra, shipped);
+        r.events += count_events(desc, &p[PACKET_HEADER_LEN..]);
+        write(&p, &mut r)?;
     }
     // The open packet, up to its last complete event.
     let slot = (h.open_seq % n) as usize;
@@ -245,9 +267,23 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         && read_u32(s, OFF_MAGIC) == Some(MAGIC)
         && u64_at(s, OFF_PACKET_SEQ_NUM) == h.open_seq
         && committed.last().is_none_or(|c| c.0 < h.open_seq)
-        && last_seq.is_none_or(|l| l < h.open_seq)
+        && last_seq.is_none_or(|l| l < h.open_seq + extra)
     {
-        let mut p = s[..done].to_vec();
+        // What the flush shipped of this packet already is in the stream file: the rest only.
+        let from = match shipped {
+            Some((sq, off, _)) if sq == h.open_seq && off <= done => off,
+            _ => PACKET_HEADER_LEN,
+        };
+        let mut p = s[..PACKET_HEADER_LEN].to_vec();
+        p.extend_from_slice(&s[from..done]);
+        if let Some((sq, _, ts)) = shipped.filter(|x| x.0 == h.open_seq) {
+            let _ = sq;
+            p[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
+        }
+        let seq_out = h.open_seq + extra;
+        p[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&seq_out.to_le_bytes());
+        let done = p.len();
+        let s = &p.clone();
         let mut off = PACKET_HEADER_LEN;
         let mut events = 0;
         let mut last_ts = u64_at(&p, OFF_TIMESTAMP_BEGIN);
@@ -307,6 +343,25 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         }
     }
     Ok(r)
+}
+
+/// A committed packet as the stream file gets it: sequence number raised by the flush's
+/// `extra`, and if the flush shipped its start already, only the rest (begin time moved to the
+/// last shipped event).
+fn rest_of(p: &[u8], seq: u64, extra: u64, shipped: Option<(u64, usize, u64)>) -> Vec<u8> {
+    let mut out = p[..PACKET_HEADER_LEN].to_vec();
+    match shipped {
+        Some((sq, off, ts)) if sq == seq && off <= p.len() => {
+            out.extend_from_slice(&p[off..]);
+            out[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
+        }
+        _ => out.extend_from_slice(&p[PACKET_HEADER_LEN..]),
+    }
+    let bits = (out.len() as u64 * 8).to_le_bytes();
+    out[OFF_CONTENT_SIZE..OFF_CONTENT_SIZE + 8].copy_from_slice(&bits);
+    out[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits);
+    out[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&(seq + extra).to_le_bytes());
+    out
 }
 
 /// The length of the complete packets at the start of a stream file, and the sequence number

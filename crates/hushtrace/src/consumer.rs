@@ -343,6 +343,7 @@ impl Consumer {
                 put(&mut out, OFF_PACKET_SIZE, bits);
                 events = events.saturating_sub(p.events);
                 st.partial = None;
+                b.set_flush_state(st.extra, None);
             }
             None => out.extend_from_slice(bytes),
         }
@@ -416,6 +417,10 @@ impl Consumer {
                 events: prev.map_or(0, |p| p.events) + n,
                 last_ts: last_ts.max(begin),
             });
+            b.set_flush_state(
+                st.extra,
+                Some((open.seq, (from + len) as u64, last_ts.max(begin))),
+            );
             self.deliver(b.instance, &out, n);
             self.scratch = out;
         }

@@ -75,9 +75,11 @@ fn child(
     death: Death,
     stop_at: u64,
     returned: &AtomicU64,
+    flush: Duration,
 ) -> ! {
     let session = hushtrace::Session::builder()
         .output_dir(dir)
+        .flush_interval(flush)
         .mode(mode)
         .subbuf_size(SUBBUF)
         .num_subbufs(NUM)
@@ -172,7 +174,10 @@ fn run(mode: hushtrace::Mode, seed: u64) {
         let pid = unsafe { libc::fork() };
         assert!(pid >= 0);
         if pid == 0 {
-            child(&dir, mode, death, stop_at, returned);
+            // Half the rounds flush idle packets often (discard mode), so a crash also meets
+            // streams whose sequence numbers the flush raised and packets shipped in part.
+            let flush = Duration::from_millis(if round % 2 == 0 { 2 } else { 1000 });
+            child(&dir, mode, death, stop_at, returned, flush);
         }
         if let Death::Kill = death {
             std::thread::sleep(kill_after);

@@ -21,6 +21,20 @@ impl Buffer {
         self.producer.end.set(0);
     }
 
+    /// Consumer: records in the ring header what the flush of idle threads did to this stream
+    /// (packets added, the packet shipped in part), for crash recovery.
+    pub(crate) fn set_flush_state(&self, extra: u64, partial: Option<(u64, u64, u64)>) {
+        use hushtrace_ctf::ringfile::{
+            OFF_FLUSH_EXTRA, OFF_FLUSH_OFF, OFF_FLUSH_SEQ, OFF_FLUSH_TS,
+        };
+        let (seq1, off, ts) = partial.map_or((0, 0, 0), |(s, o, t)| (s + 1, o, t));
+        self.hdr_word(OFF_FLUSH_OFF).store(off, Ordering::Relaxed);
+        self.hdr_word(OFF_FLUSH_TS).store(ts, Ordering::Relaxed);
+        self.hdr_word(OFF_FLUSH_EXTRA)
+            .store(extra, Ordering::Relaxed);
+        self.hdr_word(OFF_FLUSH_SEQ).store(seq1, Ordering::Release);
+    }
+
     /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
     /// packet now if it holds events, so a snapshot requested by this thread includes its
     /// newest events. No system call (the consumer is not woken).
