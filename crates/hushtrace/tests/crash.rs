@@ -243,7 +243,8 @@ fn run(mode: hushtrace::Mode, seed: u64) {
                     seqs.last().unwrap() - first + 1,
                     "{ctx}: not contiguous"
                 );
-                let min = ((NUM - 1) * (SUBBUF - 112) / EVENT) as u64 - 1;
+                // (num_subbufs - 1) whole packets: every slot but the one being reopened.
+                let min = ((NUM - 1) * ((SUBBUF - 112) / EVENT)) as u64;
                 assert!(
                     first == 0 || seqs.len() as u64 >= min,
                     "{ctx}: only {} events kept",
