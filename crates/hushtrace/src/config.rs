@@ -25,7 +25,8 @@ pub const MAX_RING_BYTES: usize = 4 << 30;
 /// any real-time team would want, and a stop waits for the consumer's next wake-up).
 pub const MAX_READ_TIMER: Duration = Duration::from_secs(60);
 /// Default flush interval: an event reaches the trace files (and the relay) within this time
-/// even if its thread goes idle (`HUSHTRACE_FLUSH_MS`; LTTng's switch timer).
+/// even if its thread goes idle (`HUSHTRACE_FLUSH_MS`; LTTng's switch timer). Applies by
+/// default to sessions with a relay; set it explicitly to flush a local-only session.
 pub const DEFAULT_FLUSH_INTERVAL: Duration = Duration::from_millis(1000);
 /// Largest accepted flush interval.
 pub const MAX_FLUSH_INTERVAL: Duration = Duration::from_secs(3600);
@@ -211,6 +212,9 @@ pub(crate) struct Config {
     pub relay_host: Option<String>,
     /// Ship the complete events of packets left open this long (zero: never).
     pub flush_interval: Duration,
+    /// The flush interval was set (builder or `HUSHTRACE_FLUSH_MS`): flush even without a
+    /// relay. By default only sessions with a relay flush (see `consumer.rs`).
+    pub flush_explicit: bool,
 }
 
 impl Default for Config {
@@ -227,6 +231,7 @@ impl Default for Config {
             relay_session: None,
             relay_host: None,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
+            flush_explicit: false,
         }
     }
 }
@@ -386,6 +391,7 @@ impl Config {
         if let Ok(v) = std::env::var(env::FLUSH_MS) {
             let ms = parse_size(env::FLUSH_MS, &v)?;
             cfg.flush_interval = Duration::from_millis(ms as u64);
+            cfg.flush_explicit = true;
             raw.0.push((env::FLUSH_MS, v));
         }
         if let Ok(v) = std::env::var(env::RELAY) {

@@ -358,7 +358,8 @@ impl Consumer {
     /// beacons for streams with nothing new. See [`StreamOut`].
     fn flush_open_packets(&mut self, bufs: &[Arc<Buffer>]) {
         let every = self.shared.cfg.flush_interval;
-        if every.is_zero() || self.shared.cfg.mode != Mode::Discard {
+        let wanted = self.relay.is_some() || self.shared.cfg.flush_explicit;
+        if !wanted || every.is_zero() || self.shared.cfg.mode != Mode::Discard {
             return;
         }
         // Twice per interval: an event waits at most about one interval.

@@ -89,9 +89,12 @@ impl SessionBuilder {
     /// An event of a thread that then goes idle is written out (to the stream files and the
     /// relay) within about this time, instead of waiting for its packet to fill: the consumer
     /// ships the complete events of a packet left open this long as a packet of their own.
-    /// Discard mode only. Zero turns it off. Default 1 s (`HUSHTRACE_FLUSH_MS`).
+    /// Discard mode only. Zero turns it off. Default: 1 s for sessions with a relay, off for
+    /// local-only sessions unless set here or by `HUSHTRACE_FLUSH_MS` (crash recovery of a
+    /// flushed stream is exact only outside rare full-ring races; see the README).
     pub fn flush_interval(mut self, every: Duration) -> Self {
         self.cfg.flush_interval = every;
+        self.cfg.flush_explicit = true;
         self
     }
 
