@@ -684,17 +684,7 @@ fn forks_under_thread_churn_never_hang() {
                 }
                 if t0.elapsed() > deadline {
                     if hung.is_empty() {
-                        let stacks = std::process::Command::new("gdb")
-                            .args([
-                                "-p",
-                                &pid.to_string(),
-                                "-batch",
-                                "-ex",
-                                "thread apply all bt",
-                            ])
-                            .output()
-                            .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                            .unwrap_or_else(|e| format!("(no gdb: {e})"));
+                        let stacks = common::thread_stacks(pid);
                         eprintln!("child {pid} hung:\n{stacks}");
                     }
                     hung.push(pid);

@@ -31,17 +31,7 @@ fn wait_child(pid: libc::pid_t, timeout: Duration) -> i32 {
             return libc::WEXITSTATUS(status);
         }
         if t0.elapsed() > timeout {
-            let stacks = std::process::Command::new("gdb")
-                .args([
-                    "-p",
-                    &pid.to_string(),
-                    "-batch",
-                    "-ex",
-                    "thread apply all bt",
-                ])
-                .output()
-                .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
-                .unwrap_or_else(|e| format!("(no gdb: {e})"));
+            let stacks = common::thread_stacks(pid);
             // SAFETY: killing our own child.
             unsafe { libc::kill(pid, libc::SIGKILL) };
             panic!("child {pid} did not finish within {timeout:?}: deadlock?\n{stacks}");

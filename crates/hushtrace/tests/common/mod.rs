@@ -253,3 +253,19 @@ fn parses_a_babeltrace_line() {
     assert_eq!(e.int("seq"), 12);
     assert_eq!(e.fields["s"], "a, b");
 }
+
+/// Every thread's stack of process `pid` (`gdb -batch`), for the message of a test that found
+/// it hung; says so if gdb is missing.
+pub fn thread_stacks(pid: i32) -> String {
+    Command::new("gdb")
+        .args([
+            "-p",
+            &pid.to_string(),
+            "-batch",
+            "-ex",
+            "thread apply all bt",
+        ])
+        .output()
+        .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
+        .unwrap_or_else(|e| format!("(no gdb: {e})"))
+}
