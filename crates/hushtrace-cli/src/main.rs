@@ -49,6 +49,17 @@ enum Cmd {
         /// disables: `--enable '-*' --enable 'app:*'` records only `app`.
         #[arg(long, value_name = "GLOB", allow_hyphen_values = true)]
         enable: Vec<String>,
+        /// Also stream the session to an LTTng relay daemon (`lttng-relayd`) at
+        /// `net://HOST[:CONTROL_PORT[:DATA_PORT]]` (`HUSHTRACE_RELAY`); the local directory
+        /// stays complete. Checked (address and reachability) before the command runs.
+        #[arg(long, value_name = "URL")]
+        relay: Option<String>,
+        /// The session's name on the relay (default: the output directory's name).
+        #[arg(long, value_name = "NAME", requires = "relay")]
+        relay_session: Option<String>,
+        /// The host name the relay files the session under (default: this machine's).
+        #[arg(long, value_name = "NAME", requires = "relay")]
+        relay_host: Option<String>,
         /// The command to run, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -237,6 +248,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             force,
             append,
             enable,
+            relay,
+            relay_session,
+            relay_host,
             command,
         } => {
             if !enable.is_empty() {
@@ -250,11 +264,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 mode,
                 subbuf_size,
                 num_subbufs,
+                relay,
+                relay_session,
+                relay_host,
                 command,
             };
             if let Err(e) = opts.validate() {
                 // A usage error, like the ones clap reports.
                 eprintln!("hushtrace: error: {e}");
+                return Ok(ExitCode::from(2));
+            }
+            if let Err(e) = opts.check_relay_reachable(std::time::Duration::from_secs(3)) {
+                eprintln!("hushtrace: error: --relay: {e}");
                 return Ok(ExitCode::from(2));
             }
             let existing = record::existing_trace(&opts.output);
@@ -380,6 +401,12 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
         eprintln!("hushtrace: {prog} was {k}");
     }
     println!("trace: {}", dir.display());
+    if let Some(url) = &opts.relay {
+        let (host, session) = hushtrace::relay_default_names(dir);
+        let host = opts.relay_host.clone().unwrap_or(host);
+        let session = opts.relay_session.clone().unwrap_or(session);
+        println!("  streamed to the relay at {url} as {host}/{session}");
+    }
     let stats = record::session_stats(dir);
     let incomplete = record::incomplete_traces(dir);
     if stats.is_empty() && incomplete.is_empty() {

@@ -6,6 +6,7 @@ use hushtrace_ctf::reader::ProcessStats;
 use hushtrace_ctf::stats;
 use std::ffi::OsString;
 use std::fmt;
+use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
@@ -20,6 +21,12 @@ pub struct RecordOptions {
     pub subbuf_size: Option<u64>,
     /// `HUSHTRACE_NUM_SUBBUFS`, if given.
     pub num_subbufs: Option<u64>,
+    /// `HUSHTRACE_RELAY`: also stream to this `lttng-relayd` (`net://HOST[:CONTROL[:DATA]]`).
+    pub relay: Option<String>,
+    /// `HUSHTRACE_RELAY_SESSION`: the session's name on the relay.
+    pub relay_session: Option<String>,
+    /// `HUSHTRACE_RELAY_HOST`: the host name the relay files the session under.
+    pub relay_host: Option<String>,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -42,15 +49,33 @@ impl fmt::Display for InvalidFlag {
 impl std::error::Error for InvalidFlag {}
 
 impl RecordOptions {
+    /// Options that run `command` with its trace in `output` and every other setting left to
+    /// the runtime's defaults.
+    pub fn new(output: impl Into<PathBuf>, command: Vec<OsString>) -> RecordOptions {
+        RecordOptions {
+            output: output.into(),
+            mode: None,
+            subbuf_size: None,
+            num_subbufs: None,
+            relay: None,
+            relay_session: None,
+            relay_host: None,
+            command,
+        }
+    }
+
     /// The environment variables to set (names from [`hushtrace::env`]).
     ///
     /// ```
     /// use hushtrace::Mode;
     /// use hushtrace_cli::record::RecordOptions;
-    /// let o = RecordOptions { output: "/t".into(), mode: Some(Mode::Overwrite), subbuf_size: None,
-    ///                         num_subbufs: Some(4), command: vec!["true".into()] };
+    /// let mut o = RecordOptions::new("/t", vec!["true".into()]);
+    /// o.mode = Some(Mode::Overwrite);
+    /// o.num_subbufs = Some(4);
+    /// o.relay = Some("net://127.0.0.1".into());
     /// let env: Vec<_> = o.env().into_iter().map(|(k, v)| format!("{k}={}", v.to_string_lossy())).collect();
-    /// assert_eq!(env, ["HUSHTRACE_OUTPUT=/t", "HUSHTRACE_MODE=overwrite", "HUSHTRACE_NUM_SUBBUFS=4"]);
+    /// assert_eq!(env, ["HUSHTRACE_OUTPUT=/t", "HUSHTRACE_MODE=overwrite", "HUSHTRACE_NUM_SUBBUFS=4",
+    ///                  "HUSHTRACE_RELAY=net://127.0.0.1"]);
     /// ```
     pub fn env(&self) -> Vec<(&'static str, OsString)> {
         let mut env = vec![(hushtrace::env::OUTPUT, self.output.clone().into_os_string())];
@@ -63,6 +88,15 @@ impl RecordOptions {
         if let Some(n) = self.num_subbufs {
             env.push((hushtrace::env::NUM_SUBBUFS, n.to_string().into()));
         }
+        for (var, v) in [
+            (hushtrace::env::RELAY, &self.relay),
+            (hushtrace::env::RELAY_SESSION, &self.relay_session),
+            (hushtrace::env::RELAY_HOST, &self.relay_host),
+        ] {
+            if let Some(v) = v {
+                env.push((var, v.into()));
+            }
+        }
         env
     }
 
@@ -72,13 +106,17 @@ impl RecordOptions {
     ///
     /// ```
     /// use hushtrace_cli::record::RecordOptions;
-    /// let mut o = RecordOptions { output: "/t".into(), mode: None, subbuf_size: None,
-    ///                             num_subbufs: Some(65536), command: vec!["true".into()] };
+    /// let mut o = RecordOptions::new("/t", vec!["true".into()]);
+    /// o.num_subbufs = Some(65536);
     /// let e = o.validate().unwrap_err();
     /// assert_eq!(e.flag, "--num-subbufs");
     /// assert!(e.to_string().contains("65536"));
     /// o.num_subbufs = Some(4);
     /// assert!(o.validate().is_ok());
+    /// o.relay = Some("tcp://relay".into());
+    /// let e = o.validate().unwrap_err();
+    /// assert_eq!(e.flag, "--relay");
+    /// assert!(e.to_string().contains("tcp://relay"));
     /// ```
     pub fn validate(&self) -> Result<(), InvalidFlag> {
         fn size(flag: &'static str, v: u64) -> Result<usize, InvalidFlag> {
@@ -113,7 +151,58 @@ impl RecordOptions {
                 "--subbuf-size"
             },
             error,
-        })
+        })?;
+        // The relay settings, each checked alone so an error names its flag.
+        let relay = [
+            ("--relay", &self.relay),
+            ("--relay-session", &self.relay_session),
+            ("--relay-host", &self.relay_host),
+        ];
+        for (flag, value) in relay {
+            let Some(v) = value else { continue };
+            let b = hushtrace::Session::builder();
+            let b = match flag {
+                "--relay" => b.relay(v),
+                "--relay-session" => b.relay_session_name(v.clone()),
+                _ => b.relay_host_name(v.clone()),
+            };
+            b.validate().map_err(|error| InvalidFlag { flag, error })?;
+        }
+        Ok(())
+    }
+
+    /// Checks that the relay daemon given with `--relay` accepts connections on its control
+    /// and data ports (within `timeout` each), so `record` can refuse before the command runs
+    /// instead of every traced process failing to start its session. `Ok` without a relay.
+    pub fn check_relay_reachable(&self, timeout: std::time::Duration) -> Result<(), String> {
+        let Some(text) = &self.relay else {
+            return Ok(());
+        };
+        let url = hushtrace_relay::RelayUrl::parse(text).map_err(|e| e.to_string())?;
+        for (what, port) in [("control", url.control_port()), ("data", url.data_port())] {
+            let addrs = (url.host(), port)
+                .to_socket_addrs()
+                .map_err(|e| format!("cannot resolve the relay host {:?}: {e}", url.host()))?;
+            let mut last = None;
+            let mut ok = false;
+            for a in addrs {
+                match TcpStream::connect_timeout(&a, timeout) {
+                    Ok(_) => {
+                        ok = true;
+                        break;
+                    }
+                    Err(e) => last = Some(format!("{a}: {e}")),
+                }
+            }
+            if !ok {
+                return Err(format!(
+                    "cannot reach the relay daemon's {what} port ({}): is lttng-relayd \
+                     running there? (start it with `lttng-relayd -d`)",
+                    last.unwrap_or_else(|| "no address".into())
+                ));
+            }
+        }
+        Ok(())
     }
 }
 

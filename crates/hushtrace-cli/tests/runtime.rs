@@ -203,3 +203,109 @@ fn demo_writes_everything() {
     let o = hushtrace(&["demo", "-o", out.to_str().unwrap()]);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
 }
+
+/// Events per vpid in babeltrace2's text output of `path`, which must read with no diagnostic.
+fn babeltrace_by_vpid(path: &Path) -> std::collections::BTreeMap<u64, u64> {
+    let out = Command::new("babeltrace2")
+        .arg(path)
+        .output()
+        .expect("babeltrace2 is required (apt-get install -y babeltrace2)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "babeltrace2 {}: {stderr}",
+        path.display()
+    );
+    let mut by = std::collections::BTreeMap::new();
+    for line in String::from_utf8_lossy(&out.stdout).lines() {
+        let vpid = line
+            .split("vpid = ")
+            .nth(1)
+            .and_then(|r| r.split(|c: char| !c.is_ascii_digit()).next())
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("no vpid in {line}"));
+        *by.entry(vpid).or_insert(0) += 1;
+    }
+    by
+}
+
+/// `record --relay` streams every process of the run (the forked child too) to a real
+/// `lttng-relayd` under the names given, and the relay's copy holds exactly the events of the
+/// local trace.
+#[test]
+fn record_streams_to_a_relay() {
+    let relay = hushtrace_testsupport::Relayd::start();
+    let dir = tempfile::tempdir().unwrap();
+    let session = dir.path().join("clisess");
+    let app = traced_app();
+    let url = relay.url();
+    let o = hushtrace(&[
+        "record",
+        "-o",
+        session.to_str().unwrap(),
+        "--relay",
+        &url,
+        "--relay-host",
+        "hushcli",
+        "--",
+        app.to_str().unwrap(),
+        "2",
+        "300",
+    ]);
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        o.status.success(),
+        "{stdout}\n{}\nrelayd: {}",
+        String::from_utf8_lossy(&o.stderr),
+        relay.stderr()
+    );
+    assert!(
+        stdout.contains(&format!(
+            "streamed to the relay at {url} as hushcli/clisess"
+        )),
+        "{stdout}"
+    );
+    let local = babeltrace_by_vpid(&session);
+    let remote = babeltrace_by_vpid(&relay.session_dir("hushcli", "clisess"));
+    assert_eq!(local.len(), 2, "parent and forked child: {local:?}");
+    assert!(local.values().all(|&n| n > 0), "{local:?}");
+    assert_eq!(
+        remote, local,
+        "the relay's copy differs from the local trace"
+    );
+}
+
+/// A relay that is not listening, or an address that is not one, is refused before the command
+/// runs (exit 2, naming the flag), so no process starts untraced or without its relay.
+#[test]
+fn record_refuses_a_bad_or_unreachable_relay() {
+    let dir = tempfile::tempdir().unwrap();
+    let port = hushtrace_testsupport::free_port(); // nothing listens there
+    let marker = dir.path().join("ran");
+    for (url, says) in [
+        (format!("net://127.0.0.1:{port}:{port}"), "cannot reach"),
+        ("tcp://127.0.0.1".to_string(), "invalid relay address"),
+    ] {
+        let session = dir.path().join("s");
+        let o = hushtrace(&[
+            "record",
+            "-o",
+            session.to_str().unwrap(),
+            "--relay",
+            &url,
+            "--",
+            "touch",
+            marker.to_str().unwrap(),
+        ]);
+        let stderr = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(2), "{url}: {stderr}");
+        assert!(
+            stderr.contains("--relay") && stderr.contains(says),
+            "{url}: {stderr}"
+        );
+        assert!(!marker.exists(), "{url}: the command ran");
+    }
+    // --relay-session without --relay is a usage error too.
+    let o = hushtrace(&["record", "-o", "x", "--relay-session", "s", "--", "true"]);
+    assert_eq!(o.status.code(), Some(2));
+}

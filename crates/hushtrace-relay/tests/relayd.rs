@@ -31,7 +31,7 @@ fn streamed_trace_reads_back_with_exact_counts() {
     let rec = record();
     let local = count_events(&babeltrace(&rec.root));
     let mut relay = Relayd::start();
-    let mut client = RelayClient::connect(&relay.url(), &opts("exact")).expect("connect");
+    let mut client = RelayClient::connect(&relay_url(&relay), &opts("exact")).expect("connect");
     assert_eq!(client.protocol(), (2, 13));
     assert_eq!(client.session_path(), "hushhost/exact");
     let mut packets = 0;
@@ -66,12 +66,12 @@ fn streamed_trace_reads_back_with_exact_counts() {
 fn live_viewer_sees_events_before_the_session_closes() {
     let rec = record();
     let relay = Relayd::start();
-    let mut client = RelayClient::connect(&relay.url(), &opts("livesess")).expect("connect");
+    let mut client = RelayClient::connect(&relay_url(&relay), &opts("livesess")).expect("connect");
     // the parent process first; the forked child's streams arrive later, as in a real run
     let parent = &rec.processes[0];
     let parent_ids = announce(&mut client, &parent.pid.to_string(), parent);
 
-    let url = format!("net://127.0.0.1:{}/host/hushhost/livesess", relay.live);
+    let url = relay.live_url("hushhost", "livesess");
     let mut viewer = Command::new("babeltrace2")
         .args(["--input-format=lttng-live", &url])
         .stdout(Stdio::piped())
@@ -165,7 +165,7 @@ fn killed_relay_gives_errors_not_hangs() {
     let mut relay = Relayd::start();
     let io = Duration::from_secs(2);
     let mut client =
-        RelayClient::connect(&relay.url(), &opts("killed").io_timeout(io)).expect("connect");
+        RelayClient::connect(&relay_url(&relay), &opts("killed").io_timeout(io)).expect("connect");
     let p = &rec.processes[0];
     let ids = announce(&mut client, &p.pid.to_string(), p);
     let packets: Vec<&[u8]> = p
@@ -208,7 +208,7 @@ fn killed_relay_gives_errors_not_hangs() {
     assert!(matches!(client.close(), Err(Error::Broken { .. })));
 
     // a new client to the dead relay: a clear connect error, at once
-    let err = RelayClient::connect(&relay.url(), &opts("killed")).unwrap_err();
+    let err = RelayClient::connect(&relay_url(&relay), &opts("killed")).unwrap_err();
     assert!(matches!(err, Error::Connect { .. }), "{err:?}");
     assert!(err.to_string().contains("lttng-relayd"), "{err}");
 }
@@ -224,7 +224,7 @@ fn reconnect_announces_a_new_session() {
         .flat_map(|(_, b)| split_packets(b).map(|r| r.unwrap().0))
         .collect();
     // first connection: drop it abruptly mid-session (as after a failure)
-    let mut first = RelayClient::connect(&relay.url(), &opts("recon")).unwrap();
+    let mut first = RelayClient::connect(&relay_url(&relay), &opts("recon")).unwrap();
     let ids = announce(&mut first, "a", p);
     first.send_packet(ids[0], packets[0]).unwrap();
     let announced: Vec<_> = first
@@ -233,7 +233,7 @@ fn reconnect_announces_a_new_session() {
         .collect();
     drop(first);
     // second connection: same streams under a new path; the whole process's trace
-    let mut second = RelayClient::connect(&relay.url(), &opts("recon2")).unwrap();
+    let mut second = RelayClient::connect(&relay_url(&relay), &opts("recon2")).unwrap();
     assert_eq!(announced.len(), p.streams.len() + 1);
     let ids = announce(&mut second, "b", p);
     let n = send_all(&mut second, &ids, p);
@@ -252,7 +252,7 @@ fn reconnect_announces_a_new_session() {
 fn relay_log_has_no_errors() {
     let rec = record();
     let mut relay = Relayd::start();
-    let mut client = RelayClient::connect(&relay.url(), &opts("clean")).expect("connect");
+    let mut client = RelayClient::connect(&relay_url(&relay), &opts("clean")).expect("connect");
     for p in &rec.processes {
         let ids = announce(&mut client, &p.pid.to_string(), p);
         send_all(&mut client, &ids, p);
@@ -282,7 +282,7 @@ fn relay_log_has_no_errors() {
 fn throughput() {
     let rec = record();
     let relay = Relayd::start();
-    let mut client = RelayClient::connect(&relay.url(), &opts("speed")).expect("connect");
+    let mut client = RelayClient::connect(&relay_url(&relay), &opts("speed")).expect("connect");
     let p = &rec.processes[0];
     let ids = announce(&mut client, &p.pid.to_string(), p);
     let packets: Vec<&[u8]> = split_packets(&p.streams[0].1)

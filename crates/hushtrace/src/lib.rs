@@ -83,6 +83,7 @@ pub use nosyscall::{
     clear_thread_no_syscall, init_thread, load_policy as load_no_syscall_policy, set_thread_name,
     set_thread_no_syscall, thread_in_no_syscall, try_set_thread_no_syscall, NoSyscallGuard,
 };
+pub use relay_sink::relay_default_names;
 pub use ring::Mode;
 pub use session::{start_from_env, Session, SessionBuilder};
 pub use snapshot::{snapshot, Snapshot};

@@ -296,6 +296,26 @@ impl RelaySink {
 
 /// A name the relay accepts as a directory: `/` and NUL replaced, no leading `.`, at most 200
 /// bytes; `hushtrace` if nothing is left.
+/// The `(host, session)` names a session with a relay is filed under on the relay when none
+/// are set: this machine's host name and the output directory's last component (both made
+/// safe as relay path components).
+///
+/// ```
+/// let (host, session) = hushtrace::relay_default_names(std::path::Path::new("/tmp/run-7"));
+/// assert_eq!(session, "run-7");
+/// assert!(!host.is_empty());
+/// ```
+pub fn relay_default_names(output: &std::path::Path) -> (String, String) {
+    let root = output
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    (
+        default_session_name(&crate::platform::hostname()),
+        default_session_name(&root),
+    )
+}
+
 fn default_session_name(s: &str) -> String {
     let mut n: String = s
         .chars()

@@ -11,7 +11,6 @@ mod common;
 use common::temp_dir;
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -30,94 +29,11 @@ static SERIAL: Mutex<()> = Mutex::new(());
 // ------------------------------------------------------------------------------------------
 // The relay daemon
 
-/// A running `lttng-relayd` on free loopback ports, killed and reaped on drop.
-struct Relayd {
-    child: Option<Child>,
-    control: u16,
-    data: u16,
-    live: u16,
-    dir: PathBuf,
-}
+use hushtrace_testsupport::{free_port, Relayd};
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("no free loopback port")
-        .port()
-}
-
-impl Relayd {
-    fn start() -> Relayd {
-        for _attempt in 0..5 {
-            let (control, data, live) = (free_port(), free_port(), free_port());
-            let dir = temp_dir("relayd");
-            let home = dir.join("home");
-            std::fs::create_dir_all(&home).unwrap();
-            let child = Command::new("lttng-relayd")
-                .arg("-C")
-                .arg(format!("tcp://127.0.0.1:{control}"))
-                .arg("-D")
-                .arg(format!("tcp://127.0.0.1:{data}"))
-                .arg("-L")
-                .arg(format!("tcp://127.0.0.1:{live}"))
-                .arg("-o")
-                .arg(dir.join("traces"))
-                .env("HOME", &home)
-                .env("LTTNG_HOME", &home)
-                .stdin(Stdio::null())
-                .stdout(Stdio::null())
-                .stderr(std::fs::File::create(dir.join("relayd.err")).unwrap())
-                .spawn()
-                .unwrap_or_else(|e| {
-                    panic!(
-                        "cannot run lttng-relayd ({e}): these tests need the LTTng 2.13 relay \
-                         daemon (apt-get install -y lttng-tools)"
-                    )
-                });
-            let mut r = Relayd {
-                child: Some(child),
-                control,
-                data,
-                live,
-                dir,
-            };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if r.child.as_mut().unwrap().try_wait().unwrap().is_some() {
-                    break;
-                }
-                let up = |p| TcpStream::connect(("127.0.0.1", p)).is_ok();
-                if up(control) && up(data) && up(live) {
-                    return r;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            r.kill();
-        }
-        panic!("lttng-relayd did not start listening (5 attempts)");
-    }
-
-    fn url(&self) -> String {
-        format!("net://127.0.0.1:{}:{}", self.control, self.data)
-    }
-
-    fn session_dir(&self, session: &str) -> PathBuf {
-        self.dir.join("traces").join(HOST).join(session)
-    }
-
-    fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Relayd {
-    fn drop(&mut self) {
-        self.kill();
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// Where the relay writes session `session` of this test's host name.
+fn session_dir(relay: &Relayd, session: &str) -> PathBuf {
+    relay.session_dir(HOST, session)
 }
 
 // ------------------------------------------------------------------------------------------
@@ -504,7 +420,7 @@ fn relay_copy_has_exact_per_thread_counts_and_the_fork_child() {
     let mut it = pids.split_whitespace().map(|p| p.parse::<u32>().unwrap());
     let (parent, child) = (it.next().unwrap(), it.next().unwrap());
 
-    let remote = babeltrace(&relay.session_dir("exact"));
+    let remote = babeltrace(&session_dir(&relay, "exact"));
     let counts = count(&remote, "relaytest:ev");
     let mut by_pid: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for (&(pid, _), &n) in &counts {
@@ -524,8 +440,7 @@ fn relay_copy_has_exact_per_thread_counts_and_the_fork_child() {
         .filter(|k| k.0 == child)
         .all(|k| !counts.contains_key(&(parent, k.1))));
     // the child's streams arrived under their own path
-    assert!(relay
-        .session_dir("exact")
+    assert!(session_dir(&relay, "exact")
         .join(child.to_string())
         .join("metadata")
         .is_file());
@@ -639,7 +554,7 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
     );
     // After the end: every event once, locally and on the relay.
     let local_all = babeltrace(&out);
-    let remote_all = babeltrace(&relay.session_dir("live"));
+    let remote_all = babeltrace(&session_dir(&relay, "live"));
     for name in ["relaytest:idle", "relaytest:tick"] {
         assert_eq!(count(&local_all, name), count(&remote_all, name), "{name}");
     }

@@ -5,10 +5,8 @@
 
 use hushtrace_relay::{split_packets, RelayClient, RelayUrl, StreamId};
 use std::collections::BTreeMap;
-use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::process::Command;
 
 /// Events the recording emits, per process and thread.
 pub const PARENT_MAIN: u64 = 3000;
@@ -19,136 +17,11 @@ pub const CHILD_WORKER: u64 = 700;
 /// Environment variable that turns the `record_helper` test into the recorder.
 pub const RECORD_ENV: &str = "HUSHTRACE_RELAY_TEST_RECORD";
 
-/// A running `lttng-relayd`, killed (and reaped) on drop — also when a test fails.
-pub struct Relayd {
-    child: Option<Child>,
-    pub control: u16,
-    pub data: u16,
-    pub live: u16,
-    pub out: tempfile::TempDir,
-    log: PathBuf,
-}
+pub use hushtrace_testsupport::Relayd;
 
-fn free_port() -> u16 {
-    TcpListener::bind("127.0.0.1:0")
-        .and_then(|l| l.local_addr())
-        .expect("no free loopback port")
-        .port()
-}
-
-pub fn which(prog: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH").and_then(|paths| {
-        std::env::split_paths(&paths)
-            .map(|d| d.join(prog))
-            .find(|p| p.is_file())
-    })
-}
-
-impl Relayd {
-    /// Starts `lttng-relayd` on three free ports with a temporary output directory and waits
-    /// until it accepts connections.
-    pub fn start() -> Relayd {
-        let bin = which("lttng-relayd").unwrap_or_else(|| {
-            panic!(
-                "lttng-relayd not found: these tests need the LTTng 2.13 relay daemon; \
-                 install it with `apt-get install -y lttng-tools`"
-            )
-        });
-        assert!(
-            which("babeltrace2").is_some(),
-            "babeltrace2 not found: install it with `apt-get install -y babeltrace2`"
-        );
-        for _attempt in 0..5 {
-            let (control, data, live) = (free_port(), free_port(), free_port());
-            let out = tempfile::tempdir().expect("tempdir");
-            let home = out.path().join("home");
-            std::fs::create_dir_all(&home).unwrap();
-            let log = out.path().join("relayd.log");
-            let child = Command::new(&bin)
-                .arg("-C")
-                .arg(format!("tcp://127.0.0.1:{control}"))
-                .arg("-D")
-                .arg(format!("tcp://127.0.0.1:{data}"))
-                .arg("-L")
-                .arg(format!("tcp://127.0.0.1:{live}"))
-                .arg("-o")
-                .arg(out.path().join("traces"))
-                .arg("-v")
-                // its health socket and config live under $HOME/.lttng: keep them private
-                .env("HOME", &home)
-                .env("LTTNG_HOME", &home)
-                .stdin(Stdio::null())
-                .stdout(std::fs::File::create(&log).unwrap())
-                .stderr(std::fs::File::create(out.path().join("relayd.err")).unwrap())
-                .spawn()
-                .expect("spawn lttng-relayd");
-            let mut r = Relayd {
-                child: Some(child),
-                control,
-                data,
-                live,
-                out,
-                log,
-            };
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Some(status) = r.child.as_mut().unwrap().try_wait().unwrap() {
-                    eprintln!("lttng-relayd exited early ({status}):\n{}", r.stderr());
-                    break;
-                }
-                let up = |p| TcpStream::connect(("127.0.0.1", p)).is_ok();
-                if up(control) && up(data) && up(live) {
-                    return r;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            r.stop();
-        }
-        panic!("lttng-relayd did not start listening (5 attempts)");
-    }
-
-    pub fn url(&self) -> RelayUrl {
-        RelayUrl::new("127.0.0.1", self.control, self.data)
-    }
-
-    pub fn traces(&self) -> PathBuf {
-        self.out.path().join("traces")
-    }
-
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(self.out.path().join("relayd.err")).unwrap_or_default()
-            + &std::fs::read_to_string(&self.log).unwrap_or_default()
-    }
-
-    /// SIGKILLs the relay and reaps it.
-    pub fn kill(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-
-    /// Stops the relay (SIGTERM, then SIGKILL after 5 s).
-    pub fn stop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            let _ = Command::new("kill").arg(c.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(5);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-impl Drop for Relayd {
-    fn drop(&mut self) {
-        self.kill();
-    }
+/// The relay's address as the client library takes it.
+pub fn relay_url(relay: &Relayd) -> RelayUrl {
+    RelayUrl::new("127.0.0.1", relay.control, relay.data)
 }
 
 /// One process of the recorded trace: its directory and files.
