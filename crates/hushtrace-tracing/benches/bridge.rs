@@ -14,8 +14,10 @@
 //!   into the same session.
 //! * `chrome_*`: the same through `registry().with(tracing-chrome)` (`include_args(true)`),
 //!   writing to a temporary file (its writer thread receives an unbounded backlog).
+//! * `floor_*`: the same through `registry().with(NoopLayer)`, a layer that does nothing: what
+//!   `tracing` itself costs (macro, dispatch, registry), the least any layer can reach.
 //!
-//! Both `tracing` subscribers are installed per batch with `tracing::dispatcher::with_default`
+//! The three `tracing` subscribers are installed per batch with `tracing::dispatcher::with_default`
 //! (set up outside the timed loop), so both pay the same scoped-dispatch lookup.
 //!
 //! Measured like `crates/hushtrace/benches/tracepoint.rs`: 1000 interleaved rounds of short
@@ -36,6 +38,12 @@ type BenchFn = fn(u64) -> Duration;
 
 static BRIDGE: OnceLock<Dispatch> = OnceLock::new();
 static CHROME: OnceLock<Dispatch> = OnceLock::new();
+static FLOOR: OnceLock<Dispatch> = OnceLock::new();
+
+/// A layer that records nothing (every `Layer` method's default is a no-op).
+struct NoopLayer;
+
+impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
 
 fn timed(d: &Dispatch, iters: u64, f: impl Fn(u64)) -> Duration {
     tracing::dispatcher::with_default(d, || {
@@ -91,6 +99,21 @@ fn bridge_span(iters: u64) -> Duration {
 }
 
 #[inline(never)]
+fn floor_event(iters: u64) -> Duration {
+    timed(FLOOR.get().unwrap(), iters, |i| {
+        let (a, b) = (black_box(i), black_box(!i));
+        tracing::info!(a, b);
+    })
+}
+
+#[inline(never)]
+fn floor_span(iters: u64) -> Duration {
+    timed(FLOOR.get().unwrap(), iters, |i| {
+        let _s = tracing::info_span!("span", i = black_box(i)).entered();
+    })
+}
+
+#[inline(never)]
 fn chrome_event(iters: u64) -> Duration {
     timed(CHROME.get().unwrap(), iters, |i| {
         let (a, b) = (black_box(i), black_box(!i));
@@ -105,8 +128,13 @@ fn chrome_span(iters: u64) -> Duration {
     })
 }
 
-const BENCHES: [(&str, &str, BenchFn); 7] = [
+const BENCHES: [(&str, &str, BenchFn); 9] = [
     ("native_event", "hushtrace event!, 2 x u64", native_event),
+    (
+        "floor_event",
+        "tracing info!(a, b) -> no-op layer",
+        floor_event,
+    ),
     (
         "bridge_event",
         "tracing info!(a, b) -> hushtrace layer",
@@ -122,6 +150,11 @@ const BENCHES: [(&str, &str, BenchFn); 7] = [
         "native_async_span",
         "hushtrace async_span!(i) begin+end",
         native_async_span,
+    ),
+    (
+        "floor_span",
+        "tracing info_span!(i) enter+exit -> no-op layer",
+        floor_span,
     ),
     (
         "bridge_span",
@@ -184,12 +217,21 @@ fn print_table(batches: &[Vec<f64>]) {
     for (a, b) in [
         ("chrome_event", "bridge_event"),
         ("bridge_event", "native_event"),
+        ("chrome_event", "floor_event"),
+        ("bridge_event", "floor_event"),
         ("chrome_span", "bridge_span"),
         ("bridge_span", "native_span"),
         ("bridge_span", "native_async_span"),
+        ("chrome_span", "floor_span"),
+        ("bridge_span", "floor_span"),
     ] {
         println!("  {a} / {b} = {:.1}", p10(a) / p10(b));
     }
+    println!(
+        "layer's own cost (p10 difference to the floor): event {:.1}ns, span {:.1}ns",
+        p10("bridge_event") - p10("floor_event"),
+        p10("bridge_span") - p10("floor_span")
+    );
 }
 
 fn main() {
@@ -215,9 +257,35 @@ fn main() {
         .include_args(true)
         .build();
     let _ = CHROME.set(Dispatch::new(tracing_subscriber::registry().with(chrome)));
+    let _ = FLOOR.set(Dispatch::new(
+        tracing_subscriber::registry().with(NoopLayer),
+    ));
     let _ = BRIDGE.set(Dispatch::new(
         tracing_subscriber::registry().with(hushtrace_tracing::layer()),
     ));
+
+    // For a profiler: `HUSHTRACE_BENCH_ONLY=bridge_event` runs that case alone for a while.
+    if let Ok(only) = std::env::var("HUSHTRACE_BENCH_ONLY") {
+        let (id, _, f) = BENCHES
+            .iter()
+            .find(|b| b.0 == only)
+            .expect("HUSHTRACE_BENCH_ONLY names a case");
+        let n = batch_iters(id);
+        let t = Instant::now();
+        let mut batches = 0u64;
+        while t.elapsed() < Duration::from_secs(5) {
+            f(n);
+            batches += 1;
+        }
+        println!(
+            "{id}: {:.1}ns",
+            t.elapsed().as_nanos() as f64 / (batches * n) as f64
+        );
+        let _ = session.stop();
+        drop(chrome_guard);
+        let _ = std::fs::remove_dir_all(&dir);
+        return;
+    }
 
     let batches = interleaved(if full { 1000 } else { 1 });
 
@@ -225,7 +293,8 @@ fn main() {
         .warm_up_time(Duration::from_secs(1))
         .measurement_time(Duration::from_secs(2))
         .configure_from_args();
-    {
+    // `HUSHTRACE_BENCH_TABLE_ONLY=1`: the interleaved table without criterion's estimates.
+    if std::env::var_os("HUSHTRACE_BENCH_TABLE_ONLY").is_none() {
         let mut g = c.benchmark_group("bridge");
         for (id, _, f) in BENCHES {
             g.bench_function(id, |b| b.iter_custom(f));
