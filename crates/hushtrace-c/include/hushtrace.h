@@ -131,8 +131,9 @@ void ht_verify_exit_thread(void) __attribute__((noreturn));
  * HT_SPAN_BEGIN("cat", "name", fields...) the start of a span
  * HT_SPAN_END("cat", "name")              its end (on the same thread)
  * HT_COUNTER("cat", "name", value)        a counter sample, one field `value`: int64 for a
- *                                         signed integer, uint64 for an unsigned one, double
- *                                         for a floating value (C11 and C++); double in C99
+ *                                         signed integer, uint64 for an unsigned one (and
+ *                                         _Bool), double for a floating value; by _Generic in
+ *                                         C11, templates in C++, GCC/Clang builtins in C99
  * HT_SCOPE("cat", "name", fields...)      C++: a span that ends at scope exit
  * Fields: */
 #define HT_I64(name, v) (8, name, ht__v_i64(v))
@@ -143,17 +144,18 @@ void ht_verify_exit_thread(void) __attribute__((noreturn));
 #define HT_BOOL(name, v) (10, name, ht__v_bool((v) ? 1 : 0))
 #define HT_STR(name, v) (11, name, ht__v_str(v))
 
-#define HT_EVENT(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))(0, __VA_ARGS__)
-#define HT_SPAN_BEGIN(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))(1, __VA_ARGS__)
-#define HT_SPAN_END(cat, name) HT__TP_2(2, cat, name)
-#define HT_COUNTER(cat, name, value)                                                             \
-    HT__TP_3(3, cat, name, (HT__COUNTER_TYPE(value), "value", HT__COUNTER_VALUE(value)))
+#define HT_EVENT(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))((void)0, 0, __VA_ARGS__)
+#define HT_SPAN_BEGIN(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))((void)0, 1, __VA_ARGS__)
+#define HT_SPAN_END(cat, name) HT__TP_2((void)0, 2, cat, name)
+#define HT_COUNTER(cat, name, value)                                                           \
+    HT__TP_3((void)0, 3, cat, name,                                                            \
+             (HT__COUNTER_TYPE(value), "value", HT__COUNTER_VALUE(value)))
 
 /* ---------------------------------------------------------------------------------------- */
 /* Implementation (not API)                                                                 */
 /* ---------------------------------------------------------------------------------------- */
 
-#define HT__ABI 1u
+#define HT__ABI 2u
 #define HT__MAX_FIELDS 8
 
 /* The runtime's per-callsite state (hushtrace_core::CallsiteState, #[repr(C)]): all zero
@@ -164,6 +166,18 @@ typedef struct ht__callsite_state {
     uint16_t id_;
     uint8_t registered_;
 } ht__callsite_state;
+
+typedef union ht__value {
+    int64_t i;
+    uint64_t u;
+    double f;
+    const char *s;
+} ht__value;
+
+struct ht__callsite;
+/* Records one event of a descriptor with 0 to 2 fields (unused values are ignored), if it is
+ * enabled: the library's code for the descriptor's field types, found at registration. */
+typedef void (*ht__record_fn)(const struct ht__callsite *cs, ht__value a, ht__value b);
 
 /* The static descriptor of one tracepoint. */
 typedef struct ht__callsite {
@@ -177,17 +191,14 @@ typedef struct ht__callsite {
     const uint8_t *field_types; /* hushtrace FieldType codes */
     const char *file;
     uint32_t line;
-    void *runtime; /* set by registration */
+    /* Set by registration, in this order: */
+    void *runtime_;
+    void *callsite_;
+    ht__record_fn record; /* 0 to 2 fields: what the tracepoint calls */
 } ht__callsite;
 
-typedef union ht__value {
-    int64_t i;
-    uint64_t u;
-    double f;
-    const char *s;
-} ht__value;
-
 void ht__record(ht__callsite *cs, const ht__value *values);
+void ht__scope_end(ht__callsite *end);
 void ht__register_module(ht__callsite *const *start, ht__callsite *const *stop);
 void ht__register_callsite(ht__callsite *cs);
 
@@ -246,7 +257,7 @@ __attribute__((constructor, unused)) static void ht__register_this_module(void) 
 #ifdef __cplusplus
 #define HT__DESC(var, kind, cat, name, n, names, types)                                        \
     static ht__callsite var = {{0, 0, 0, 0}, HT__ABI, (kind), (n), cat "", name "", names,        \
-                               types, __FILE__, __LINE__, nullptr};                            \
+                               types, __FILE__, __LINE__, nullptr, nullptr, nullptr};          \
     struct var##_get {                                                                         \
         static ht__callsite *get() { return &var; }                                            \
     };                                                                                         \
@@ -254,17 +265,43 @@ __attribute__((constructor, unused)) static void ht__register_this_module(void) 
 #else
 #define HT__DESC(var, kind, cat, name, n, names, types)                                        \
     static ht__callsite var = {{0, 0, 0, 0}, HT__ABI, (kind), (n), cat "", name "", names,        \
-                               types, __FILE__, __LINE__, 0};                                  \
+                               types, __FILE__, __LINE__, 0, 0, 0};                            \
     __attribute__((section("hushtrace_cs"), used)) static ht__callsite *const var##_entry = &var
 #endif
 
-#define HT__TP_2(kind, cat, name)                                                              \
+/* The tracepoints. HT__TP_<number of macro arguments>(then, kind, cat, name, fields...):
+ * `then` is a statement run when the tracepoint is enabled (HT_SCOPE notes that its begin was
+ * recorded). With 0 to 2 fields the enabled path calls the descriptor's recorder with the
+ * values in registers (no array, no dispatch on the field types: the recorder is the
+ * library's code for exactly these types); with more, ht__record with an array. */
+#define HT__RECORD(cs, ...)                                                                    \
     do {                                                                                       \
-        HT__DESC(ht__cs, kind, cat, name, 0, 0, 0);                                            \
-        if (HT__ENABLED(ht__cs)) ht__record(&ht__cs, 0);                                       \
+        /* NULL until registered; registration stores it last (release). */                   \
+        ht__record_fn ht__f = __atomic_load_n(&(cs).record, __ATOMIC_ACQUIRE);                 \
+        if (ht__f) ht__f(&(cs), __VA_ARGS__);                                                  \
     } while (0)
 
-#define HT__TP_N(kind, cat, name, n, ...)                                                      \
+#define HT__TP_2(then, kind, cat, name)                                                        \
+    do {                                                                                       \
+        HT__DESC(ht__cs, kind, cat, name, 0, 0, 0);                                            \
+        if (HT__ENABLED(ht__cs)) {                                                             \
+            HT__RECORD(ht__cs, ht__v_u64(0), ht__v_u64(0));                                    \
+            then;                                                                              \
+        }                                                                                      \
+    } while (0)
+
+#define HT__TP_R(then, kind, cat, name, n, vals, ...)                                          \
+    do {                                                                                       \
+        static const char *const ht__names[] = {HT__M##n(HT__F_NAME, __VA_ARGS__)};            \
+        static const uint8_t ht__types[] = {HT__M##n(HT__F_TYPE, __VA_ARGS__)};                \
+        HT__DESC(ht__cs, kind, cat, name, n, ht__names, ht__types);                            \
+        if (HT__ENABLED(ht__cs)) {                                                             \
+            HT__RECORD(ht__cs, HT__UNPAREN vals);                                              \
+            then;                                                                              \
+        }                                                                                      \
+    } while (0)
+
+#define HT__TP_N(then, kind, cat, name, n, ...)                                                \
     do {                                                                                       \
         static const char *const ht__names[] = {HT__M##n(HT__F_NAME, __VA_ARGS__)};            \
         static const uint8_t ht__types[] = {HT__M##n(HT__F_TYPE, __VA_ARGS__)};                \
@@ -272,17 +309,18 @@ __attribute__((constructor, unused)) static void ht__register_this_module(void) 
         if (HT__ENABLED(ht__cs)) {                                                             \
             const ht__value ht__vals[] = {HT__M##n(HT__F_VAL, __VA_ARGS__)};                   \
             ht__record(&ht__cs, ht__vals);                                                     \
+            then;                                                                              \
         }                                                                                      \
     } while (0)
 
-#define HT__TP_3(k, c, n, ...) HT__TP_N(k, c, n, 1, __VA_ARGS__)
-#define HT__TP_4(k, c, n, ...) HT__TP_N(k, c, n, 2, __VA_ARGS__)
-#define HT__TP_5(k, c, n, ...) HT__TP_N(k, c, n, 3, __VA_ARGS__)
-#define HT__TP_6(k, c, n, ...) HT__TP_N(k, c, n, 4, __VA_ARGS__)
-#define HT__TP_7(k, c, n, ...) HT__TP_N(k, c, n, 5, __VA_ARGS__)
-#define HT__TP_8(k, c, n, ...) HT__TP_N(k, c, n, 6, __VA_ARGS__)
-#define HT__TP_9(k, c, n, ...) HT__TP_N(k, c, n, 7, __VA_ARGS__)
-#define HT__TP_10(k, c, n, ...) HT__TP_N(k, c, n, 8, __VA_ARGS__)
+#define HT__TP_3(t, k, c, n, a) HT__TP_R(t, k, c, n, 1, (HT__F_VAL a, ht__v_u64(0)), a)
+#define HT__TP_4(t, k, c, n, a, b) HT__TP_R(t, k, c, n, 2, (HT__F_VAL a, HT__F_VAL b), a, b)
+#define HT__TP_5(t, k, c, n, ...) HT__TP_N(t, k, c, n, 3, __VA_ARGS__)
+#define HT__TP_6(t, k, c, n, ...) HT__TP_N(t, k, c, n, 4, __VA_ARGS__)
+#define HT__TP_7(t, k, c, n, ...) HT__TP_N(t, k, c, n, 5, __VA_ARGS__)
+#define HT__TP_8(t, k, c, n, ...) HT__TP_N(t, k, c, n, 6, __VA_ARGS__)
+#define HT__TP_9(t, k, c, n, ...) HT__TP_N(t, k, c, n, 7, __VA_ARGS__)
+#define HT__TP_10(t, k, c, n, ...) HT__TP_N(t, k, c, n, 8, __VA_ARGS__)
 
 /* Counter value types; C++ scopes. */
 #if defined(__cplusplus)
@@ -308,14 +346,16 @@ inline ht__value counter_value(T v) {
                                            : ht__v_u64(static_cast<uint64_t>(v)));
 }
 
-/* The guard of HT_SCOPE: records the span's end when it leaves its scope. */
+/* The guard of HT_SCOPE: records the span's end when it leaves its scope if its begin was
+ * recorded (`end` is NULL otherwise), also if the span was disabled in between, as the Rust
+ * span guard does: begins and ends stay balanced. */
 class scope_guard {
   public:
     explicit scope_guard(ht__callsite *end) noexcept : end_(end) {}
     scope_guard(const scope_guard &) = delete;
     scope_guard &operator=(const scope_guard &) = delete;
     ~scope_guard() {
-        if (end_ != nullptr && HT__ENABLED(*end_)) ht__record(end_, nullptr);
+        if (end_ != nullptr) ht__scope_end(end_);
     }
 
   private:
@@ -329,8 +369,9 @@ class scope_guard {
 #define HT__SCOPE_(var, cat, ...)                                                              \
     ht_detail::scope_guard var([&]() -> ht__callsite * {                                       \
         HT__DESC(ht__end, 2, cat, HT__FIRST(__VA_ARGS__), 0, nullptr, nullptr);                \
-        HT_SPAN_BEGIN(cat, __VA_ARGS__);                                                       \
-        return &ht__end;                                                                       \
+        bool ht__begun = false;                                                                \
+        HT__CAT(HT__TP_, HT__NARG(cat, __VA_ARGS__))(ht__begun = true, 1, cat, __VA_ARGS__);   \
+        return ht__begun ? &ht__end : nullptr;                                                 \
     }())
 #define HT__FIRST(...) HT__FIRST_(__VA_ARGS__, ~)
 #define HT__FIRST_(a, ...) a
@@ -345,8 +386,16 @@ class scope_guard {
              unsigned long: ht__v_u64, unsigned long long: ht__v_u64, _Bool: ht__v_u64,        \
              default: ht__v_i64)(v)
 #else
-#define HT__COUNTER_TYPE(v) 9
-#define HT__COUNTER_VALUE(v) ht__v_f64((double)(v))
+/* C99: the same mapping with GCC/Clang builtins (this header needs one of them anyway):
+ * __builtin_classify_type is 8 for a floating type, and an integer type is signed when
+ * (T)-1 is negative. The condition is a constant, and `v` is evaluated once. */
+#define HT__COUNTER_FLOAT(v) (__builtin_classify_type(v) == 8)
+#define HT__COUNTER_SIGNED(v) ((__typeof__(v))-1 < (__typeof__(v))0)
+#define HT__COUNTER_TYPE(v) (HT__COUNTER_FLOAT(v) ? 9 : HT__COUNTER_SIGNED(v) ? 8 : 4)
+#define HT__COUNTER_VALUE(v)                                                                   \
+    (HT__COUNTER_FLOAT(v)    ? ht__v_f64((double)(v))                                          \
+     : HT__COUNTER_SIGNED(v) ? ht__v_i64((int64_t)(v))                                         \
+                             : ht__v_u64((uint64_t)(v)))
 #endif
 
 #endif /* HUSHTRACE_H */

@@ -9,13 +9,19 @@
 //!   registered when their module loads (`ht__register_module` from the header's constructor,
 //!   `ht__register_callsite` from C++ static initialization) with
 //!   [`hushtrace_rt::Registered::with_state`]: the one run-time callsite mechanism, shared with
-//!   the `tracing` bridge. `ht__record` records through [`hushtrace_rt::Registered::record`].
+//!   the `tracing` bridge.
+//! * The enabled path of a tracepoint with up to two fields (most of them) is one indirect
+//!   call from the C macro to the descriptor's `record`: a [`RecordFn`] chosen at registration
+//!   for the descriptor's field types, which reads its values from registers and writes them
+//!   with the runtime's typed write path, the code `event!` inlines (no value array, no
+//!   dispatch on types, no second lookup). Wider tracepoints pass an array to `ht__record`,
+//!   which records through [`hushtrace_rt::Registered::record`].
 //! * A module whose descriptors are registered is pinned (`RTLD_NODELETE`): the registry keeps
 //!   its descriptors for the life of the process, so `dlclose` must not unmap them.
 #![deny(unsafe_op_in_unsafe_fn)]
 
-use hushtrace_core::{CallsiteState, FieldType, Kind, STR_CAP};
-use hushtrace_rt::__private::emit;
+use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind, STR_CAP};
+use hushtrace_rt::__private::{emit, Payload};
 use hushtrace_rt::{Registered, Value};
 use std::cell::RefCell;
 use std::ffi::{c_char, c_int, c_void, CStr, CString};
@@ -31,7 +37,7 @@ const ERR_FAILED: c_int = -2;
 const ERR_PANIC: c_int = -3;
 
 /// The descriptor ABI version the header writes (`HT__ABI`).
-const ABI: u32 = 1;
+const ABI: u32 = 2;
 /// The most fields of a C tracepoint (`HT__MAX_FIELDS`).
 const MAX_FIELDS: usize = 8;
 /// The longest glob `ht_enable`/`ht_disable` accept.
@@ -73,7 +79,19 @@ pub struct Descriptor {
     line: u32,
     /// A leaked `Registered` once registered, else null.
     runtime: AtomicPtr<Registered>,
+    /// The runtime's callsite (whose state is `state`) once registered, else null. Stored
+    /// before `record`.
+    callsite: AtomicPtr<Callsite>,
+    /// For 0 to 2 fields, the [`RecordFn`] of this descriptor's field types once registered,
+    /// else null: what the header's macros call, with the values in registers. Stored last,
+    /// with `Release`; the macros load it with `Acquire`, so a recorder sees `callsite`.
+    record: AtomicPtr<c_void>,
 }
+
+/// `ht__record_fn`: records one event of a descriptor with up to two fields (unused values are
+/// ignored), if it is enabled. One instance per field-type combination, chosen at
+/// registration: no dispatch on types at run time.
+type RecordFn = unsafe extern "C" fn(cs: *const Descriptor, a: HtValue, b: HtValue);
 
 /// `ht__value`: one field value; which member is meant is the descriptor's field type.
 #[repr(C)]
@@ -113,7 +131,7 @@ impl std::fmt::Debug for HtValue {
 const _: () = {
     assert!(std::mem::size_of::<CallsiteState>() == 24);
     assert!(std::mem::align_of::<CallsiteState>() == 8);
-    assert!(std::mem::size_of::<Descriptor>() == 88);
+    assert!(std::mem::size_of::<Descriptor>() == 104);
     assert!(std::mem::size_of::<HtValue>() == 8);
     assert!(std::mem::size_of::<HtStats>() == 16);
 };
@@ -395,8 +413,12 @@ pub extern "C" fn ht_verify_exit_thread() -> ! {
 // ---------------------------------------------------------------------------------------------
 
 /// `void ht__record(ht__callsite *cs, const ht__value *values)`: the enabled path of a C
-/// tracepoint. No lock, no allocation, no system call on a no-syscall thread (the runtime's
-/// guarantees for `Registered::record`); async-signal-safe.
+/// tracepoint with 3 to 8 fields (the values in an array), and of any tracepoint for a caller
+/// that has its values in an array. No lock, no allocation, no system call on a no-syscall
+/// thread (the runtime's guarantees for `Registered::record`); async-signal-safe.
+///
+/// Tracepoints with up to two fields (most of them) do not come here: the header's macros call
+/// the descriptor's [`RecordFn`] directly (see [`recorder`]).
 ///
 /// # Safety
 /// `cs` is a descriptor defined by the header's macros; `values` points to its `nfields`
@@ -409,71 +431,43 @@ pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValu
         }
         // SAFETY: the caller passes the macro's static descriptor.
         let d = unsafe { &*cs };
-        let reg = d.runtime.load(Ordering::Acquire);
-        if reg.is_null() {
-            return; // not registered (refused at load time): stays silent
-        }
-        // SAFETY: a leaked, never freed `Registered` (see `register`).
-        let reg = unsafe { &*reg };
         let n = d.nfields as usize;
         if n != 0 && values.is_null() {
             return;
         }
-        let cs = reg.callsite();
-        let interest = cs.state.interest();
-        if !interest.is_enabled() {
-            return; // disabled since the C side looked
-        }
-        let t = |i: usize| {
-            // SAFETY: the macros give `nfields` field types.
-            unsafe { *d.field_types.add(i) }
-        };
         let v = |i: usize| {
             // SAFETY: the macros give `nfields` values.
             unsafe { *values.add(i) }
         };
-        // Up to two fields (most tracepoints), the typed write path of `event!`, monomorphised
-        // per type combination: as cheap as a Rust tracepoint. The callsite's interest is its
-        // registered type signature, which the typed payload's signature matches exactly
-        // when the types agree (else the runtime drops and counts the event).
-        macro_rules! typed {
-            ($i:expr, $x:ident => $body:expr) => {{
-                let val = v($i);
-                match t($i) {
-                    3 => {
-                        let $x = val.bits() as u32;
-                        $body
-                    }
-                    4 => {
-                        let $x = val.bits();
-                        $body
-                    }
-                    7 => {
-                        let $x = val.bits() as i64 as i32;
-                        $body
-                    }
-                    8 => {
-                        let $x = val.bits() as i64;
-                        $body
-                    }
-                    9 => {
-                        let $x = f64::from_bits(val.bits());
-                        $body
-                    }
-                    10 => {
-                        let $x = val.bits() != 0;
-                        $body
-                    }
-                    11 => {
-                        // SAFETY: for a string field `HT_STR` stores a string pointer or NULL.
-                        let $x = unsafe { c_str_value(val.ptr()) };
-                        $body
-                    }
-                    _ => false, // refused at registration
-                }
-            }};
+        if n <= 2 {
+            let f = d.record.load(Ordering::Acquire);
+            if f.is_null() {
+                return; // not registered (refused at load time): stays silent
+            }
+            // SAFETY: only `register` stores into `record`, a `RecordFn` from `recorder`.
+            let f: RecordFn = unsafe { std::mem::transmute::<*mut c_void, RecordFn>(f) };
+            let none = HtValue { u: 0 };
+            let (a, b) = match n {
+                0 => (none, none),
+                1 => (v(0), none),
+                _ => (v(0), v(1)),
+            };
+            // SAFETY: the recorder of this descriptor's types, with its values.
+            unsafe { f(cs, a, b) };
+            return;
         }
-        // More fields: the run-time value list, with a fixed-length array per count.
+        let reg = d.runtime.load(Ordering::Acquire);
+        if reg.is_null() {
+            return;
+        }
+        // SAFETY: a leaked, never freed `Registered` (see `register`).
+        let reg = unsafe { &*reg };
+        let t = |i: usize| {
+            // SAFETY: the macros give `nfields` field types.
+            unsafe { *d.field_types.add(i) }
+        };
+        // A fixed-length array per count (the run-time value list: this path is for the
+        // uncommon wide tracepoints).
         macro_rules! values {
             ($($i:literal)*) => {
                 // SAFETY: each value holds the member its type code says (see `value`).
@@ -481,9 +475,6 @@ pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValu
             };
         }
         match n {
-            0 => emit(cs, interest, ()),
-            1 => typed!(0, a => emit(cs, interest, (a,))),
-            2 => typed!(0, a => typed!(1, b => emit(cs, interest, (a, b)))),
             3 => values!(0 1 2),
             4 => values!(0 1 2 3),
             5 => values!(0 1 2 3 4),
@@ -493,6 +484,210 @@ pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValu
             _ => false, // refused at registration
         };
     })
+}
+
+/// `void ht__scope_end(ht__callsite *end)`: the end of an `HT_SCOPE` whose begin was
+/// recorded. Like the Rust span guard, it records even if the span was disabled since the
+/// begin, so begins and ends stay balanced. Same guarantees as [`ht__record`].
+///
+/// # Safety
+/// `end` is a descriptor defined by the header's macros.
+#[no_mangle]
+pub unsafe extern "C" fn ht__scope_end(end: *const Descriptor) {
+    guard((), || {
+        if end.is_null() {
+            return;
+        }
+        // SAFETY: the caller passes the macro's static descriptor.
+        let d = unsafe { &*end };
+        let cs = d.callsite.load(Ordering::Acquire);
+        if cs.is_null() {
+            return; // not registered (refused at load time)
+        }
+        // SAFETY: a registered callsite lives for the life of the process.
+        let cs = unsafe { &*cs };
+        let i = d.state.interest();
+        let i = if i.is_enabled() {
+            i
+        } else {
+            Interest::NEEDS_TYPES
+        };
+        emit(cs, i, ());
+    })
+}
+
+/// A C field type: how a recorder reads the 8 bytes of an [`HtValue`] into the value the
+/// typed write path encodes (the same [`Field`] `event!` encodes for a Rust value of that
+/// type).
+trait CType {
+    /// The Rust value.
+    type Out<'a>: Field;
+    /// # Safety
+    /// `v` holds what the header writes for this type (see [`value`]).
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a>;
+}
+
+/// `HT_U32` (3).
+enum U32 {}
+/// `HT_U64` and unsigned counters (4).
+enum U64 {}
+/// `HT_I32` (7).
+enum I32 {}
+/// `HT_I64` and signed counters (8).
+enum I64 {}
+/// `HT_F64` and floating counters (9).
+enum F64 {}
+/// `HT_BOOL` (10).
+enum Bool {}
+/// `HT_STR` (11).
+enum Str {}
+
+impl CType for U32 {
+    type Out<'a> = u32;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        v.bits() as u32
+    }
+}
+impl CType for U64 {
+    type Out<'a> = u64;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        v.bits()
+    }
+}
+impl CType for I32 {
+    type Out<'a> = i32;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        v.bits() as i64 as i32
+    }
+}
+impl CType for I64 {
+    type Out<'a> = i64;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        v.bits() as i64
+    }
+}
+impl CType for F64 {
+    type Out<'a> = f64;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        f64::from_bits(v.bits())
+    }
+}
+impl CType for Bool {
+    type Out<'a> = bool;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        v.bits() != 0
+    }
+}
+impl CType for Str {
+    type Out<'a> = &'a str;
+    #[inline(always)]
+    unsafe fn get<'a>(v: HtValue) -> Self::Out<'a> {
+        // SAFETY: for a string field `HT_STR` stores a string pointer or NULL.
+        unsafe { c_str_value(v.ptr()) }
+    }
+}
+
+/// The body of every recorder: if the descriptor is enabled, writes `payload()` through the
+/// runtime's typed write path, the code `event!` inlines.
+///
+/// # Safety
+/// `d` is a registered descriptor whose `record` the caller loaded with `Acquire` (so
+/// `callsite` is set), and `payload` reads values of its field types.
+#[inline(always)]
+unsafe fn record_with<P: Payload>(d: *const Descriptor, payload: impl FnOnce() -> P) {
+    guard((), || {
+        // SAFETY: the caller passes the macro's static descriptor.
+        let d = unsafe { &*d };
+        let interest = d.state.interest();
+        if !interest.is_enabled() {
+            return; // disabled since the C side looked
+        }
+        let cs = d.callsite.load(Ordering::Relaxed);
+        if cs.is_null() {
+            return;
+        }
+        // SAFETY: a registered callsite lives for the life of the process.
+        emit(unsafe { &*cs }, interest, payload());
+    })
+}
+
+/// The recorder of a descriptor without fields.
+///
+/// # Safety
+/// As [`record_with`].
+unsafe extern "C" fn record0(d: *const Descriptor, _: HtValue, _: HtValue) {
+    // SAFETY: forwarded contract.
+    unsafe { record_with(d, || ()) }
+}
+
+/// The recorder of a descriptor with one field of type `A`.
+///
+/// # Safety
+/// As [`record_with`]; `a` holds an `A`.
+unsafe extern "C" fn record1<A: CType>(d: *const Descriptor, a: HtValue, _: HtValue) {
+    // SAFETY: forwarded contract.
+    unsafe { record_with(d, || (A::get(a),)) }
+}
+
+/// The recorder of a descriptor with two fields of types `A` and `B`.
+///
+/// # Safety
+/// As [`record_with`]; `a` holds an `A`, `b` a `B`.
+unsafe extern "C" fn record2<A: CType, B: CType>(d: *const Descriptor, a: HtValue, b: HtValue) {
+    // SAFETY: forwarded contract.
+    unsafe { record_with(d, || (A::get(a), B::get(b))) }
+}
+
+/// The recorder for up to two fields of these type codes; `None` for more fields (they go
+/// through [`ht__record`]) or an unknown code (refused at registration anyway).
+fn recorder(types: &[u8]) -> Option<RecordFn> {
+    macro_rules! by_type {
+        ($code:expr, $t:ident => $e:expr) => {
+            match $code {
+                3 => {
+                    type $t = U32;
+                    $e
+                }
+                4 => {
+                    type $t = U64;
+                    $e
+                }
+                7 => {
+                    type $t = I32;
+                    $e
+                }
+                8 => {
+                    type $t = I64;
+                    $e
+                }
+                9 => {
+                    type $t = F64;
+                    $e
+                }
+                10 => {
+                    type $t = Bool;
+                    $e
+                }
+                11 => {
+                    type $t = Str;
+                    $e
+                }
+                _ => None,
+            }
+        };
+    }
+    match *types {
+        [] => Some(record0 as RecordFn),
+        [a] => by_type!(a, A => Some(record1::<A> as RecordFn)),
+        [a, b] => by_type!(a, A => by_type!(b, B => Some(record2::<A, B> as RecordFn))),
+        _ => None,
+    }
 }
 
 /// One field value as the descriptor's type code `t` says (codes refused at registration
@@ -558,6 +753,7 @@ unsafe fn register(d: &'static Descriptor) {
             match Registered::with_state(cat, name, kind, &f, &d.state) {
                 Ok(r) => {
                     let leaked: &'static mut Registered = Box::leak(Box::new(r));
+                    let cs = r.callsite() as *const Callsite as *mut Callsite;
                     if d.runtime
                         .compare_exchange(
                             ptr::null_mut(),
@@ -565,10 +761,19 @@ unsafe fn register(d: &'static Descriptor) {
                             Ordering::AcqRel,
                             Ordering::Acquire,
                         )
-                        .is_err()
+                        .is_ok()
                     {
-                        // Registered concurrently by another constructor: keep theirs.
+                        d.callsite.store(cs, Ordering::Relaxed);
+                        // SAFETY (of the macros' call): `describe` checked the field types,
+                        // so the recorder matches them.
+                        if let Some(f) =
+                            recorder(&fields.iter().map(|(_, t)| *t as u8).collect::<Vec<_>>())
+                        {
+                            d.record.store(f as *mut c_void, Ordering::Release);
+                        }
                     }
+                    // Else registered concurrently by another constructor: theirs stands
+                    // (the same runtime callsite: the registry finds it by `state`).
                 }
                 Err(e) => complain(d, &e.to_string()),
             }
