@@ -390,7 +390,7 @@ class scope_guard {
  * __builtin_classify_type is 8 for a floating type, and an integer type is signed when
  * (T)-1 is negative. The condition is a constant, and `v` is evaluated once. */
 #define HT__COUNTER_FLOAT(v) (__builtin_classify_type(v) == 8)
-#define HT__COUNTER_SIGNED(v) ((__typeof__(v))-1 < (__typeof__(v))0)
+#define HT__COUNTER_SIGNED(v) ((__typeof__(v))-1 < 1)
 #define HT__COUNTER_TYPE(v) (HT__COUNTER_FLOAT(v) ? 9 : HT__COUNTER_SIGNED(v) ? 8 : 4)
 #define HT__COUNTER_VALUE(v)                                                                   \
     (HT__COUNTER_FLOAT(v)    ? ht__v_f64((double)(v))                                          \

@@ -1,7 +1,8 @@
 //! The C and C++ interface, tested from C and C++ programs (`tests/c/`) compiled with the
 //! system compiler and checked with babeltrace2: every field type from several threads,
-//! the seccomp proof, fork, a dlopen'd library, nested `HT_SCOPE`, bad arguments, the header
-//! under `-Wall -Wextra -Werror -pedantic`, static linking and the install + pkg-config path.
+//! the seccomp proof, fork, a dlopen'd library, nested `HT_SCOPE` (also toggled while open),
+//! counter types in C99 and C11, bad arguments, the header under `-Wall -Wextra -Werror
+//! -pedantic`, the same with clang, static linking and the install + pkg-config path.
 
 #[path = "../../hushtrace/tests/common/mod.rs"]
 mod common;
@@ -9,7 +10,11 @@ mod support;
 
 use common::babeltrace;
 use std::collections::{BTreeMap, BTreeSet};
-use support::{cc, kinds_of, metadata, program, run, run_ok, summary, trace_dir, Link};
+use std::path::Path;
+use support::{
+    cc, field_types_of, kinds_of, metadata, program, program_std, run, run_ok, summary, trace_dir,
+    Link,
+};
 
 #[test]
 fn header_is_clean_c99_c11_cxx11_cxx17() {
@@ -28,11 +33,17 @@ fn header_is_clean_c99_c11_cxx11_cxx17() {
 #[test]
 fn threads_record_every_field_type() {
     for link in [Link::Shared, Link::Static] {
-        let exe = program("threads.c", link);
-        let dir = trace_dir("threads");
+        check_threads(&program("threads.c", link), "threads");
+    }
+}
+
+/// Runs `threads.c` built as `exe` and checks every event it wrote.
+fn check_threads(exe: &Path, tag: &str) {
+    {
+        let dir = trace_dir(tag);
         let (threads, iters) = (4i64, 3000i64);
         let out = run_ok(
-            &exe,
+            exe,
             &[
                 dir.to_str().unwrap(),
                 &threads.to_string(),
@@ -74,13 +85,13 @@ fn threads_record_every_field_type() {
         assert_eq!(seen.len() as i64, threads * iters);
         assert_eq!(tids.len() as i64, threads);
         assert!(tids.values().all(|s| s.len() == 1), "one tid per thread");
-        // Counters from C99 are doubles; the values are the loop counter.
+        // The counter of a `long` is an int64 (also in C99); the values are the loop counter.
         for e in events.iter().filter(|e| e.name == "c:depth") {
-            let v: f64 = e.fields["value"].parse().unwrap();
-            assert!((0.0..iters as f64).contains(&v), "{e:?}");
+            assert!((0..iters as i128).contains(&e.int("value")), "{e:?}");
         }
-        // The same kinds as the Rust macros.
         let meta = metadata(&dir);
+        assert_eq!(field_types_of(&meta, "c:depth", "value"), ["int64_t"]);
+        // The same kinds as the Rust macros.
         let mut iter_kinds = kinds_of(&meta, "c:iter");
         iter_kinds.sort();
         assert_eq!(iter_kinds, ["hushtrace:span_begin", "hushtrace:span_end"]);
@@ -240,10 +251,14 @@ fn dlopened_library_records_and_lists_its_tracepoints() {
 
 #[test]
 fn nested_cxx_scopes_end_in_order() {
-    let exe = program("scope.cpp", Link::Shared);
-    let dir = trace_dir("scope");
+    check_scopes(&program("scope.cpp", Link::Shared), "scope");
+}
+
+/// Runs `scope.cpp` built as `exe` and checks that its scopes nest.
+fn check_scopes(exe: &Path, tag: &str) {
+    let dir = trace_dir(tag);
     let depth = 5;
-    run_ok(&exe, &[dir.to_str().unwrap(), &depth.to_string()], &[]);
+    run_ok(exe, &[dir.to_str().unwrap(), &depth.to_string()], &[]);
     let meta = metadata(&dir);
     let mut never = kinds_of(&meta, "cpp:never");
     never.sort();
@@ -296,6 +311,134 @@ fn nested_cxx_scopes_end_in_order() {
         assert_eq!(values, ["3", "2.5", "7"]);
     }
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn scope_end_is_recorded_if_and_only_if_its_begin_was() {
+    let exe = program("scope_toggle.cpp", Link::Shared);
+    let dir = trace_dir("scope-toggle");
+    let out = run_ok(&exe, &[dir.to_str().unwrap()], &[]);
+    assert!(out.contains("written 12 discarded 0"), "{out}");
+    let Some(events) = babeltrace(&dir, false) else {
+        return;
+    };
+    // A begin carries `k`, an end nothing.
+    let got: Vec<String> = events
+        .iter()
+        .map(|e| match e.fields.get("k") {
+            Some(k) => format!("{} begin {k}", e.name),
+            None => format!("{} end", e.name),
+        })
+        .collect();
+    let want = [
+        "tog:steady begin 1",
+        "tog:steady end",
+        "tog:off_inside begin 2",
+        "tog:off_inside end", // disabled while open: recorded anyway
+        "tog:on_inside begin 3",
+        "tog:on_inside end",
+        // k = 4: disabled at the begin, enabled while open: neither
+        "tog:outer begin 5",
+        "tog:inner begin 6",
+        "tog:inner end",
+        "tog:outer end",
+        // k = 7: disabled throughout
+        "tog:off_inside begin 8",
+        "tog:off_inside end",
+    ];
+    assert_eq!(got, want);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn counters_record_integers_as_integers_in_c99_and_c11() {
+    for std in ["c99", "c11"] {
+        check_counters(&program_std("counters.c", Link::Shared, std), std);
+    }
+}
+
+/// Runs `counters.c` built as `exe` and checks each counter's type and value.
+fn check_counters(exe: &Path, tag: &str) {
+    let dir = trace_dir(&format!("counters-{tag}"));
+    let out = run_ok(exe, &[dir.to_str().unwrap()], &[]);
+    assert!(out.contains("written 16 discarded 0"), "{tag}: {out}");
+    let meta = metadata(&dir);
+    let events = babeltrace(&dir, false);
+    for (name, ty, value) in [
+        ("schar", "int64_t", "-3"),
+        ("uchar", "uint64_t", "250"),
+        ("short", "int64_t", "-300"),
+        ("int", "int64_t", "-5"),
+        ("unsigned", "uint64_t", "4000000000"),
+        ("long", "int64_t", "-7000000000"),
+        ("ull", "uint64_t", "18446744073709551615"),
+        ("i64min", "int64_t", "-9223372036854775808"),
+        ("bool", "uint64_t", "1"),
+        ("float", "double", "0.25"),
+        ("double", "double", "-2.5"),
+        // An enumeration with no negative constant is unsigned in GCC and Clang.
+        ("enum", "uint64_t", "7"),
+        ("literal", "int64_t", "42"),
+        ("expr", "int64_t", "-9"),
+        ("once", "int64_t", "1"),
+        ("once_after", "int64_t", "1"),
+    ] {
+        let full = format!("k:{name}");
+        assert_eq!(field_types_of(&meta, &full, "value"), [ty], "{tag}: {full}");
+        if let Some(events) = &events {
+            let got: Vec<&str> = events
+                .iter()
+                .filter(|e| e.name == full)
+                .map(|e| e.fields["value"].as_str())
+                .collect();
+            assert_eq!(got, [value], "{tag}: {full}");
+        }
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn clang_compiles_the_header_and_the_programs() {
+    let (Some(clang), Some(clangxx)) = (
+        support::clang(&support::source("header.c")),
+        support::clang(&support::source("header.cpp")),
+    ) else {
+        eprintln!("SKIPPED: clang/clang++ not found (apt-get install clang); .ci/run installs it");
+        return;
+    };
+    for (file, compiler, std) in [
+        ("header.c", &clang, "c99"),
+        ("header.c", &clang, "c11"),
+        ("header.cpp", &clangxx, "c++11"),
+        ("header.cpp", &clangxx, "c++17"),
+    ] {
+        let out = support::out_dir().join(format!("header-clang-{std}.o"));
+        support::cc_with(
+            compiler,
+            &support::source(file),
+            &out,
+            std,
+            Link::None,
+            &["-c"],
+        );
+    }
+    let build = |name: &str, compiler: &str, std: &str, link: Link| {
+        let stem = name.split('.').next().unwrap();
+        let out = support::out_dir().join(format!("{stem}-clang-{std}-{link:?}"));
+        support::cc_with(compiler, &support::source(name), &out, std, link, &[]);
+        out
+    };
+    for link in [Link::Shared, Link::Static] {
+        check_threads(&build("threads.c", &clang, "c99", link), "clang-threads");
+    }
+    check_scopes(
+        &build("scope.cpp", &clangxx, "c++17", Link::Shared),
+        "clang-scope",
+    );
+    for std in ["c99", "c11"] {
+        let exe = build("counters.c", &clang, std, Link::Shared);
+        check_counters(&exe, &format!("clang-{std}"));
+    }
 }
 
 #[test]

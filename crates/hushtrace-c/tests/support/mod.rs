@@ -99,8 +99,23 @@ fn compiler(src: &Path) -> (String, bool) {
 
 /// Runs the system compiler; panics with its output on failure.
 pub fn cc(src: &Path, out: &Path, std: &str, link: Link, extra: &[&str]) {
-    let (compiler, _) = compiler(src);
-    let mut cmd = Command::new(&compiler);
+    cc_with(&compiler(src).0, src, out, std, link, extra)
+}
+
+/// `clang` for C and `clang++` for C++ if clang is installed (`None` otherwise).
+pub fn clang(src: &Path) -> Option<String> {
+    let cxx = src.extension().is_some_and(|e| e == "cpp");
+    let name = if cxx { "clang++" } else { "clang" };
+    let ok = Command::new(name)
+        .arg("--version")
+        .output()
+        .is_ok_and(|o| o.status.success());
+    ok.then(|| name.to_string())
+}
+
+/// [`cc`] with the given compiler.
+pub fn cc_with(compiler: &str, src: &Path, out: &Path, std: &str, link: Link, extra: &[&str]) {
+    let mut cmd = Command::new(compiler);
     cmd.arg(format!("-std={std}"))
         .args(WARN)
         .args(["-O2", "-g", "-pthread"])
@@ -137,10 +152,16 @@ pub fn cc(src: &Path, out: &Path, std: &str, link: Link, extra: &[&str]) {
 pub fn program(name: &str, link: Link) -> PathBuf {
     let src = source(name);
     let (_, cxx) = compiler(&src);
+    program_std(name, link, if cxx { "c++17" } else { "c99" })
+}
+
+/// Builds the test program `tests/c/<name>` as the language standard `std`.
+pub fn program_std(name: &str, link: Link, std: &str) -> PathBuf {
+    let src = source(name);
     let stem = src.file_stem().unwrap().to_str().unwrap();
     let suffix = if link == Link::Static { "-static" } else { "" };
-    let out = out_dir().join(format!("{stem}{suffix}"));
-    cc(&src, &out, if cxx { "c++17" } else { "c99" }, link, &[]);
+    let out = out_dir().join(format!("{stem}-{std}{suffix}"));
+    cc(&src, &out, std, link, &[]);
     out
 }
 
@@ -204,6 +225,22 @@ pub fn metadata(dir: &Path) -> String {
         }
     }
     all
+}
+
+/// The declared type (`int64_t`, `double`, ...) of the field `field` of every event class
+/// named `name` in a metadata text.
+pub fn field_types_of(meta: &str, name: &str, field: &str) -> Vec<String> {
+    let needle = format!("name = \"{name}\";");
+    let decl = format!(" _{field};");
+    meta.split("event {")
+        .filter(|b| b.contains(&needle))
+        .filter_map(|b| {
+            b.lines()
+                .find(|l| l.trim_end().ends_with(&decl))
+                .and_then(|l| l.split_whitespace().next())
+                .map(str::to_string)
+        })
+        .collect()
 }
 
 /// The `model.emf.uri` (kind) of every event class named `name` in a metadata text.
