@@ -1,11 +1,17 @@
 #!/bin/sh
 # Benchmark, one run: the same event (two 32-bit ints), written to disk, recorded by
-#   1. the hushtrace C tracepoint HT_EVENT (libhushtrace.so, and libhushtrace.a),
+#   1. the hushtrace C tracepoint HT_EVENT, built as users build it: installed with install.sh
+#      into a temporary prefix and compiled with `pkg-config --cflags --libs hushtrace`
+#      (libhushtrace.so), and with libhushtrace.a and `pkg-config --static --libs`,
 #   2. LTTng-UST 2.13's lttng_ust_tracepoint (a session with one channel and the event enabled),
 #   3. the Rust hushtrace::event! macro.
-# Prints the ns per event (min and median over rounds) and the ratios as a Markdown table.
+# Prints the ns per event (fastest and median round) and the ratios of both as a Markdown table,
+# with the load average before and after (the ratios are only meaningful within one run).
+# The libraries and the Rust example are built with the release profile (cargo build --release,
+# into $CARGO_TARGET_DIR when set): the same settings for the C and the Rust side.
 #
-# Needs: apt-get install -y lttng-tools liblttng-ust-dev babeltrace2; root or the tracing group.
+# Needs: apt-get install -y lttng-tools liblttng-ust-dev babeltrace2 pkg-config; root or the
+# tracing group.
 # Usage: sh crates/hushtrace-c/bench/run.sh [events_per_round] [rounds] [repetitions]
 # (defaults 200000 21 3: a round fits in the default ring, so no tracer discards)
 set -eu
@@ -25,16 +31,25 @@ cleanup() {
 }
 trap cleanup EXIT
 
+load_before=$(cut -d' ' -f1-3 /proc/loadavg)
 (cd "$root" && cargo build --release --quiet -p hushtrace-c --lib --example bench_rust_event)
 lib=$target/release
 CC=${CC:-cc}
-$CC -std=c99 -O2 -I"$root/crates/hushtrace-c/include" "$here/bench.c" -o "$work/bench_ht" \
-    -L"$lib" -lhushtrace -Wl,-rpath,"$lib"
-$CC -std=c99 -O2 -I"$root/crates/hushtrace-c/include" "$here/bench.c" -o "$work/bench_ht_static" \
-    "$lib/libhushtrace.a" -lgcc_s -lutil -lrt -lpthread -lm -ldl
-$CC -std=c99 -O2 -DWITH_LTTNG -I"$here" -I"$root/crates/hushtrace-c/include" \
-    "$here/bench.c" "$here/htbench_tp.c" -o "$work/bench_lttng" \
-    -L"$lib" -lhushtrace -Wl,-rpath,"$lib" -llttng-ust -ldl
+# The documented way: install, then pkg-config.
+sh "$here/../install.sh" --prefix "$work/prefix" --lib-dir "$lib" >/dev/null
+export PKG_CONFIG_PATH="$work/prefix/lib/pkgconfig"
+cflags=$(pkg-config --cflags hushtrace)
+libs=$(pkg-config --libs hushtrace)
+static_libs=$(pkg-config --static --libs hushtrace | sed 's/-lhushtrace//')
+# shellcheck disable=SC2086 # word splitting of the pkg-config output is intended
+$CC -std=c99 -O2 "$here/bench.c" -o "$work/bench_ht" $cflags $libs \
+    -Wl,-rpath,"$work/prefix/lib"
+# shellcheck disable=SC2086
+$CC -std=c99 -O2 "$here/bench.c" -o "$work/bench_ht_static" $cflags \
+    "$work/prefix/lib/libhushtrace.a" $static_libs
+# shellcheck disable=SC2086
+$CC -std=c99 -O2 -DWITH_LTTNG -I"$here" "$here/bench.c" "$here/htbench_tp.c" \
+    -o "$work/bench_lttng" $cflags $libs -Wl,-rpath,"$work/prefix/lib" -llttng-ust -ldl
 
 # LTTng: a session daemon, a session writing to disk, one channel, the event enabled.
 if ! pgrep -x lttng-sessiond >/dev/null 2>&1; then
@@ -65,16 +80,22 @@ lttng_discarded=$(babeltrace2 "$work/lttng" 2>&1 >/dev/null | grep -o 'discarded
 lttng_events=$(babeltrace2 "$work/lttng" 2>/dev/null | wc -l)
 lttng destroy "$session" >/dev/null
 
+load_after=$(cut -d' ' -f1-3 /proc/loadavg)
+
 cat "$work/results"
 echo "lttng: $lttng_events events read back, ${lttng_discarded:-0} discarded"
+echo "load average: $load_before before, $load_after after ($(nproc) CPUs)"
 echo
 awk -v c="$c" -v cs="$cs" -v l="$l" -v r="$r" -v n="$n" -v rounds="$rounds" -v rep="$repeats" 'BEGIN {
     split(c, C, " "); split(cs, S, " "); split(l, L, " "); split(r, R, " ");
-    printf "%d events x %d rounds per process, best of %d interleaved processes per tracer, one thread, written to disk\n\n", n, rounds, rep;
-    print "| tracepoint (ns/event) | min | median | LTTng-UST / this (median) | this / Rust `event!` (median) |";
+    printf "%d events x %d rounds per process, best of %d interleaved processes per tracer (lowest median), one thread, written to disk\n\n", n, rounds, rep;
+    print "| tracepoint (ns/event) | fastest round | median round | LTTng-UST / this (fastest, median) | this / Rust `event!` (fastest, median) |";
     print "|---|---:|---:|---:|---:|";
-    printf "| C `HT_EVENT`, libhushtrace.so | %.2f | %.2f | **%.2f** | **%.2f** |\n", C[2], C[3], L[3]/C[3], C[3]/R[3];
-    printf "| C `HT_EVENT`, libhushtrace.a | %.2f | %.2f | %.2f | %.2f |\n", S[2], S[3], L[3]/S[3], S[3]/R[3];
-    printf "| LTTng-UST 2.13 `lttng_ust_tracepoint` | %.2f | %.2f | 1.00 | %.2f |\n", L[2], L[3], L[3]/R[3];
-    printf "| Rust `event!` | %.2f | %.2f | %.2f | 1.00 |\n", R[2], R[3], L[3]/R[3];
+    row("C `HT_EVENT`, `libhushtrace.so` (pkg-config)", C);
+    row("C `HT_EVENT`, `libhushtrace.a`", S);
+    row("LTTng-UST 2.13 `lttng_ust_tracepoint`", L);
+    row("Rust `event!`", R);
+}
+function row(name, X) {
+    printf "| %s | %.2f | %.2f | %.2f, %.2f | %.2f, %.2f |\n", name, X[2], X[3], L[2]/X[2], L[3]/X[3], X[2]/R[2], X[3]/R[3];
 }'
