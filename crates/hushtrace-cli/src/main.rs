@@ -60,6 +60,10 @@ enum Cmd {
         /// The host name the relay files the session under (default: this machine's).
         #[arg(long, value_name = "NAME", requires = "relay")]
         relay_host: Option<String>,
+        /// Send the event streams only to the relay, not to the local directory (which keeps
+        /// the metadata and statistics): `HUSHTRACE_RELAY_ONLY=1`.
+        #[arg(long, requires = "relay")]
+        relay_only: bool,
         /// The command to run, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -251,6 +255,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             relay,
             relay_session,
             relay_host,
+            relay_only,
             command,
         } => {
             if !enable.is_empty() {
@@ -267,6 +272,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 relay,
                 relay_session,
                 relay_host,
+                relay_only,
                 command,
             };
             if let Err(e) = opts.validate() {
@@ -405,7 +411,12 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
         let (host, session) = hushtrace::relay_default_names(dir);
         let host = opts.relay_host.clone().unwrap_or(host);
         let session = opts.relay_session.clone().unwrap_or(session);
-        println!("  streamed to the relay at {url} as {host}/{session}");
+        let only = if opts.relay_only {
+            " (relay only: no local event streams)"
+        } else {
+            ""
+        };
+        println!("  streamed to the relay at {url} as {host}/{session}{only}");
     }
     let stats = record::session_stats(dir);
     let incomplete = record::incomplete_traces(dir);

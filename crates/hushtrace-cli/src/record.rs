@@ -27,6 +27,8 @@ pub struct RecordOptions {
     pub relay_session: Option<String>,
     /// `HUSHTRACE_RELAY_HOST`: the host name the relay files the session under.
     pub relay_host: Option<String>,
+    /// `HUSHTRACE_RELAY_ONLY=1`: event streams go only to the relay, not the local directory.
+    pub relay_only: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -60,6 +62,7 @@ impl RecordOptions {
             relay: None,
             relay_session: None,
             relay_host: None,
+            relay_only: false,
             command,
         }
     }
@@ -96,6 +99,9 @@ impl RecordOptions {
             if let Some(v) = v {
                 env.push((var, v.into()));
             }
+        }
+        if self.relay_only {
+            env.push((hushtrace::env::RELAY_ONLY, "1".into()));
         }
         env
     }
@@ -167,6 +173,16 @@ impl RecordOptions {
                 _ => b.relay_host_name(v.clone()),
             };
             b.validate().map_err(|error| InvalidFlag { flag, error })?;
+        }
+        if self.relay_only {
+            let mut b = hushtrace::Session::builder().relay_only(true);
+            if let Some(url) = &self.relay {
+                b = b.relay(url);
+            }
+            b.validate().map_err(|error| InvalidFlag {
+                flag: "--relay-only",
+                error,
+            })?;
         }
         Ok(())
     }

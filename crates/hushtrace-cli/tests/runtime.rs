@@ -231,40 +231,44 @@ fn babeltrace_by_vpid(path: &Path) -> std::collections::BTreeMap<u64, u64> {
 
 /// `record --relay` streams every process of the run (the forked child too) to a real
 /// `lttng-relayd` under the names given, and the relay's copy holds exactly the events of the
-/// local trace.
+/// local trace; with `--relay-only` the relay gets the same events and the local directory no
+/// event stream.
 #[test]
 fn record_streams_to_a_relay() {
     let relay = hushtrace_testsupport::Relayd::start();
     let dir = tempfile::tempdir().unwrap();
-    let session = dir.path().join("clisess");
     let app = traced_app();
     let url = relay.url();
-    let o = hushtrace(&[
-        "record",
-        "-o",
-        session.to_str().unwrap(),
-        "--relay",
-        &url,
-        "--relay-host",
-        "hushcli",
-        "--",
-        app.to_str().unwrap(),
-        "2",
-        "300",
-    ]);
-    let stdout = String::from_utf8_lossy(&o.stdout);
-    assert!(
-        o.status.success(),
-        "{stdout}\n{}\nrelayd: {}",
-        String::from_utf8_lossy(&o.stderr),
-        relay.stderr()
-    );
-    assert!(
-        stdout.contains(&format!(
-            "streamed to the relay at {url} as hushcli/clisess"
-        )),
-        "{stdout}"
-    );
+    let run = |name: &str, only: bool| -> PathBuf {
+        let session = dir.path().join(name);
+        let mut args = vec![
+            "record",
+            "-o",
+            session.to_str().unwrap(),
+            "--relay",
+            &url,
+            "--relay-host",
+            "hushcli",
+        ];
+        if only {
+            args.push("--relay-only");
+        }
+        args.extend(["--", app.to_str().unwrap(), "2", "300"]);
+        let o = hushtrace(&args);
+        let stdout = String::from_utf8_lossy(&o.stdout);
+        assert!(
+            o.status.success(),
+            "{stdout}\n{}\nrelayd: {}",
+            String::from_utf8_lossy(&o.stderr),
+            relay.stderr()
+        );
+        assert!(
+            stdout.contains(&format!("streamed to the relay at {url} as hushcli/{name}")),
+            "{stdout}"
+        );
+        session
+    };
+    let session = run("clisess", false);
     let local = babeltrace_by_vpid(&session);
     let remote = babeltrace_by_vpid(&relay.session_dir("hushcli", "clisess"));
     assert_eq!(local.len(), 2, "parent and forked child: {local:?}");
@@ -273,6 +277,22 @@ fn record_streams_to_a_relay() {
         remote, local,
         "the relay's copy differs from the local trace"
     );
+
+    let session = run("clionly", true);
+    let only = babeltrace_by_vpid(&relay.session_dir("hushcli", "clionly"));
+    let mut want: Vec<u64> = local.values().copied().collect();
+    let mut got: Vec<u64> = only.values().copied().collect();
+    want.sort();
+    got.sort();
+    assert_eq!(got, want, "relay-only: the relay's copy per process");
+    for e in std::fs::read_dir(&session).unwrap().flatten() {
+        if e.path().is_dir() {
+            for f in std::fs::read_dir(e.path()).unwrap().flatten() {
+                let name = f.file_name().to_string_lossy().into_owned();
+                assert!(!name.starts_with("stream_"), "local stream {name}");
+            }
+        }
+    }
 }
 
 /// A relay that is not listening, or an address that is not one, is refused before the command

@@ -210,6 +210,8 @@ pub(crate) struct Config {
     pub relay_session: Option<String>,
     /// Host name on the relay; default: the machine's host name.
     pub relay_host: Option<String>,
+    /// Event streams go only to the relay (`HUSHTRACE_RELAY_ONLY`), not to local stream files.
+    pub relay_only: bool,
     /// Ship the complete events of packets left open this long (zero: never).
     pub flush_interval: Duration,
     /// The flush interval was set (builder or `HUSHTRACE_FLUSH_MS`): flush even without a
@@ -230,6 +232,7 @@ impl Default for Config {
             relay_bad: None,
             relay_session: None,
             relay_host: None,
+            relay_only: false,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
             flush_explicit: false,
         }
@@ -310,6 +313,14 @@ impl Config {
                     MAX_FLUSH_INTERVAL.as_millis()
                 ),
             ));
+        }
+        if self.relay_only && self.relay.is_none() && self.relay_bad.is_none() {
+            return Err(Error::Config {
+                var: raw.var(env::RELAY_ONLY),
+                value: "1".into(),
+                reason: "relay-only needs a relay (HUSHTRACE_RELAY or SessionBuilder::relay)"
+                    .into(),
+            });
         }
         if let Some((value, reason)) = &self.relay_bad {
             return Err(Error::Config {
@@ -408,7 +419,24 @@ impl Config {
             cfg.relay_host = Some(v.clone());
             raw.0.push((env::RELAY_HOST, v));
         }
+        if let Ok(v) = std::env::var(env::RELAY_ONLY) {
+            cfg.relay_only = parse_relay_only(&v)?;
+            raw.0.push((env::RELAY_ONLY, v));
+        }
         Ok(Some((cfg, raw)))
+    }
+}
+
+/// Parses `HUSHTRACE_RELAY_ONLY`: `1`/`true`/`yes` or `0`/`false`/`no`/empty.
+pub(crate) fn parse_relay_only(v: &str) -> Result<bool, Error> {
+    match v.trim() {
+        "1" | "true" | "yes" => Ok(true),
+        "" | "0" | "false" | "no" => Ok(false),
+        _ => Err(Error::Config {
+            var: Some(env::RELAY_ONLY),
+            value: v.to_string(),
+            reason: "expected 1 (relay only) or 0 (relay and local directory)".into(),
+        }),
     }
 }
 
@@ -461,6 +489,22 @@ fn parse_size(var: &'static str, v: &str) -> Result<usize, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn relay_only_values() {
+        for (v, want) in [("1", true), ("yes", true), (" 0 ", false), ("", false)] {
+            assert_eq!(parse_relay_only(v).unwrap(), want, "{v:?}");
+        }
+        let e = parse_relay_only("maybe").unwrap_err().to_string();
+        assert!(e.contains("HUSHTRACE_RELAY_ONLY") && e.contains("maybe"), "{e}");
+        // relay-only without a relay is refused, naming what is missing
+        let cfg = Config {
+            relay_only: true,
+            ..Config::default()
+        };
+        let e = cfg.validate(&Raw::default()).unwrap_err().to_string();
+        assert!(e.contains("needs a relay"), "{e}");
+    }
 
     #[test]
     fn limits_name_the_value_and_the_limit() {

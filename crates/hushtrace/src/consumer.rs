@@ -440,17 +440,19 @@ impl Consumer {
     /// events count as written once the relay has them, and as lost when it could not get
     /// them (a failed local write is still recorded as the session's error).
     fn deliver(&mut self, instance: u64, bytes: &[u8], events: u64) {
+        let relay_only = self.relay.is_some() && self.shared.cfg.relay_only;
         let name = format!("{STREAM_PREFIX}{instance}");
-        let local = match self.files.append(instance, &name, bytes) {
-            Ok(()) => true,
-            Err(e) => {
-                self.note_error(format!(
-                    "{}: {e}",
-                    self.files.dir.path().join(&name).display()
-                ));
-                false
-            }
-        };
+        let local = relay_only
+            || match self.files.append(instance, &name, bytes) {
+                Ok(()) => true,
+                Err(e) => {
+                    self.note_error(format!(
+                        "{}: {e}",
+                        self.files.dir.path().join(&name).display()
+                    ));
+                    false
+                }
+            };
         // A callsite may have published its types after this pass began: the relay must know
         // an event's class before the packet that holds it.
         if self.relay.is_some() && self.types_gen != Some(hushtrace_core::types_generation()) {

@@ -24,6 +24,9 @@ pub const RELAY: &str = "HUSHTRACE_RELAY";
 pub const RELAY_SESSION: &str = "HUSHTRACE_RELAY_SESSION";
 /// Host name on the relay (default: the machine's host name).
 pub const RELAY_HOST: &str = "HUSHTRACE_RELAY_HOST";
+/// `1`: send the event streams only to the relay (`HUSHTRACE_RELAY`), not to the local
+/// directory, which then holds the metadata and statistics only. `0` (default): both.
+pub const RELAY_ONLY: &str = "HUSHTRACE_RELAY_ONLY";
 /// Milliseconds after which the complete events of a packet still open (an idle thread) are
 /// written out anyway (default 1000; 0: never).
 pub const FLUSH_MS: &str = "HUSHTRACE_FLUSH_MS";
@@ -82,6 +85,10 @@ pub const VARS: &[Var] = &[
     Var {
         name: RELAY_HOST,
         doc: "host name on the relay (default: this machine's host name)",
+    },
+    Var {
+        name: RELAY_ONLY,
+        doc: "`1`: event streams go only to the relay, not the local directory (default `0`)",
     },
     Var {
         name: FLUSH_MS,

@@ -294,8 +294,6 @@ impl RelaySink {
     }
 }
 
-/// A name the relay accepts as a directory: `/` and NUL replaced, no leading `.`, at most 200
-/// bytes; `hushtrace` if nothing is left.
 /// The `(host, session)` names a session with a relay is filed under on the relay when none
 /// are set: this machine's host name and the output directory's last component (both made
 /// safe as relay path components).
@@ -316,6 +314,8 @@ pub fn relay_default_names(output: &std::path::Path) -> (String, String) {
     )
 }
 
+/// A name the relay accepts as a directory: `/` and NUL replaced, no leading `.`, at most 200
+/// bytes; `hushtrace` if nothing is left.
 fn default_session_name(s: &str) -> String {
     let mut n: String = s
         .chars()

@@ -76,6 +76,21 @@ impl SessionBuilder {
         self.cfg.set_relay(url);
         self
     }
+    /// Sends the event streams only to the relay, not to the local directory (which then
+    /// holds the metadata and the statistics file only): the relay *instead of* the disk, for
+    /// machines whose disk is slow, small or not to be written. Packets the relay could not
+    /// get are lost (and counted). Needs [`SessionBuilder::relay`]; `HUSHTRACE_RELAY_ONLY=1`.
+    ///
+    /// ```
+    /// let err = hushtrace::Session::builder().relay_only(true).validate().unwrap_err();
+    /// assert!(err.to_string().contains("needs a relay"));
+    /// assert!(hushtrace::Session::builder().relay("net://127.0.0.1").relay_only(true)
+    ///     .validate().is_ok());
+    /// ```
+    pub fn relay_only(mut self, only: bool) -> Self {
+        self.cfg.relay_only = only;
+        self
+    }
     /// The session's name on the relay. Default: the output directory's name.
     pub fn relay_session_name(mut self, name: impl Into<String>) -> Self {
         self.cfg.relay_session = Some(name.into());
