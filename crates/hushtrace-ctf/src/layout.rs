@@ -4,9 +4,24 @@
 //! appears between fields.
 //!
 //! A packet (one sub-buffer) is [`PACKET_HEADER_LEN`] bytes of header and context followed by
-//! events. An event is [`EVENT_HEADER_LEN`] bytes of header (`u16` id, `u64` timestamp in clock
-//! cycles) followed by its fields in declaration order. `packet_size == content_size` always:
-//! packets are written without padding.
+//! events. An event is a header followed by its fields in declaration order.
+//! `packet_size == content_size` always: packets are written without padding.
+//!
+//! # Event header
+//!
+//! Two forms, told apart by the first byte:
+//!
+//! * **compact**, [`COMPACT_HEADER_LEN`] bytes: one little-endian `u32` holding the event id
+//!   (`0..=254`) in its low byte and the low 24 bits of the timestamp above it;
+//! * **extended**, [`EXTENDED_HEADER_LEN`] bytes: the byte [`EXTENDED_TAG`] (255), the `u16`
+//!   id, the `u64` timestamp.
+//!
+//! Timestamps are clock cycles. A stream's clock starts at each packet's `timestamp_begin`; an
+//! extended header sets it, a compact one updates its low 24 bits by the CTF rule (adding
+//! 2^24 when the new low bits are smaller than the current ones). A writer may use the compact
+//! form when the id is below 255 and the event is less than 2^24 cycles after the stream's
+//! previous event (or the packet's `timestamp_begin`), see [`compact_fits`]; babeltrace2 reads
+//! both forms from the metadata's variant ([`crate::metadata`]).
 
 /// CTF packet magic number.
 pub const MAGIC: u32 = 0xC1FC_1FC1;
@@ -44,12 +59,109 @@ pub const OFF_PTHREAD_ID: usize = 104;
 /// Size of packet header plus packet context.
 pub const PACKET_HEADER_LEN: usize = 112;
 
-/// Offset of the `u16` event id inside an event.
-pub const OFF_EVENT_ID: usize = 0;
-/// Offset of the `u64` timestamp inside an event.
-pub const OFF_EVENT_TIMESTAMP: usize = 2;
-/// Size of the event header.
-pub const EVENT_HEADER_LEN: usize = 10;
+/// Size of the compact event header: a `u32` of id (low byte) and timestamp low bits.
+pub const COMPACT_HEADER_LEN: usize = 4;
+/// Size of the extended event header: tag byte, `u16` id, `u64` timestamp.
+pub const EXTENDED_HEADER_LEN: usize = 11;
+/// First byte of an extended header (the compact form's ids stop below it).
+pub const EXTENDED_TAG: u8 = 255;
+/// Bits of the timestamp a compact header holds.
+pub const COMPACT_TS_BITS: u32 = 24;
+
+/// Whether an event with id `id` at `ts` cycles may have a compact header when the stream's
+/// clock is at `prev` (the previous event's timestamp, or the packet's `timestamp_begin`):
+/// the id fits in the low byte and `ts` is less than 2^24 cycles after `prev`. A writer may
+/// compare against an older `prev` than the true one (it only chooses the extended form more
+/// often); readers decode with the true one.
+///
+/// ```
+/// use hushtrace_ctf::layout::compact_fits;
+/// assert!(compact_fits(254, 1000 + (1 << 24) - 1, 1000));
+/// assert!(!compact_fits(254, 1000 + (1 << 24), 1000));
+/// assert!(!compact_fits(255, 1000, 1000));
+/// assert!(!compact_fits(1, 999, 1000), "earlier than the clock: extended");
+/// ```
+#[inline(always)]
+pub const fn compact_fits(id: u16, ts: u64, prev: u64) -> bool {
+    id < EXTENDED_TAG as u16 && ts.wrapping_sub(prev) < 1 << COMPACT_TS_BITS
+}
+
+/// The compact header word of event `id` at `ts` (store it little-endian); only meaningful
+/// when [`compact_fits`].
+#[inline(always)]
+pub const fn compact_word(id: u16, ts: u64) -> u32 {
+    (ts as u32) << 8 | id as u32
+}
+
+/// Appends the header of event `id` at `ts` to `out`, in the compact form when it fits after
+/// `prev` (see [`compact_fits`]), else extended. Returns the header's length.
+pub fn push_event_header(out: &mut Vec<u8>, id: u16, ts: u64, prev: u64) -> usize {
+    if compact_fits(id, ts, prev) {
+        out.extend_from_slice(&compact_word(id, ts).to_le_bytes());
+        COMPACT_HEADER_LEN
+    } else {
+        out.push(EXTENDED_TAG);
+        out.extend_from_slice(&id.to_le_bytes());
+        out.extend_from_slice(&ts.to_le_bytes());
+        EXTENDED_HEADER_LEN
+    }
+}
+
+/// A decoded event header.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventHeader {
+    /// Event class id.
+    pub id: u16,
+    /// Timestamp in cycles, reconstructed against the stream's clock.
+    pub ts: u64,
+    /// Bytes of the header ([`COMPACT_HEADER_LEN`] or [`EXTENDED_HEADER_LEN`]); the fields
+    /// follow.
+    pub len: usize,
+    /// Whether it is the compact form.
+    pub compact: bool,
+}
+
+/// Decodes the event header at the start of `b` with the stream's clock at `prev` (the
+/// previous event's timestamp, or the packet's `timestamp_begin` for its first event).
+/// `None` when `b` is shorter than the header. Every byte pattern is a header: whether the id
+/// names a known class is the caller's check.
+///
+/// ```
+/// use hushtrace_ctf::layout::*;
+/// let mut b = Vec::new();
+/// push_event_header(&mut b, 7, 0x1_00ff_fff0, 0x1_00ff_ff00); // compact
+/// push_event_header(&mut b, 300, 5, 0);                       // extended (id >= 255)
+/// let h = parse_event_header(&b, 0x1_00ff_ff00).unwrap();
+/// assert_eq!((h.id, h.ts, h.len), (7, 0x1_00ff_fff0, COMPACT_HEADER_LEN));
+/// let h2 = parse_event_header(&b[h.len..], h.ts).unwrap();
+/// assert_eq!((h2.id, h2.ts, h2.len), (300, 5, EXTENDED_HEADER_LEN));
+/// assert_eq!(parse_event_header(&b[..3], 0), None);
+/// ```
+#[inline]
+pub fn parse_event_header(b: &[u8], prev: u64) -> Option<EventHeader> {
+    let word = read_u32(b, 0)?;
+    let id = (word & 0xff) as u16;
+    if id != EXTENDED_TAG as u16 {
+        let mask = (1u64 << COMPACT_TS_BITS) - 1;
+        let low = u64::from(word >> 8);
+        let mut ts = (prev & !mask) | low;
+        if low < prev & mask {
+            ts = ts.wrapping_add(1 << COMPACT_TS_BITS);
+        }
+        return Some(EventHeader {
+            id,
+            ts,
+            len: COMPACT_HEADER_LEN,
+            compact: true,
+        });
+    }
+    Some(EventHeader {
+        id: read_u16(b, 1)?,
+        ts: read_u64(b, 3)?,
+        len: EXTENDED_HEADER_LEN,
+        compact: false,
+    })
+}
 
 /// Name of the metadata file in a trace directory.
 pub const METADATA_FILE: &str = "metadata";
@@ -75,4 +187,84 @@ pub fn read_u32(b: &[u8], off: usize) -> Option<u32> {
 #[inline]
 pub fn read_u16(b: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const M: u64 = 1 << 24;
+
+    fn roundtrip(id: u16, ts: u64, prev: u64) -> EventHeader {
+        let mut b = Vec::new();
+        let n = push_event_header(&mut b, id, ts, prev);
+        assert_eq!(n, b.len());
+        let h = parse_event_header(&b, prev).unwrap();
+        assert_eq!(
+            (h.id, h.ts, h.len),
+            (id, ts, n),
+            "id {id} ts {ts:#x} prev {prev:#x}"
+        );
+        h
+    }
+
+    #[test]
+    fn delta_just_below_two_to_the_24_is_compact_and_two_to_the_24_is_extended() {
+        for prev in [0, 1, M - 1, M, 5 * M + 12_345, u64::MAX / 2, u64::MAX - M] {
+            assert!(roundtrip(3, prev + M - 1, prev).compact, "prev {prev:#x}");
+            assert!(!roundtrip(3, prev + M, prev).compact, "prev {prev:#x}");
+            assert!(roundtrip(3, prev, prev).compact, "delta 0");
+        }
+    }
+
+    #[test]
+    fn low_bits_wrapping_carry_into_the_high_bits() {
+        // Current low bits near the top: the next event's low bits are smaller, so the
+        // decoder adds 2^24.
+        let prev = 7 * M + (M - 2);
+        let h = roundtrip(1, 8 * M + 5, prev);
+        assert!(h.compact);
+        // Exactly at the wrap and one below it.
+        assert!(roundtrip(1, 8 * M, prev).compact);
+        assert!(roundtrip(1, 8 * M - 1, prev).compact);
+        // The whole 64-bit range wraps the same way (wrapping arithmetic, as babeltrace2).
+        let h = roundtrip(2, 3, u64::MAX - 1);
+        assert!(h.compact);
+    }
+
+    #[test]
+    fn id_255_and_up_and_going_backwards_are_extended() {
+        assert!(!roundtrip(255, 10, 10).compact);
+        assert!(!roundtrip(u16::MAX, 10, 10).compact);
+        assert!(roundtrip(254, 10, 10).compact);
+        assert!(!roundtrip(4, 9, 10).compact, "earlier than the clock");
+    }
+
+    #[test]
+    fn compact_word_layout() {
+        // id in the low byte, the timestamp's low 24 bits above it, little-endian.
+        assert_eq!(
+            compact_word(0xab, 0x7712_3456).to_le_bytes(),
+            [0xab, 0x56, 0x34, 0x12]
+        );
+        let mut b = Vec::new();
+        push_event_header(&mut b, 0x1234, 0x0102_0304_0506_0708, 0);
+        assert_eq!(
+            b,
+            [255, 0x34, 0x12, 8, 7, 6, 5, 4, 3, 2, 1],
+            "tag, u16 id, u64 timestamp"
+        );
+    }
+
+    #[test]
+    fn short_input_is_none() {
+        assert_eq!(parse_event_header(&[], 0), None);
+        assert_eq!(parse_event_header(&[1, 2, 3], 0), None);
+        assert!(parse_event_header(&[1, 2, 3, 4], 0).is_some());
+        assert_eq!(
+            parse_event_header(&[255, 1, 0, 0, 0, 0, 0, 0, 0, 0], 0),
+            None
+        );
+        assert!(parse_event_header(&[255; 11], 0).is_some());
+    }
 }

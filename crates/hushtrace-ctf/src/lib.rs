@@ -11,9 +11,9 @@
 //!   for tests, fuzzing and benchmarks.
 //!
 //! ```
-//! use hushtrace_ctf::layout::{PACKET_HEADER_LEN, EVENT_HEADER_LEN};
+//! use hushtrace_ctf::layout::{PACKET_HEADER_LEN, COMPACT_HEADER_LEN, EXTENDED_HEADER_LEN};
 //! assert_eq!(PACKET_HEADER_LEN, 112);
-//! assert_eq!(EVENT_HEADER_LEN, 10);
+//! assert_eq!((COMPACT_HEADER_LEN, EXTENDED_HEADER_LEN), (4, 11));
 //! ```
 #![forbid(unsafe_code)]
 #![cfg_attr(docsrs, feature(doc_cfg))]

@@ -183,12 +183,22 @@ pub fn to_tsdl(t: &TraceDesc) -> String {
     );
     s.push_str(
         "typealias integer { size = 64; align = 8; signed = false; map = clock.hushtrace.value; } \
-         := uint64_clock_t;\n\n",
+         := uint64_clock_t;\n\
+         typealias integer { size = 24; align = 8; signed = false; map = clock.hushtrace.value; } \
+         := uint24_clock_t;\n\n",
     );
+    // The event header (crate::layout): a compact form (id 0..=254 in one byte, the low 24 bits
+    // of the time) or an extended one (tag 255, u16 id, u64 time). babeltrace2 takes the last
+    // integer named `id` it reads in the header as the event class id (the u16 of the extended
+    // form overrides the tag), and updates the clock from the 24-bit field by the CTF rule.
     let _ = writeln!(
         s,
-        "stream {{\n\tid = 0;\n\tevent.header := struct {{\n\t\tuint16_t id;\n\
-         \t\tuint64_clock_t timestamp;\n\t}};\n\tpacket.context := struct {{\n\
+        "stream {{\n\tid = 0;\n\tevent.header := struct {{\n\
+         \t\tenum : uint8_t {{ compact = 0 ... 254, extended = 255 }} id;\n\
+         \t\tvariant <id> {{\n\
+         \t\t\tstruct {{ uint24_clock_t timestamp; }} compact;\n\
+         \t\t\tstruct {{ uint16_t id; uint64_clock_t timestamp; }} extended;\n\
+         \t\t}} v;\n\t}};\n\tpacket.context := struct {{\n\
          \t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n\
          \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n\
          \t\tuint64_t events_discarded;\n\t\tuint32_t vpid;\n\t\tuint32_t vtid;\n\

@@ -146,12 +146,13 @@ pub struct Recovered {
     pub overwritten: u64,
 }
 
-/// The size of the event at `b[0..]` (header included), or `None` when it is not a complete
-/// event of a known class with known field types.
-fn event_len(desc: &TraceDesc, b: &[u8]) -> Option<usize> {
-    let id = read_u16(b, OFF_EVENT_ID)?;
-    let class = desc.events.iter().find(|c| c.id == id)?;
-    let mut n = EVENT_HEADER_LEN;
+/// The size (header included) and timestamp of the event at `b[0..]` with the stream's clock
+/// at `prev`, or `None` when it is not a complete event of a known class with known field
+/// types.
+fn event_len(desc: &TraceDesc, b: &[u8], prev: u64) -> Option<(usize, u64)> {
+    let h = parse_event_header(b, prev)?;
+    let class = desc.events.iter().find(|c| c.id == h.id)?;
+    let mut n = h.len;
     for (_, t) in class.fields.as_ref()? {
         match t.fixed_size() {
             Some(s) => n += s,
@@ -165,7 +166,7 @@ fn event_len(desc: &TraceDesc, b: &[u8]) -> Option<usize> {
             return None;
         }
     }
-    Some(n)
+    Some((n, h.ts))
 }
 
 /// Recovers one ring file into `stream` (appended), using the process's metadata `desc`.
@@ -254,7 +255,7 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         let s = &slots[i];
         let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
         let p = rest_of(&s[..len], seq, extra, shipped);
-        r.events += count_events(desc, &p[PACKET_HEADER_LEN..]);
+        r.events += count_events(desc, &p);
         write(&p, &mut r)?;
     }
     // The open packet, up to its last complete event.
@@ -286,23 +287,40 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         let s = &p.clone();
         let mut off = PACKET_HEADER_LEN;
         let mut events = 0;
-        let mut last_ts = u64_at(&p, OFF_TIMESTAMP_BEGIN);
+        // The stream's clock: the packet's begin time (or the last shipped event's), then
+        // each event's (compact headers hold only its low bits).
+        let mut clock = u64_at(&p, OFF_TIMESTAMP_BEGIN);
+        let mut last_ts = clock;
         while off < done {
-            match event_len(desc, &p[off..done]) {
-                Some(l) => {
-                    last_ts = last_ts.max(u64_at(&p, off + OFF_EVENT_TIMESTAMP));
+            match event_len(desc, &p[off..done], clock) {
+                Some((l, ts)) => {
+                    clock = ts;
+                    last_ts = last_ts.max(ts);
                     off += l;
                     events += 1;
                 }
                 None => break, // types unknown to the metadata: cut here
             }
         }
-        // A torn event: bytes after the complete ones that start like an event header.
-        if read_u16(s, off).is_some_and(|id| desc.events.iter().any(|c| c.id == id))
-            && u64_at(s, off + OFF_EVENT_TIMESTAMP) >= last_ts
-            && off + EVENT_HEADER_LEN <= h.subbuf_size
-        {
-            r.torn = 1;
+        // A torn event: bytes after the complete ones that start like an event header of a
+        // known class: an extended one not older than the last complete event, or a compact
+        // one that is not all zero (memory never written). Heuristic: stale bytes of an older
+        // packet in the same slot can look like a compact header.
+        let at = from + (off - PACKET_HEADER_LEN);
+        if at < h.subbuf_size {
+            let torn = s
+                .get(at..h.subbuf_size)
+                .and_then(|b| parse_event_header(b, clock));
+            if torn.is_some_and(|t| {
+                desc.events.iter().any(|c| c.id == t.id)
+                    && if t.compact {
+                        read_u32(s, at) != Some(0)
+                    } else {
+                        t.ts >= last_ts
+                    }
+            }) {
+                r.torn = 1;
+            }
         }
         p.truncate(off);
         let bits = (off as u64) * 8;
@@ -396,12 +414,16 @@ fn stream_tail_header(stream: &Path) -> io::Result<(u64, Option<[u8; PACKET_HEAD
     Ok((off, last))
 }
 
-fn count_events(desc: &TraceDesc, mut b: &[u8]) -> u64 {
+/// The complete events of packet `p` (header included), decoded from its `timestamp_begin`.
+fn count_events(desc: &TraceDesc, p: &[u8]) -> u64 {
+    let mut clock = u64_at(p, OFF_TIMESTAMP_BEGIN);
+    let mut b = p.get(PACKET_HEADER_LEN..).unwrap_or(&[]);
     let mut n = 0;
     while !b.is_empty() {
-        match event_len(desc, b) {
-            Some(l) => {
+        match event_len(desc, b, clock) {
+            Some((l, ts)) => {
                 b = &b[l..];
+                clock = ts;
                 n += 1;
             }
             None => break,

@@ -5,6 +5,11 @@
 //! epoch offset ([`EPOCH_S`]), so a timestamp in cycles is a time in nanoseconds and tests can
 //! check exact durations.
 //!
+//! Event headers take the compact form whenever [`crate::layout::compact_fits`] allows it
+//! after the stream's previous event in the packet (a packet begins at its first event), and
+//! the extended form otherwise: ids of 255 and up, gaps of 2^24 cycles (16.8 ms) or more, and
+//! timestamps going backwards produce extended headers.
+//!
 //! ```
 //! use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 //! use hushtrace_ctf::FieldType;
@@ -123,10 +128,11 @@ impl SynthEvent {
         self
     }
 
-    /// Appends the encoding of the event (header and fields) to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.id.to_le_bytes());
-        out.extend_from_slice(&self.timestamp.to_le_bytes());
+    /// Appends the encoding of the event (header and fields) to `out`, with the stream's clock
+    /// at `prev` (the previous event's timestamp, or the packet's begin time): a compact header
+    /// when it fits, else an extended one ([`push_event_header`]).
+    pub fn encode(&self, prev: u64, out: &mut Vec<u8>) {
+        push_event_header(out, self.id, self.timestamp, prev);
         for v in &self.values {
             v.encode(out);
         }
@@ -162,6 +168,8 @@ pub struct StreamWriter<W: Write> {
     scratch: Vec<u8>,
     ts_begin: u64,
     ts_end: u64,
+    /// Timestamp of the open packet's last event (the clock its next header is relative to).
+    clock: u64,
     seq: u64,
     /// Cumulative discarded count written into packets.
     pub events_discarded: u64,
@@ -173,34 +181,36 @@ impl<W: Write> StreamWriter<W> {
         StreamWriter {
             out,
             id,
-            packet_bytes: packet_bytes.max(PACKET_HEADER_LEN + EVENT_HEADER_LEN),
+            packet_bytes: packet_bytes.max(PACKET_HEADER_LEN + EXTENDED_HEADER_LEN),
             events: Vec::with_capacity(packet_bytes),
             scratch: Vec::new(),
             ts_begin: 0,
             ts_end: 0,
+            clock: 0,
             seq: 0,
             events_discarded: 0,
         }
     }
 
-    /// Appends one event, flushing the open packet first if the event does not fit.
+    /// Appends one event, flushing the open packet first if the event does not fit. A packet
+    /// begins at its first event's timestamp.
     pub fn event(&mut self, e: &SynthEvent) -> io::Result<()> {
+        let ts = e.timestamp;
         self.scratch.clear();
-        e.encode(&mut self.scratch);
-        self.raw_event(e.timestamp)
-    }
-
-    /// Appends the event encoded in the scratch buffer.
-    fn raw_event(&mut self, ts: u64) -> io::Result<()> {
-        if !self.events.is_empty()
-            && PACKET_HEADER_LEN + self.events.len() + self.scratch.len() > self.packet_bytes
-        {
-            self.flush_packet()?;
+        if !self.events.is_empty() {
+            e.encode(self.clock, &mut self.scratch);
+            if PACKET_HEADER_LEN + self.events.len() + self.scratch.len() > self.packet_bytes {
+                self.flush_packet()?;
+                self.scratch.clear();
+            }
         }
         if self.events.is_empty() {
+            // First in its packet: relative to the packet's begin time, its own timestamp.
+            e.encode(ts, &mut self.scratch);
             self.ts_begin = ts;
         }
         self.ts_end = ts;
+        self.clock = ts;
         self.events.extend_from_slice(&self.scratch);
         Ok(())
     }

@@ -1,7 +1,9 @@
 //! The reader under hostile input: packet headers claiming huge sizes, events larger than the
 //! reader's window, files that are not regular files, lost packets, crashed processes.
 
-use hushtrace_ctf::layout::{OFF_CONTENT_SIZE, OFF_PACKET_SIZE, PACKET_HEADER_LEN};
+use hushtrace_ctf::layout::{
+    COMPACT_HEADER_LEN, OFF_CONTENT_SIZE, OFF_PACKET_SIZE, PACKET_HEADER_LEN,
+};
 use hushtrace_ctf::reader::{
     ErrorKind, Session, Value, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,
 };
@@ -43,7 +45,7 @@ fn a_sparse_gigabyte_packet_costs_one_window() {
         }
     }
     t.write_session(dir.path()).unwrap();
-    let real_end = (PACKET_HEADER_LEN + 100 * 18) as u64;
+    let real_end = (PACKET_HEADER_LEN + 100 * (COMPACT_HEADER_LEN + 8)) as u64;
     for i in 0..2 {
         claim_huge_first_packet(&dir.path().join(format!("9/stream_{i}")), MAX_PACKET_BYTES);
     }
@@ -146,7 +148,7 @@ fn an_event_larger_than_the_limit_is_an_error_naming_its_offset() {
     let mut m = s.merged().unwrap();
     assert!(m.next().unwrap().is_some());
     let err = m.next().unwrap_err();
-    let at = PACKET_HEADER_LEN + 10 + 6;
+    let at = PACKET_HEADER_LEN + COMPACT_HEADER_LEN + 6;
     let msg = err.to_string();
     assert!(
         msg.contains(&format!(
@@ -213,7 +215,7 @@ fn symbolic_links_are_refused_not_followed() {
 fn leading_and_middle_sequence_gaps_count_as_lost_packets() {
     let dir = tempfile::tempdir().unwrap();
     let mut t = SynthTrace::new(50, "overwrite");
-    t.packet_bytes = PACKET_HEADER_LEN + 10 * 4;
+    t.packet_bytes = PACKET_HEADER_LEN + COMPACT_HEADER_LEN * 4;
     let e = t.instant("x:y", &[]);
     let th = t.thread(51, "t");
     th.first_seq = 6;

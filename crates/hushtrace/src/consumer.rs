@@ -13,9 +13,9 @@ use crate::state::{self, ConsumerThread, Shared};
 use crate::tracedir::{Dir, TraceFiles};
 use hushtrace_core::all_callsites;
 use hushtrace_ctf::layout::{
-    read_u16, read_u64, EVENT_HEADER_LEN, METADATA_FILE, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED,
-    OFF_EVENT_TIMESTAMP, OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE, OFF_TIMESTAMP_BEGIN,
-    OFF_TIMESTAMP_END, PACKET_HEADER_LEN, STREAM_PREFIX,
+    parse_event_header, read_u64, METADATA_FILE, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED,
+    OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE, OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN,
+    STREAM_PREFIX,
 };
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
 use hushtrace_ctf::stats::ProcessStats;
@@ -389,17 +389,19 @@ impl Consumer {
             let prev = st.partial.filter(|p| p.seq == open.seq);
             let from = prev.map_or(PACKET_HEADER_LEN, |p| p.off);
             let body = open.events.get(from - PACKET_HEADER_LEN..).unwrap_or(&[]);
-            let (len, n, last_ts) = walk_events(&self.desc, body);
+            // The stream's clock where `body` starts: the packet's begin time, or the last
+            // event shipped of it (compact headers are relative to it).
+            let begin = prev.map_or_else(
+                || read_u64(&open.header, OFF_TIMESTAMP_BEGIN).unwrap_or(0),
+                |p| p.last_ts,
+            );
+            let (len, n, last_ts) = walk_events(&self.desc, body, begin);
             if n == 0 {
                 if !moved {
                     idle.push(b.instance);
                 }
                 continue;
             }
-            let begin = prev.map_or_else(
-                || read_u64(&open.header, OFF_TIMESTAMP_BEGIN).unwrap_or(0),
-                |p| p.last_ts,
-            );
             let mut out = std::mem::take(&mut self.scratch);
             out.clear();
             out.extend_from_slice(&open.header);
@@ -859,12 +861,13 @@ fn put(p: &mut [u8], off: usize, v: u64) {
 }
 
 /// Walks the complete events at the start of `b` (a packet's event bytes) with the field types
-/// of `desc`: returns their length, count and the last one's timestamp. Stops at an event of a
-/// class whose types are unknown (the rest waits for the next pass).
-fn walk_events(desc: &TraceDesc, b: &[u8]) -> (usize, u64, u64) {
-    let (mut off, mut n, mut last) = (0usize, 0u64, 0u64);
-    while off + EVENT_HEADER_LEN <= b.len() {
-        let Some(id) = read_u16(b, off) else { break };
+/// of `desc`, the stream's clock at `begin` where `b` starts: returns their length, count and
+/// the last one's timestamp (`begin` if none). Stops at an event of a class whose types are
+/// unknown (the rest waits for the next pass).
+fn walk_events(desc: &TraceDesc, b: &[u8], begin: u64) -> (usize, u64, u64) {
+    let (mut off, mut n, mut last) = (0usize, 0u64, begin);
+    while let Some(h) = parse_event_header(&b[off..], last) {
+        let id = h.id;
         let Some(fields) = desc
             .events
             .get(usize::from(id))
@@ -874,7 +877,7 @@ fn walk_events(desc: &TraceDesc, b: &[u8]) -> (usize, u64, u64) {
         else {
             break;
         };
-        let mut len = EVENT_HEADER_LEN;
+        let mut len = h.len;
         let mut ok = true;
         for (_, t) in fields {
             match t.fixed_size() {
@@ -894,7 +897,7 @@ fn walk_events(desc: &TraceDesc, b: &[u8]) -> (usize, u64, u64) {
         if !ok || off + len > b.len() {
             break;
         }
-        last = read_u64(b, off + OFF_EVENT_TIMESTAMP).unwrap_or(last);
+        last = h.ts;
         off += len;
         n += 1;
     }

@@ -6,7 +6,8 @@
 //!
 //! * The producer fills the open packet with events, each reserved with a signal-safe local
 //!   compare-and-swap on `off` (so a signal handler that traces on the same thread gets its own
-//!   bytes), then finalizes it: writes `timestamp_end`, sizes and the discarded count into the
+//!   bytes) and given its header by the reservation (compact or extended, see
+//!   [`Buffer::reserve_event`]), then finalizes it: writes `timestamp_end`, sizes and the discarded count into the
 //!   header, records the packet's event count and length in `meta`, and publishes it with a
 //!   Release store of `committed = s + 1`. That store is the only write of the producer to a
 //!   line another thread reads in the steady state.
@@ -151,6 +152,17 @@ impl AtomicIdent {
 pub(crate) struct Producer {
     /// Reservation offset inside the open packet.
     off: LocalU64,
+    /// The stream's clock as the producer last left it: the timestamp of an event already
+    /// reserved in the open packet, or the packet's `timestamp_begin`. Invariant: never later
+    /// than the timestamp of the event reserved last (the true previous event), because events
+    /// are reserved in timestamp order and this is only ever set to the timestamp of a reserved
+    /// event or to `timestamp_begin`. A signal handler nesting between a reservation's
+    /// compare-and-swap and its store of `last_ts` reads an older value (its choice of header is
+    /// only more conservative), and the interrupted store may then move `last_ts` back below the
+    /// handler's event, which keeps the invariant. Hence a compact header chosen against
+    /// `last_ts` ([`compact_fits`]) is within 2^24 cycles of the true previous event, and
+    /// decodes.
+    last_ts: LocalU64,
     /// Events in the open packet.
     events: LocalU64,
     /// Cumulative events dropped in this stream (CTF `events_discarded`).
@@ -285,6 +297,7 @@ impl Buffer {
         Buffer {
             producer: CachePadded::new(Producer {
                 off: LocalU64::new(0),
+                last_ts: LocalU64::new(0),
                 events: LocalU64::new(0),
                 discarded: LocalU64::new(0),
                 overwritten: RelaxedU64::new(0),
@@ -418,21 +431,25 @@ impl Buffer {
         self.producer.ident.set(ident);
     }
 
-    /// Reserves `len` bytes for an event and reads its timestamp, atomically with respect to
-    /// signal handlers on this thread: the timestamp is re-read if a handler reserved in between,
-    /// so timestamps stay ordered in the stream. `depth` is the tracepoint nesting depth
-    /// (1 = not nested). Returns the event's address and timestamp.
+    /// Reserves an event of class `id` with `body` bytes of fields, reads its timestamp and
+    /// writes its header, atomically with respect to signal handlers on this thread: the
+    /// timestamp is re-read if a handler reserved in between, so timestamps stay ordered in the
+    /// stream. The header is compact when [`compact_fits`] against the stream's clock
+    /// (`last_ts`), else extended; choosing the length and writing the header here keeps them
+    /// in agreement. `depth` is the tracepoint nesting depth (1 = not nested). Returns the
+    /// address of the `body` bytes for the fields.
     #[inline(always)]
-    pub fn reserve(
+    pub fn reserve_event(
         &self,
-        len: usize,
+        id: u16,
+        body: usize,
         depth: u32,
         now: impl Fn() -> u64,
         on_commit: impl Fn(),
-    ) -> Result<(*mut u8, u64), Full> {
-        match self.reserve_in_open_packet(len, &now) {
+    ) -> Result<*mut u8, Full> {
+        match self.reserve_in_open_packet(id, body, &now) {
             Some(r) => Ok(r),
-            None => self.reserve_slow(len, depth, now, on_commit),
+            None => self.reserve_slow(id, body, depth, now, on_commit),
         }
     }
 
@@ -440,24 +457,55 @@ impl Buffer {
     /// (or no packet is open). A handler that reserves between our read of `off` and the
     /// compare-and-swap makes it fail, and we retry with a fresh timestamp.
     #[inline(always)]
-    fn reserve_in_open_packet(&self, len: usize, now: &impl Fn() -> u64) -> Option<(*mut u8, u64)> {
+    fn reserve_in_open_packet(
+        &self,
+        id: u16,
+        body: usize,
+        now: &impl Fn() -> u64,
+    ) -> Option<*mut u8> {
         let p = &*self.producer;
         loop {
             let o = p.off.get();
-            if o + len as u64 > p.end.get() {
+            let end = p.end.get();
+            // Room for the smaller header first: a full packet costs no clock read.
+            if o + (COMPACT_HEADER_LEN + body) as u64 > end {
                 return None;
             }
+            let last = p.last_ts.get();
             let ts = now();
-            if p.off.cas(o, o + len as u64) {
+            let compact = compact_fits(id, ts, last);
+            let header = if compact {
+                COMPACT_HEADER_LEN
+            } else {
+                EXTENDED_HEADER_LEN
+            };
+            let len = (header + body) as u64;
+            if o + len > end {
+                return None;
+            }
+            if p.off.cas(o, o + len) {
+                // The event is reserved: `ts` is the stream's newest timestamp (a handler that
+                // nests from here on reads an older `last_ts`: see its docs).
+                p.last_ts.set(ts);
                 p.events.add(1);
-                // The caller writes the event's bytes into the open slot.
                 #[cfg(hushtrace_loom)]
                 self.touch_slot(
                     (p.base.get() as usize - self.mem as usize) / self.subbuf_size,
                     true,
                 );
-                // SAFETY: `o + len <= end <= subbuf_size`, so the range is inside the open slot.
-                return Some((unsafe { p.base.get().add(o as usize) }, ts));
+                // SAFETY: `o + len <= end <= subbuf_size`, so the `len` bytes at `o` are inside
+                // the open slot, and ours (the compare-and-swap reserved them).
+                unsafe {
+                    let dst = p.base.get().add(o as usize);
+                    if compact {
+                        put_u32(dst, 0, compact_word(id, ts));
+                    } else {
+                        dst.write(EXTENDED_TAG);
+                        (dst.add(1) as *mut [u8; 2]).write_unaligned(id.to_le_bytes());
+                        put_u64(dst, 3, ts);
+                    }
+                    return Some(dst.add(header));
+                }
             }
         }
     }
@@ -466,14 +514,16 @@ impl Buffer {
     #[inline(never)]
     fn reserve_slow(
         &self,
-        len: usize,
+        id: u16,
+        body: usize,
         depth: u32,
         now: impl Fn() -> u64,
         on_commit: impl Fn(),
-    ) -> Result<(*mut u8, u64), Full> {
+    ) -> Result<*mut u8, Full> {
         let p = &*self.producer;
-        // A nested (signal-handler) event must not switch packets under the interrupted one.
-        if depth > 1 || len > self.subbuf_size - PACKET_HEADER_LEN {
+        // A nested (signal-handler) event must not switch packets under the interrupted one;
+        // an event too large for an empty packet (with either header) is dropped.
+        if depth > 1 || EXTENDED_HEADER_LEN + body > self.subbuf_size - PACKET_HEADER_LEN {
             p.discarded.add(1);
             self.mirror_discarded();
             return Err(Full::Dropped);
@@ -493,7 +543,7 @@ impl Buffer {
             if !self.open_next(&now) {
                 break;
             }
-            if let Some(ok) = self.reserve_in_open_packet(len, &now) {
+            if let Some(ok) = self.reserve_in_open_packet(id, body, &now) {
                 r = Ok(ok);
                 break;
             }
@@ -585,6 +635,8 @@ impl Buffer {
         }
         p.base.set(base);
         p.off.set(PACKET_HEADER_LEN as u64);
+        // The packet's first event is relative to its begin time.
+        p.last_ts.set(ts_begin);
         p.events.set(0);
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(0, Ordering::Relaxed);
@@ -684,6 +736,7 @@ impl Buffer {
         }
         let p = &*self.producer;
         p.off.set(0);
+        p.last_ts.set(0);
         p.events.set(0);
         p.discarded.set(0);
         p.overwritten.set(0);
@@ -721,7 +774,7 @@ const RING_HEADER_LEN: usize = hushtrace_ctf::ringfile::HEADER_LEN;
 /// # Safety
 /// `base + off .. base + off + 8` must be writable.
 #[inline(always)]
-pub(crate) unsafe fn put_u64(base: *mut u8, off: usize, v: u64) {
+unsafe fn put_u64(base: *mut u8, off: usize, v: u64) {
     // SAFETY: guaranteed by the caller; unaligned write.
     unsafe { (base.add(off) as *mut [u8; 8]).write_unaligned(v.to_le_bytes()) }
 }
@@ -749,12 +802,15 @@ mod tests {
         b
     }
 
+    /// Bytes of a test event: a compact header (the clock advances by 1 per event) and a u64.
+    const EV: u64 = (COMPACT_HEADER_LEN + 8) as u64;
+
     fn write_n(b: &Buffer, n: u64) -> u64 {
         let mut ok = 0;
         for i in 0..n {
-            if let Ok((ptr, _)) = b.reserve(18, 1, || i, || {}) {
-                // SAFETY: 18 bytes reserved.
-                unsafe { put_u64(ptr, 10, i) };
+            if let Ok(ptr) = b.reserve_event(1, 8, 1, || i, || {}) {
+                // SAFETY: 8 bytes of fields reserved.
+                unsafe { put_u64(ptr, 0, i) };
                 ok += 1;
             }
         }
@@ -782,7 +838,7 @@ mod tests {
     #[test]
     fn discard_mode_counts_every_event() {
         let b = buf(Mode::Discard);
-        let per_packet = (4096 - PACKET_HEADER_LEN as u64) / 18;
+        let per_packet = (4096 - PACKET_HEADER_LEN as u64) / EV;
         let ok = write_n(&b, 10_000);
         assert_eq!(ok, per_packet * 4);
         assert_eq!(b.lost(), 10_000 - ok);
@@ -815,7 +871,7 @@ mod tests {
     #[test]
     fn handlers_filling_a_fresh_packet_do_not_drop_the_interrupted_event() {
         let b = buf(Mode::Discard);
-        let per_packet = (4096 - PACKET_HEADER_LEN as u64) / 18;
+        let per_packet = (4096 - PACKET_HEADER_LEN as u64) / EV;
         assert_eq!(write_n(&b, per_packet), per_packet);
         let calls = std::cell::Cell::new(0u32);
         let nested = std::cell::Cell::new(0u64);
@@ -824,14 +880,14 @@ mod tests {
             // Third clock read: inside the fresh packet's reservation (after the old packet's
             // end and the new one's begin timestamps).
             if calls.get() == 3 {
-                while b.reserve(18, 2, || 7, || {}).is_ok() {
+                while b.reserve_event(1, 8, 2, || 9, || {}).is_ok() {
                     nested.set(nested.get() + 1);
                 }
             }
             9
         };
         assert!(
-            b.reserve(18, 1, now, || {}).is_ok(),
+            b.reserve_event(1, 8, 1, now, || {}).is_ok(),
             "interrupted event dropped"
         );
         assert_eq!(nested.get(), per_packet);
@@ -842,6 +898,88 @@ mod tests {
         );
         let pk = collect(&b, true);
         assert_eq!(pk.iter().map(|p| p.1).sum::<u64>(), 2 * per_packet + 1);
+    }
+
+    /// Headers decode, from each packet's `timestamp_begin`, to exactly the timestamps the
+    /// clock gave: compact for small steps (low bits wrapping included), extended for steps of
+    /// 2^24 cycles and more, for ids of 255 and up, and for a clock going backwards; and so do
+    /// the events of a handler nesting inside a reservation's clock read.
+    #[test]
+    fn headers_decode_to_the_clock_readings() {
+        const M: u64 = 1 << 24;
+        let b = buf(Mode::Discard);
+        // (id, timestamp): the clock's readings, one per event.
+        let mut want = vec![];
+        let mut t = 5 * M - 3;
+        for (k, step) in [0, 1, 2, M - 1, M, 7, M + 1, 3, 2 * M, 0, 1]
+            .into_iter()
+            .enumerate()
+        {
+            t += step;
+            want.push((if k % 4 == 3 { 300 } else { 7 }, t));
+        }
+        want.push((7, t - 5)); // backwards (a clock fallback): extended, decodes as is
+        want.push((7, t - 4));
+        // The clock; event 4's first read is interrupted by a handler recording two events,
+        // and its retry reads the clock after them.
+        let clock = std::cell::Cell::new(0);
+        let expect = std::cell::RefCell::new(vec![]);
+        for (k, &(id, ts)) in want.iter().enumerate() {
+            clock.set(ts);
+            let interrupt = std::cell::Cell::new(k == 4);
+            let now = || {
+                if interrupt.replace(false) {
+                    for h in 1..=2 {
+                        let p = b.reserve_event(254, 8, 2, || ts + h, || {}).unwrap();
+                        // SAFETY: 8 bytes of fields reserved.
+                        unsafe { put_u64(p, 0, ts + h) };
+                        expect.borrow_mut().push((254, ts + h));
+                    }
+                    let read = clock.get();
+                    clock.set(ts + 3);
+                    return read; // the reservation's CAS fails: it retries
+                }
+                clock.get()
+            };
+            let p = b.reserve_event(id, 8, 1, now, || {}).unwrap();
+            // SAFETY: 8 bytes of fields reserved.
+            unsafe { put_u64(p, 0, clock.get()) };
+            expect.borrow_mut().push((id, clock.get()));
+        }
+        let expect = expect.into_inner();
+        assert_eq!(expect.len(), want.len() + 2);
+        let mut got = vec![];
+        let mut headers = vec![];
+        b.finish(|bytes, _| {
+            let mut clock = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
+            let mut off = PACKET_HEADER_LEN;
+            while off < bytes.len() {
+                let h = parse_event_header(&bytes[off..], clock).unwrap();
+                assert_eq!(
+                    read_u64(bytes, off + h.len),
+                    Some(h.ts),
+                    "field = timestamp"
+                );
+                got.push((h.id, h.ts));
+                headers.push(h.compact);
+                clock = h.ts;
+                off += h.len + 8;
+            }
+            assert_eq!(off, bytes.len());
+        });
+        assert_eq!(got, expect);
+        // 0 and small steps compact, M-1 compact, M extended, id 300 extended, backwards
+        // extended.
+        let compact: Vec<bool> = expect
+            .iter()
+            .scan(None, |prev: &mut Option<u64>, &(id, ts)| {
+                let c = compact_fits(id, ts, prev.unwrap_or(ts));
+                *prev = Some(ts);
+                Some(c)
+            })
+            .collect();
+        assert_eq!(headers, compact);
+        assert!(headers.contains(&true) && headers.contains(&false));
     }
 
     #[test]

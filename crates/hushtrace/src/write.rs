@@ -6,11 +6,10 @@ use crate::config::Policy;
 use crate::consumer;
 use crate::ctx::{ThreadCtx, Violation};
 use crate::platform;
-use crate::ring::{self, Buffer};
+use crate::ring::Buffer;
 use crate::state;
 use crate::thread;
 use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind, STR_CAP};
-use hushtrace_ctf::layout::EVENT_HEADER_LEN;
 use std::sync::atomic::{compiler_fence, AtomicU8, Ordering};
 
 mod sealed {
@@ -140,17 +139,14 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
     } else {
         // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol waits).
         let buf = unsafe { &*buf };
-        // The record length, computed once: the reservation and the encoding both use it.
+        // The fields' length, computed once: the reservation and the encoding both use it.
         let body = payload.encoded_len();
-        let len = EVENT_HEADER_LEN + body;
-        match buf.reserve(len, d, || now(ctx), || after_commit(ctx)) {
-            Ok((dst, ts)) => {
-                // SAFETY: `reserve` returned `len` writable bytes at `dst`; the header takes
-                // EVENT_HEADER_LEN of them and the sealed payload writes exactly `body`.
+        match buf.reserve_event(id, body, d, || now(ctx), || after_commit(ctx)) {
+            Ok(dst) => {
+                // SAFETY: `reserve_event` wrote the header and returned `body` writable bytes at
+                // `dst`; the sealed payload writes exactly `body`.
                 unsafe {
-                    (dst as *mut [u8; 2]).write_unaligned(id.to_le_bytes());
-                    ring::put_u64(dst, 2, ts);
-                    let n = payload.encode(dst.add(EVENT_HEADER_LEN));
+                    let n = payload.encode(dst);
                     debug_assert_eq!(n, body);
                 }
                 if d == 1 {

@@ -19,8 +19,9 @@ use std::time::Duration;
 
 const SUBBUF: usize = 4096;
 const NUM: usize = 8;
-/// Bytes of one `crash:seq` event (id, timestamp, u64).
-const EVENT: usize = 18;
+/// Bytes of one `crash:seq` event at most (an extended header, a u64): a full packet holds at
+/// least `(SUBBUF - 112) / EVENT` of them.
+const EVENT: usize = hushtrace_ctf::layout::EXTENDED_HEADER_LEN + 8;
 
 #[derive(Clone, Copy, Debug)]
 enum Death {

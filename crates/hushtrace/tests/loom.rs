@@ -21,8 +21,8 @@
 use hushtrace::handover::Handover;
 use hushtrace::ring::{BufState, Buffer, Ident, Mode};
 use hushtrace_ctf::layout::{
-    read_u32, read_u64, EVENT_HEADER_LEN, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED,
-    OFF_PACKET_SEQ_NUM, OFF_VTID, PACKET_HEADER_LEN,
+    parse_event_header, read_u32, read_u64, COMPACT_HEADER_LEN, OFF_CONTENT_SIZE,
+    OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_TIMESTAMP_BEGIN, OFF_VTID, PACKET_HEADER_LEN,
 };
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
@@ -80,8 +80,9 @@ fn producer_and_consumer_never_touch_the_same_slot_at_once() {
 
 // ---- The ring's life cycle ----
 
-/// An event: header plus one `u64`, its number.
-const EV: usize = EVENT_HEADER_LEN + 8;
+/// An event: a compact header (its clock reads its number, so the stream's clock advances by
+/// less than 2^24 between events) plus one `u64`, its number.
+const EV: usize = COMPACT_HEADER_LEN + 8;
 /// Two events per packet.
 const SUBBUF: usize = PACKET_HEADER_LEN + 2 * EV;
 /// Two slots.
@@ -115,10 +116,10 @@ fn ident(vtid: u32) -> Ident {
 /// One event at nesting depth 1 (the thread itself, not a signal handler), carrying `n`.
 /// Returns whether it was written (otherwise it was dropped and counted).
 fn event(b: &Buffer, n: u64) -> bool {
-    match b.reserve(EV, 1, || n, || {}) {
-        Ok((dst, _ts)) => {
-            // SAFETY: `reserve` returned EV writable bytes at `dst`; the payload is the last 8.
-            unsafe { (dst.add(EVENT_HEADER_LEN) as *mut [u8; 8]).write_unaligned(n.to_le_bytes()) };
+    match b.reserve_event(3, 8, 1, || n, || {}) {
+        Ok(dst) => {
+            // SAFETY: `reserve_event` wrote the header and returned 8 writable bytes at `dst`.
+            unsafe { (dst as *mut [u8; 8]).write_unaligned(n.to_le_bytes()) };
             true
         }
         Err(_) => false,
@@ -145,9 +146,19 @@ fn read_into(out: &mut Vec<Packet>) -> impl FnMut(&[u8], u64) + '_ {
         );
         let body = &bytes[PACKET_HEADER_LEN..];
         assert_eq!(body.len() % EV, 0, "a packet ends inside an event");
+        // Headers decode from the packet's begin time to each event's clock reading, which is
+        // its number.
+        let mut clock = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
         let evs: Vec<u64> = body
             .chunks(EV)
-            .map(|e| read_u64(e, EVENT_HEADER_LEN).unwrap())
+            .map(|e| {
+                let h = parse_event_header(e, clock).unwrap();
+                assert_eq!((h.id, h.len), (3, COMPACT_HEADER_LEN));
+                let n = read_u64(e, h.len).unwrap();
+                assert_eq!(h.ts, n, "timestamp decodes");
+                clock = h.ts;
+                n
+            })
             .collect();
         assert_eq!(
             evs.len() as u64,

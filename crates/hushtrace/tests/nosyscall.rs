@@ -115,16 +115,19 @@ fn many_subbuffer_switches_without_a_single_syscall() {
         for round in 1..=ROUNDS {
             let target = round * CAPACITY / 4;
             while b < target {
-                hushtrace::event!("rt", "a", i = i, x = i as f64 * 0.5); // 10 + 16 bytes
-                hushtrace::event!("rt", "b", label = "static label", ok = i.is_multiple_of(2)); // 10+13+1
-                hushtrace::event!("rtlate", "c", v = i as u32); // 10 + 4, enabled after entry
+                // Sizes with compact headers (4 bytes); an extended one (11) after a pause of
+                // 2^24 cycles only makes the ring fuller than `b` says, never emptier, so the
+                // wait for `b - SUBBUF` bytes on disk below always ends.
+                hushtrace::event!("rt", "a", i = i, x = i as f64 * 0.5); // 4 + 16 bytes
+                hushtrace::event!("rt", "b", label = "static label", ok = i.is_multiple_of(2)); // 4+13+1
+                hushtrace::event!("rtlate", "c", v = i as u32); // 4 + 4, enabled after entry
                 n += 3;
-                b += 26 + 24 + 14;
+                b += 20 + 18 + 8;
                 if round > ROUNDS / 2 {
                     // A callsite never hit before this point.
-                    hushtrace::event!("rt", "fresh", k = -(i as i64)); // 10 + 8
+                    hushtrace::event!("rt", "fresh", k = -(i as i64)); // 4 + 8
                     n += 1;
-                    b += 18;
+                    b += 12;
                 }
                 i += 1;
             }

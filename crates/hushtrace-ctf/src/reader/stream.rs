@@ -185,6 +185,9 @@ pub struct StreamReader {
     current: Option<Current>,
     field_offsets: Vec<usize>,
     last_seq: Option<u64>,
+    /// The stream's clock while decoding the current packet: its `timestamp_begin`, then the
+    /// timestamp of each event decoded (compact headers hold only its low bits).
+    clock: u64,
     last_discarded: u64,
     last_timestamp: u64,
     lost_packets: u64,
@@ -227,6 +230,7 @@ impl StreamReader {
             current: None,
             field_offsets: Vec::new(),
             last_seq: None,
+            clock: 0,
             last_discarded: 0,
             last_timestamp: 0,
             lost_packets: 0,
@@ -564,6 +568,7 @@ impl StreamReader {
             self.next_packet = off.saturating_add(packet_size / 8);
         }
         self.packet = packet;
+        self.clock = ts_begin;
         self.content_end = avail;
         self.win = PACKET_HEADER_LEN as u64;
         self.pos = 0;
@@ -594,11 +599,15 @@ impl StreamReader {
         // that runs past `end` really cut off.
         let at_content_end = !self.more_in_packet();
         let b = &self.buf[..end];
-        if start + EVENT_HEADER_LEN > end {
+        let Some(EventHeader {
+            id,
+            ts: timestamp,
+            len: header_len,
+            ..
+        }) = parse_event_header(&b[start..], self.clock)
+        else {
             return Err(Stop::PastEnd(start, "event header"));
-        }
-        let id = read_u16(b, start + OFF_EVENT_ID).unwrap_or(0);
-        let timestamp = read_u64(b, start + OFF_EVENT_TIMESTAMP).unwrap_or(0);
+        };
         let class = match self.class_by_id.get(id as usize).copied().flatten() {
             Some(c) => c,
             None => return Err(Stop::Bad(start, format!("unknown event id {id}"))),
@@ -614,7 +623,7 @@ impl StreamReader {
             ));
         };
         self.field_offsets.clear();
-        let mut p = start + EVENT_HEADER_LEN;
+        let mut p = start + header_len;
         for (name, ty) in fields {
             self.field_offsets.push(p);
             match ty.fixed_size() {
@@ -644,6 +653,7 @@ impl StreamReader {
             }
         }
         self.pos = p;
+        self.clock = timestamp;
         Ok(Current {
             class,
             timestamp,

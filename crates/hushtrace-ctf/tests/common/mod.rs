@@ -4,7 +4,8 @@
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
 
-/// A trace exercising every field type, spans, a counter, an instant and a never-hit class.
+/// A trace exercising every field type, spans, a counter, an instant and a never-hit class, and
+/// both event header forms (compact; extended for ids of 255 and up and after pauses).
 pub fn rich_trace(pid: u32, events_per_thread: u64) -> SynthTrace {
     let mut t = SynthTrace::new(pid, "rich");
     t.packet_bytes = 512;
@@ -26,13 +27,23 @@ pub fn rich_trace(pid: u32, events_per_thread: u64) -> SynthTrace {
         "work:step",
         &[("n", FieldType::U64), ("label", FieldType::Str)],
     );
+    // Classes never recorded, so that the counter's id is 255, the first one with an extended
+    // event header (`layout`): these traces hold both header forms.
+    while t.desc.events.len() < 255 {
+        let k = t.desc.events.len();
+        t.instant(&format!("pad:p{k}"), &[]);
+    }
     let ctr = t.counter("mem:bytes", FieldType::I64);
+    assert_eq!(ctr, 255);
     t.class("never:hit", hushtrace_ctf::Kind::Instant, None);
     for th in 0..2u32 {
         let tid = pid + 1 + th;
         let thread = t.thread(tid, &format!("worker-{th}"));
         let mut ts = 1_000 + th as u64;
         for i in 0..events_per_thread {
+            if i % 4 == 3 {
+                ts += 1 << 24; // a pause: the next header is extended
+            }
             thread.event(
                 SynthEvent::new(begin, ts)
                     .u64(i)

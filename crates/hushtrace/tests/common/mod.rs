@@ -269,3 +269,98 @@ pub fn thread_stacks(pid: i32) -> String {
         .map(|o| String::from_utf8_lossy(&o.stdout).into_owned())
         .unwrap_or_else(|e| format!("(no gdb: {e})"))
 }
+
+/// One event's raw clock value (cycles) with the event, as `babeltrace2 --clock-cycles` prints
+/// it: `(cycles, event)`, in output order (`ts_ns` of the event is 0). Fails on any diagnostic
+/// unless `allow_warnings`; `None` when babeltrace2 is missing and that is allowed.
+pub fn babeltrace_cycles(dir: &Path, allow_warnings: bool) -> Option<Vec<(u64, BtEvent)>> {
+    let out = match Command::new("babeltrace2")
+        .arg("--clock-cycles")
+        .arg(dir)
+        .output()
+    {
+        Ok(o) => o,
+        Err(e) if skip_external() => {
+            eprintln!("skipping babeltrace2 check ({e}); HUSHTRACE_SKIP_EXTERNAL=1");
+            return None;
+        }
+        Err(e) => panic!("babeltrace2 is required for this test ({e})"),
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "babeltrace2 failed: {stderr}");
+    if !allow_warnings {
+        assert!(stderr.trim().is_empty(), "babeltrace2 printed: {stderr}");
+    }
+    let stdout = String::from_utf8(out.stdout).expect("babeltrace2 output is UTF-8");
+    Some(
+        stdout
+            .lines()
+            .filter(|l| l.starts_with('['))
+            .map(|l| {
+                let close = l.find(']').unwrap();
+                let cycles = l[1..close].parse::<u64>().unwrap_or_else(|_| panic!("{l}"));
+                // The rest of the line is as with --clock-seconds.
+                let e = parse_line(&format!("[0.0{}", &l[close..]))
+                    .unwrap_or_else(|| panic!("unparsable line: {l}"));
+                (cycles, e)
+            })
+            .collect(),
+    )
+}
+
+/// `(vtid, cycles, name)` of every event of the session in `dir` as hushtrace's own reader
+/// decodes them, stream by stream in file order.
+pub fn reader_cycles(dir: &Path) -> Vec<(u32, u64, String)> {
+    let s = hushtrace_ctf::reader::Session::open(dir).expect("open the trace");
+    let mut out = Vec::new();
+    for t in &s.traces {
+        for path in &t.streams {
+            let mut r = hushtrace_ctf::reader::StreamReader::open(t.desc.clone(), path)
+                .expect("open a stream");
+            while r.advance().expect("every event decodes") {
+                let e = r.current().unwrap();
+                out.push((e.packet.vtid, e.timestamp, e.class.name.clone()));
+            }
+        }
+    }
+    out
+}
+
+/// Checks that babeltrace2 and hushtrace's reader give every event the same clock value in
+/// cycles, stream by stream (by vtid), and that each stream's values never go backwards.
+/// Returns the number of events compared (0 when babeltrace2 is missing and allowed).
+pub fn assert_same_cycles(dir: &Path, allow_warnings: bool) -> usize {
+    let Some(bt) = babeltrace_cycles(dir, allow_warnings) else {
+        return 0;
+    };
+    let mut ours: BTreeMap<u32, Vec<(u64, String)>> = BTreeMap::new();
+    for (vtid, c, name) in reader_cycles(dir) {
+        ours.entry(vtid).or_default().push((c, name));
+    }
+    let mut theirs: BTreeMap<u32, Vec<(u64, String)>> = BTreeMap::new();
+    for (c, e) in bt {
+        theirs.entry(e.vtid).or_default().push((c, e.name));
+    }
+    assert_eq!(
+        ours.keys().collect::<Vec<_>>(),
+        theirs.keys().collect::<Vec<_>>(),
+        "threads"
+    );
+    let mut n = 0;
+    for (vtid, o) in &ours {
+        let t = &theirs[vtid];
+        assert_eq!(o.len(), t.len(), "vtid {vtid}: event counts");
+        for (i, (a, b)) in o.iter().zip(t).enumerate() {
+            assert_eq!(
+                a, b,
+                "vtid {vtid}, event {i}: hushtrace reader vs babeltrace2"
+            );
+        }
+        assert!(
+            o.windows(2).all(|w| w[0].0 <= w[1].0),
+            "vtid {vtid}: timestamps go backwards"
+        );
+        n += o.len();
+    }
+    n
+}
