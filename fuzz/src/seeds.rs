@@ -25,6 +25,22 @@ fn main() -> std::io::Result<()> {
     lossy.threads[0].first_seq = 6;
     lossy.threads[0].lost_packets = 2;
     std::fs::write(root.join("stream/overwritten"), lossy.stream_bytes(0))?;
+    // Event headers (target `event_header`): id, timestamp and clock at the compact form's
+    // edges (a step of 2^24 - 1 and 2^24, id 254 and 255, low bits wrapping).
+    std::fs::create_dir_all(root.join("event_header"))?;
+    for (name, id, ts, prev) in [
+        ("compact_max_step", 254u16, (1u64 << 24) - 1, 0u64),
+        ("extended_step", 254, 1 << 24, 0),
+        ("extended_id", 255, 5, 5),
+        ("wrap", 3, 0x0100_0002, 0x00ff_fffe),
+    ] {
+        let mut b = id.to_le_bytes().to_vec();
+        b.extend_from_slice(&ts.to_le_bytes());
+        b.extend_from_slice(&prev.to_le_bytes());
+        b.push(1); // odd: `ts` taken as is
+        hushtrace_ctf::layout::push_event_header(&mut b, id, ts, prev);
+        std::fs::write(root.join("event_header").join(name), b)?;
+    }
     println!("seeds written under {}", root.display());
     Ok(())
 }

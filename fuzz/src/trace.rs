@@ -12,7 +12,7 @@ pub fn fixture() -> SynthTrace {
     fixture_with(256, 6)
 }
 
-/// The fixture's classes with `rounds` rounds of 4 events in packets of `packet_bytes`: the
+/// The fixture's classes with `rounds` rounds of 5 events in packets of `packet_bytes`: the
 /// same metadata, so its streams are inputs of the `stream` target too.
 pub fn fixture_with(packet_bytes: usize, rounds: u64) -> SynthTrace {
     let mut t = SynthTrace::new(PID, "fuzz");
@@ -34,11 +34,20 @@ pub fn fixture_with(packet_bytes: usize, rounds: u64) -> SynthTrace {
     let (b, e) = t.span("f:span", &[("label", FieldType::Str)]);
     let c = t.counter("f:ctr", FieldType::F64);
     t.class("f:never", Kind::Instant, None);
+    // Classes never recorded up to id 254, then one recorded with id 255: its events have the
+    // extended event header (`layout`), as have those after a pause of 2^24 cycles below.
+    while t.desc.events.len() < 255 {
+        let k = t.desc.events.len();
+        t.instant(&format!("f:pad{k}"), &[]);
+    }
+    let high = t.instant("f:high", &[("v", FieldType::U32)]);
     let th = t.thread(PID + 1, "fz");
     for k in 0..rounds {
-        th.event(SynthEvent::new(b, k * 100).str("lbl"));
+        // Every other round begins after a pause: an extended header.
+        let t0 = k * 100 + (k / 2) * (1 << 24);
+        th.event(SynthEvent::new(b, t0).str("lbl"));
         th.event(
-            SynthEvent::new(every, k * 100 + 10)
+            SynthEvent::new(every, t0 + 10)
                 .u8(1)
                 .u16(2)
                 .u32(3)
@@ -51,8 +60,9 @@ pub fn fixture_with(packet_bytes: usize, rounds: u64) -> SynthTrace {
                 .bool(true)
                 .str("é"),
         );
-        th.event(SynthEvent::new(c, k * 100 + 20).f64(k as f64));
-        th.event(SynthEvent::new(e, k * 100 + 30));
+        th.event(SynthEvent::new(c, t0 + 20).f64(k as f64));
+        th.event(SynthEvent::new(high, t0 + 25).u32(k as u32));
+        th.event(SynthEvent::new(e, t0 + 30));
     }
     th.discarded = 3;
     t
