@@ -36,6 +36,43 @@ impl Registered {
         emit_values(self.0, values)
     }
 
+    /// Records `payload`, a tuple of up to 12 values whose types are known at compile time
+    /// (`(&str, u64, f64)`, say), if the callsite is enabled: what [`Registered::record`]
+    /// does, with the type check done once at compile time (one comparison of the types'
+    /// signature with the registered one, no per-value check or dispatch). A tuple of other
+    /// types than the registered ones drops the event and counts it as discarded, like
+    /// `record`. For a caller that picks a monomorphic recorder per registered type list.
+    ///
+    /// ```
+    /// use hushtrace::{register_callsite, FieldType, Kind};
+    /// let cs = register_callsite("plugin", "typed", Kind::Instant,
+    ///                            &[("n", FieldType::U64), ("name", FieldType::Str)])?;
+    /// cs.record_typed((7u64, "left"));
+    /// # Ok::<(), hushtrace::Error>(())
+    /// ```
+    #[inline]
+    pub fn record_typed<P: crate::write::Payload>(&self, payload: P) -> bool {
+        let interest = self.0.state.interest();
+        if !interest.is_enabled() {
+            return false;
+        }
+        if !interest.has_signature(P::SIG) && P::TYPES.len() != self.0.field_types.len() {
+            return self.record_mismatch();
+        }
+        crate::write::emit(self.0, interest, payload)
+    }
+
+    /// Drops and counts a record of another length than the callsite's fields (through
+    /// `record`'s own check: a list one value longer than the fields never matches).
+    #[cold]
+    #[inline(never)]
+    fn record_mismatch(&self) -> bool {
+        static TOO_LONG: [Value<'static>; hushtrace_core::MAX_FIELDS + 1] =
+            [Value::Bool(false); hushtrace_core::MAX_FIELDS + 1];
+        let n = (self.0.field_types.len() + 1).min(TOO_LONG.len());
+        emit_values(self.0, &TOO_LONG[..n])
+    }
+
     /// Whether the callsite is enabled (one relaxed load): test it before computing values
     /// that cost something (formatting, say).
     #[inline]
