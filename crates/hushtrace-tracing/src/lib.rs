@@ -67,8 +67,9 @@
 
 mod capture;
 mod table;
+mod typed;
 
-use capture::Capture;
+use capture::{Capture, Scratch};
 use hushtrace::{FieldType, Kind, Registered, Value};
 use std::sync::atomic::{AtomicPtr, Ordering};
 use std::sync::Mutex;
@@ -121,10 +122,11 @@ where
         if !schema.fallback.is_enabled() {
             return;
         }
-        let mut cap = Capture::new(info.fields.len());
-        event.record(&mut cap);
+        let mut scratch = Scratch::new();
         let level = Value::Str(level_str(event.metadata().level()));
-        schema.record(level, &mut cap);
+        let mut cap = Capture::new(level, info.fields.len(), &mut scratch);
+        event.record(&mut cap);
+        schema.record(&mut cap);
     }
 
     fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
@@ -137,9 +139,10 @@ where
         if !end.is_enabled() {
             return;
         }
-        let mut cap = Capture::new(info.fields.len());
+        let mut scratch = Scratch::new();
+        let mut cap = Capture::new(Value::U64(id.into_u64()), info.fields.len(), &mut scratch);
         attrs.record(&mut cap);
-        begin.record(Value::U64(id.into_u64()), &mut cap);
+        begin.record(&mut cap);
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
@@ -152,9 +155,10 @@ where
         if !end.is_enabled() {
             return;
         }
-        let mut cap = Capture::new(info.fields.len());
+        let mut scratch = Scratch::new();
+        let mut cap = Capture::new(Value::U64(id.into_u64()), info.fields.len(), &mut scratch);
         values.record(&mut cap);
-        record.record(Value::U64(id.into_u64()), &mut cap);
+        record.record(&mut cap);
     }
 
     fn on_close(&self, id: Id, ctx: Context<'_, S>) {
@@ -321,10 +325,26 @@ struct Schema {
     fields: Vec<String>,
 }
 
-#[derive(Debug)]
+/// One registered set of types of a schema.
+#[derive(Clone, Copy, Debug)]
 struct Variant {
+    /// `signature` of its types.
     sig: u64,
     reg: Registered,
+    /// Its monomorphic recorder, for small shapes ([`typed::recorder`]).
+    rec: Option<typed::Recorder>,
+}
+
+impl Variant {
+    /// Records `vals` if they have this variant's types; `None` if not.
+    #[inline(always)]
+    fn try_record(&self, vals: &[Value<'_>], sig: &mut Option<u64>) -> Option<bool> {
+        match self.rec {
+            Some(rec) => rec(self.reg, vals),
+            None => (*sig.get_or_insert_with(|| signature(vals)) == self.sig)
+                .then(|| self.reg.record(vals)),
+        }
+    }
 }
 
 impl Schema {
@@ -355,74 +375,88 @@ impl Schema {
         })
     }
 
-    /// Records `first` and the captured fields with the variant of their types.
+    /// Records the captured values with the variant of their types: the variants registered
+    /// so far in order (a typed recorder checks the types itself; the others compare the
+    /// values' signature, computed once), else a new one (cold).
     #[inline]
-    fn record(&self, first: Value<'_>, cap: &mut Capture) {
-        let sig = cap
-            .types()
-            .fold(hash(0xcbf2_9ce4_8422_2325, first.field_type()), hash);
-        let reg = match self.find(sig) {
-            Some(reg) => reg,
-            None if hushtrace::thread_in_no_syscall() => {
-                cap.stringify_all();
-                self.fallback
-            }
-            None => match self.register(sig, first.field_type(), cap) {
-                Some(reg) => reg,
-                None => return,
-            },
-        };
-        let mut values = [Value::Bool(false); capture::MAX_FIELDS + 1];
-        values[0] = first;
-        let n = cap.len();
-        for (i, v) in values[1..=n].iter_mut().enumerate() {
-            *v = cap.value(i);
-        }
-        reg.record(&values[..=n]);
-    }
-
-    #[inline]
-    fn find(&self, sig: u64) -> Option<Registered> {
+    fn record(&self, cap: &mut Capture<'_>) {
+        let mut sig = None;
         for slot in &self.variants {
             let p = slot.load(Ordering::Acquire);
             if p.is_null() {
-                return None;
+                break;
             }
             // SAFETY: non-null slots point to leaked `Variant`s, initialized before the Release
             // store that published them (paired with the Acquire load above).
             let v = unsafe { &*p };
-            if v.sig == sig {
-                return Some(v.reg);
+            if v.try_record(cap.values(), &mut sig).is_some() {
+                return;
             }
         }
-        None
+        self.record_new(cap);
     }
 
-    /// Registers the variant with the types of `first` and `cap` (cold: once per callsite and
-    /// set of types; locks and allocates).
+    /// Records values of types no published variant has: registers their variant (once per
+    /// set of types; locks and allocates), or on a no-syscall thread records every field as a
+    /// string with the variant registered with the callsite.
     #[cold]
     #[inline(never)]
-    fn register(&self, sig: u64, first: FieldType, cap: &Capture) -> Option<Registered> {
-        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(reg) = self.find(sig) {
-            return Some(reg);
+    fn record_new(&self, cap: &mut Capture<'_>) {
+        if hushtrace::thread_in_no_syscall() {
+            cap.stringify_all();
+            self.fallback.record(cap.values());
+            return;
         }
-        let mut desc: Vec<(&str, FieldType)> = vec![(self.prefix, first)];
-        desc.extend(self.fields.iter().map(String::as_str).zip(cap.types()));
+        let sig = signature(cap.values());
+        if let Some(v) = self.register(sig, cap) {
+            let _ = v.try_record(cap.values(), &mut Some(sig));
+        }
+    }
+
+    /// The variant of the types of `cap` (signature `sig`), registered now unless another
+    /// thread just did.
+    fn register(&self, sig: u64, cap: &Capture<'_>) -> Option<Variant> {
+        let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
+        let mut free = None;
+        for slot in &self.variants {
+            let p = slot.load(Ordering::Acquire);
+            if p.is_null() {
+                free = Some(slot);
+                break;
+            }
+            // SAFETY: as in `record`.
+            let v = unsafe { &*p };
+            if v.sig == sig {
+                return Some(*v);
+            }
+        }
+        let names = std::iter::once(self.prefix).chain(self.fields.iter().map(String::as_str));
+        let desc: Vec<(&str, FieldType)> = names.zip(cap.types()).collect();
         let reg =
             hushtrace::register_callsite(&self.category, &self.name, self.kind, &desc).ok()?;
-        if let Some(slot) = self
-            .variants
-            .iter()
-            .find(|s| s.load(Ordering::Acquire).is_null())
-        {
-            let v = Box::into_raw(Box::new(Variant { sig, reg }));
-            slot.store(v, Ordering::Release);
+        let types: Vec<FieldType> = cap.types().collect();
+        let v = Variant {
+            sig,
+            reg,
+            rec: typed::recorder(&types),
+        };
+        // Past VARIANTS sets of types, the others are registered again (found, under the
+        // registry's lock) by every record: rare shapes, still correct.
+        if let Some(slot) = free {
+            slot.store(Box::into_raw(Box::new(v)), Ordering::Release);
         }
-        Some(reg)
+        Some(v)
     }
 }
 
-fn hash(h: u64, t: FieldType) -> u64 {
-    (h ^ t as u64).wrapping_mul(0x0000_0100_0000_01b3)
+/// A hash of the values' types (distinct lists of types practically never collide; a
+/// collision would record with a variant of other types, which `Registered::record` refuses
+/// and counts).
+#[inline]
+fn signature(vals: &[Value<'_>]) -> u64 {
+    vals.iter()
+        .map(Value::field_type)
+        .fold(0xcbf2_9ce4_8422_2325, |h, t| {
+            (h ^ t as u64).wrapping_mul(0x0000_0100_0000_01b3)
+        })
 }
