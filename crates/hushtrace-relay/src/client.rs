@@ -5,7 +5,7 @@ use crate::index::PacketIndex;
 use crate::url::RelayUrl;
 use crate::wire;
 use std::collections::hash_map::RandomState;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::hash::{BuildHasher, Hasher};
 use std::io::{Read, Write};
 use std::net::{Shutdown, SocketAddr, TcpStream, ToSocketAddrs};
@@ -39,6 +39,7 @@ pub struct SessionOptions {
     connect_timeout: Duration,
     io_timeout: Duration,
     creation_time: SystemTime,
+    max_in_flight: usize,
 }
 
 impl SessionOptions {
@@ -53,6 +54,7 @@ impl SessionOptions {
             connect_timeout: Duration::from_secs(5),
             io_timeout: Duration::from_secs(5),
             creation_time: SystemTime::now(),
+            max_in_flight: DEFAULT_IN_FLIGHT,
         }
     }
 
@@ -88,6 +90,13 @@ impl SessionOptions {
     /// default: when the options were made.
     pub fn creation_time(mut self, t: SystemTime) -> SessionOptions {
         self.creation_time = t;
+        self
+    }
+
+    /// How many packets sent with [`RelayClient::send_packet_nowait`] may wait for their index
+    /// acknowledgement (1 to [`MAX_IN_FLIGHT`]; default [`DEFAULT_IN_FLIGHT`]).
+    pub fn max_in_flight(mut self, n: usize) -> SessionOptions {
+        self.max_in_flight = n.clamp(1, MAX_IN_FLIGHT);
         self
     }
 
@@ -240,7 +249,27 @@ pub struct RelayClient {
     /// Position in `streams` by relay handle.
     by_handle: HashMap<u64, usize>,
     broken: Option<String>,
+    /// Index acknowledgements not read yet, oldest first (packets sent with
+    /// [`RelayClient::send_packet_nowait`]): the stream of each.
+    in_flight: VecDeque<usize>,
+    /// Acknowledgements read (to let another command through) and not yet handed to
+    /// [`RelayClient::collect_acks`], oldest first: accepted or refused.
+    acked: VecDeque<bool>,
+    /// Window of `in_flight` ([`SessionOptions::max_in_flight`]).
+    max_in_flight: usize,
 }
+
+/// The most packets sent with [`RelayClient::send_packet_nowait`] that may wait for their
+/// index acknowledgement ([`SessionOptions::max_in_flight`]); the next send reads the oldest
+/// one first.
+pub const MAX_IN_FLIGHT: usize = 64;
+
+/// The default window: one packet. Measured against lttng-relayd 2.13 on loopback
+/// (docs/BENCHMARKS.md §8), a wider window *lowers* the sustained lossless rate (by about
+/// 40% with 2 to 64 packets in flight): the relay then receives the next packet's data while
+/// it writes the previous one. One in flight still spares the sender the round trip: the
+/// answer is read when the next packet goes, after the sender's other work.
+pub const DEFAULT_IN_FLIGHT: usize = 1;
 
 #[derive(Debug)]
 struct StreamState {
@@ -309,6 +338,9 @@ impl RelayClient {
             streams: Vec::new(),
             by_handle: HashMap::new(),
             broken: None,
+            in_flight: VecDeque::new(),
+            acked: VecDeque::new(),
+            max_in_flight: opts.max_in_flight,
         };
 
         let during = "the version handshake";
@@ -494,6 +526,21 @@ impl RelayClient {
         packet: &[u8],
         index: &PacketIndex,
     ) -> Result<(), Error> {
+        self.settle_in_flight()?;
+        let i = self.send_data_and_index(stream, packet, index)?;
+        self.generic_reply("packet index", false)?;
+        self.streams[i].info.sent += 1;
+        Ok(())
+    }
+
+    /// Sends a packet over the data connection and its index command over the control
+    /// connection (its reply not read); returns the stream's position.
+    fn send_data_and_index(
+        &mut self,
+        stream: StreamId,
+        packet: &[u8],
+        index: &PacketIndex,
+    ) -> Result<usize, Error> {
         let i = self.stream_index(stream, false)?;
         let len = u32::try_from(packet.len())
             .ok()
@@ -521,11 +568,83 @@ impl RelayClient {
         // The relay now expects this sequence number's index; whatever happens next, the
         // next packet takes the next number.
         self.streams[i].next_seq = seq + 1;
-        let during = "packet index";
         let payload = wire::index_payload(stream.0, seq, index);
-        self.send_command(during, wire::CMD_SEND_INDEX, &payload)?;
-        self.generic_reply(during, false)?;
-        self.streams[i].info.sent += 1;
+        self.send_command_raw("packet index", wire::CMD_SEND_INDEX, &payload)?;
+        Ok(i)
+    }
+
+    /// Like [`RelayClient::send_packet_with_index`], without waiting for the relay to
+    /// acknowledge the index: the acknowledgement is read later, by
+    /// [`RelayClient::collect_acks`] (or before any other command, which keeps the replies in
+    /// order). At most [`SessionOptions::max_in_flight`] wait; beyond, the oldest is read
+    /// first. `Ok`: sent, outcome pending; `Err`: not sent
+    /// (count it lost; with [`Error::connection_lost`], every packet still in flight is lost
+    /// too: `collect_acks` says how many).
+    pub fn send_packet_nowait(
+        &mut self,
+        stream: StreamId,
+        packet: &[u8],
+        index: &PacketIndex,
+    ) -> Result<(), Error> {
+        while self.in_flight.len() >= self.max_in_flight {
+            self.read_one_ack()?;
+        }
+        let i = self.send_data_and_index(stream, packet, index)?;
+        self.in_flight.push_back(i);
+        Ok(())
+    }
+
+    /// Hands over, oldest first, whether the relay accepted each packet sent with
+    /// [`RelayClient::send_packet_nowait`] (`each(true)`) or refused its index
+    /// (`each(false)`), reading the acknowledgements still in flight. On a lost connection it
+    /// returns the error after handing over those it could read: the packets still in flight
+    /// (`in_flight()` of them) got no answer: count them lost.
+    pub fn collect_acks(&mut self, mut each: impl FnMut(bool)) -> Result<(), Error> {
+        let r = self.settle_in_flight();
+        for ok in self.acked.drain(..) {
+            each(ok);
+        }
+        r
+    }
+
+    /// Hands over the acknowledgements already read (to let another command through),
+    /// oldest first, without reading more: for a client being dropped after a lost
+    /// connection, whose remaining `in_flight()` packets got no answer.
+    pub fn take_read_acks(&mut self, mut each: impl FnMut(bool)) {
+        for ok in self.acked.drain(..) {
+            each(ok);
+        }
+    }
+
+    /// Packets sent with [`RelayClient::send_packet_nowait`] whose acknowledgement is not read
+    /// yet.
+    pub fn in_flight(&self) -> usize {
+        self.in_flight.len()
+    }
+
+    /// Reads every acknowledgement in flight into `acked` (before another command's reply).
+    fn settle_in_flight(&mut self) -> Result<(), Error> {
+        while !self.in_flight.is_empty() {
+            self.read_one_ack()?;
+        }
+        Ok(())
+    }
+
+    fn read_one_ack(&mut self) -> Result<(), Error> {
+        let Some(&i) = self.in_flight.front() else {
+            return Ok(());
+        };
+        let during = "packet index";
+        let ok = match self.generic_reply(during, false) {
+            Ok(()) => true,
+            Err(Error::Refused { .. }) => false,
+            Err(e) => return Err(e),
+        };
+        self.in_flight.pop_front();
+        if ok {
+            self.streams[i].info.sent += 1;
+        }
+        self.acked.push_back(ok);
         Ok(())
     }
 
@@ -695,7 +814,19 @@ impl RelayClient {
         e
     }
 
+    /// Sends a command whose reply the caller reads next: acknowledgements still in flight
+    /// are read first, so replies stay in order.
     fn send_command(
+        &mut self,
+        during: &'static str,
+        cmd: u32,
+        payload: &[u8],
+    ) -> Result<(), Error> {
+        self.settle_in_flight()?;
+        self.send_command_raw(during, cmd, payload)
+    }
+
+    fn send_command_raw(
         &mut self,
         during: &'static str,
         cmd: u32,

@@ -37,7 +37,10 @@ mod index;
 mod url;
 pub mod wire;
 
-pub use client::{RelayClient, SessionOptions, StreamId, StreamInfo, METADATA_CHANNEL};
+pub use client::{
+    RelayClient, SessionOptions, StreamId, StreamInfo, DEFAULT_IN_FLIGHT, MAX_IN_FLIGHT,
+    METADATA_CHANNEL,
+};
 pub use error::Error;
 pub use index::{split_packets, PacketError, PacketIndex};
 pub use url::{RelayUrl, UrlError, DEFAULT_CONTROL_PORT, DEFAULT_DATA_PORT};

@@ -95,7 +95,10 @@ fn opts(io: Duration) -> SessionOptions {
 fn connect(script: Vec<Step>, io: Duration) -> Result<RelayClient, Error> {
     // the fake's thread ends with its script; it is not joined (a silent one sleeps)
     let f = fake(script);
-    RelayClient::connect(&f.url, &opts(io))
+    RelayClient::connect(
+        &f.url,
+        &opts(io).max_in_flight(hushtrace_relay::MAX_IN_FLIGHT),
+    )
 }
 
 #[test]
@@ -232,4 +235,138 @@ proptest! {
         }
         prop_assert!(started.elapsed() < Duration::from_secs(3));
     }
+}
+
+/// Pipelined packets: the relay's answers to their indexes are handed over in order, a refused
+/// one as `false` (that packet alone is lost), and a command sent meanwhile reads its own reply,
+/// not an index acknowledgement.
+#[test]
+fn pipelined_acks_keep_their_order_and_refusals() {
+    let mut stream = 9u64.to_be_bytes().to_vec();
+    stream.extend_from_slice(&ok());
+    let refused = 1u32.to_be_bytes().to_vec();
+    let script = vec![
+        Step::Answer(version_reply(2, 13)),
+        Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
+        Step::Answer(ok()), // trace chunk
+        Step::Answer(stream),
+        Step::Answer(ok()), // streams sent
+        Step::Answer(ok()), // index 0
+        Step::Answer(refused.clone()),
+        Step::Answer(ok()),    // index 2
+        Step::Answer(ok()),    // streams sent again: must not be taken as an ack
+        Step::Answer(refused), // index 3
+        Step::Answer(ok()),    // index 4
+    ];
+    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
+    let id = c.add_stream("1", "stream_0").unwrap();
+    c.streams_sent().unwrap();
+    let packet = [0u8; 64];
+    let index = hushtrace_relay::PacketIndex {
+        packet_size_bits: 64 * 8,
+        content_size_bits: 64 * 8,
+        ..Default::default()
+    };
+    for _ in 0..3 {
+        c.send_packet_nowait(id, &packet, &index).unwrap();
+    }
+    assert_eq!(c.in_flight(), 3);
+    c.streams_sent().unwrap(); // reads the three acks first, then its own reply
+    assert_eq!(c.in_flight(), 0);
+    for _ in 0..2 {
+        c.send_packet_nowait(id, &packet, &index).unwrap();
+    }
+    let mut acks = Vec::new();
+    c.collect_acks(|ok| acks.push(ok)).unwrap();
+    assert_eq!(acks, [true, false, true, false, true]);
+    assert!(
+        !c.is_broken(),
+        "a refused index does not break the connection"
+    );
+    let sent = c.streams().find(|s| s.id == id).unwrap().sent;
+    assert_eq!(sent, 3, "only accepted packets count as sent");
+}
+
+/// A connection that goes away with packets in flight: `collect_acks` hands over the answers
+/// that arrived, then the error; the rest are still in flight (lost), never reported as sent.
+#[test]
+fn pipelined_acks_after_a_hang_up() {
+    let mut stream = 9u64.to_be_bytes().to_vec();
+    stream.extend_from_slice(&ok());
+    let script = vec![
+        Step::Answer(version_reply(2, 13)),
+        Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
+        Step::Answer(ok()),
+        Step::Answer(stream),
+        Step::Answer(ok()),
+        Step::Answer(ok()), // index 0
+        Step::HangUp,       // index 1: no answer
+    ];
+    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
+    let id = c.add_stream("1", "stream_0").unwrap();
+    c.streams_sent().unwrap();
+    let packet = [0u8; 64];
+    let index = hushtrace_relay::PacketIndex {
+        packet_size_bits: 64 * 8,
+        content_size_bits: 64 * 8,
+        ..Default::default()
+    };
+    let mut sent = 0;
+    for _ in 0..3 {
+        // the third send may already see the hang-up
+        if c.send_packet_nowait(id, &packet, &index).is_ok() {
+            sent += 1;
+        }
+    }
+    let mut acks = Vec::new();
+    let r = c.collect_acks(|ok| acks.push(ok));
+    assert!(r.is_err(), "the hang-up is reported");
+    assert_eq!(acks, [true], "only the answered packet is acknowledged");
+    assert_eq!(
+        c.in_flight(),
+        sent - 1,
+        "the unanswered ones stay in flight"
+    );
+    assert!(c.is_broken());
+}
+
+/// More packets than [`hushtrace_relay::MAX_IN_FLIGHT`]: the oldest answers are read to make
+/// room, kept, and handed over with the rest, all in order.
+#[test]
+fn pipelined_window_keeps_every_answer() {
+    let n = hushtrace_relay::MAX_IN_FLIGHT + 10;
+    let mut stream = 9u64.to_be_bytes().to_vec();
+    stream.extend_from_slice(&ok());
+    let mut script = vec![
+        Step::Answer(version_reply(2, 13)),
+        Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
+        Step::Answer(ok()),
+        Step::Answer(stream),
+        Step::Answer(ok()),
+    ];
+    // every seventh index refused
+    script.extend((0..n).map(|i| {
+        Step::Answer(if i % 7 == 3 {
+            2u32.to_be_bytes().to_vec()
+        } else {
+            ok()
+        })
+    }));
+    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
+    let id = c.add_stream("1", "stream_0").unwrap();
+    c.streams_sent().unwrap();
+    let packet = [0u8; 64];
+    let index = hushtrace_relay::PacketIndex {
+        packet_size_bits: 64 * 8,
+        content_size_bits: 64 * 8,
+        ..Default::default()
+    };
+    for _ in 0..n {
+        c.send_packet_nowait(id, &packet, &index).unwrap();
+        assert!(c.in_flight() <= hushtrace_relay::MAX_IN_FLIGHT);
+    }
+    let mut acks = Vec::new();
+    c.collect_acks(|ok| acks.push(ok)).unwrap();
+    let want: Vec<bool> = (0..n).map(|i| i % 7 != 3).collect();
+    assert_eq!(acks, want);
 }

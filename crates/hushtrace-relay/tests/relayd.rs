@@ -275,34 +275,49 @@ fn relay_log_has_no_errors() {
     );
 }
 
-/// Loopback throughput of the synchronous client (one index round trip per packet):
+/// Loopback throughput of the client, one index round trip per packet (`send_packet`) against
+/// pipelined acknowledgements (`send_packet_nowait`), same run:
 /// `cargo test -p hushtrace-relay --release --test relayd throughput -- --ignored --nocapture`.
 #[test]
 #[ignore = "measurement, not a check"]
 fn throughput() {
     let rec = record();
     let relay = Relayd::start();
-    let mut client = RelayClient::connect(&relay_url(&relay), &opts("speed")).expect("connect");
-    let p = &rec.processes[0];
-    let ids = announce(&mut client, &p.pid.to_string(), p);
-    let packets: Vec<&[u8]> = split_packets(&p.streams[0].1)
-        .map(|r| r.unwrap().0)
-        .collect();
-    let started = Instant::now();
-    let (mut n, mut bytes) = (0u64, 0u64);
-    while started.elapsed() < Duration::from_secs(3) {
-        for pk in &packets {
-            client.send_packet(ids[0], pk).expect("send");
-            n += 1;
-            bytes += pk.len() as u64;
+    for (name, window) in [("sync", 0), ("window 1", 1), ("window 8", 8)].repeat(2) {
+        let pipelined = window > 0;
+        let o = opts(&name.replace(' ', "")).max_in_flight(window);
+        let mut client = RelayClient::connect(&relay_url(&relay), &o).expect("connect");
+        let p = &rec.processes[0];
+        let ids = announce(&mut client, &p.pid.to_string(), p);
+        let packets: Vec<(&[u8], hushtrace_relay::PacketIndex)> =
+            split_packets(&p.streams[0].1).map(|r| r.unwrap()).collect();
+        let started = Instant::now();
+        let (mut n, mut bytes) = (0u64, 0u64);
+        while started.elapsed() < Duration::from_secs(2) {
+            for (pk, ix) in &packets {
+                if pipelined {
+                    client.send_packet_nowait(ids[0], pk, ix).expect("send");
+                } else {
+                    client.send_packet(ids[0], pk).expect("send");
+                }
+                n += 1;
+                bytes += pk.len() as u64;
+            }
+        }
+        let mut acked = 0u64;
+        client
+            .collect_acks(|ok| acked += u64::from(ok))
+            .expect("acks");
+        client.close().expect("close");
+        let s = started.elapsed().as_secs_f64();
+        println!(
+            "{name:>9}: {n} packets of ~{} B in {s:.2} s: {:.0} packets/s, {:.1} MB/s",
+            bytes / n,
+            n as f64 / s,
+            bytes as f64 / s / 1e6
+        );
+        if pipelined {
+            assert_eq!(acked, n, "every pipelined packet acknowledged");
         }
     }
-    client.close().expect("close");
-    let s = started.elapsed().as_secs_f64();
-    println!(
-        "{n} packets of ~{} B in {s:.2} s: {:.0} packets/s, {:.1} MB/s",
-        bytes / n,
-        n as f64 / s,
-        bytes as f64 / s / 1e6
-    );
 }

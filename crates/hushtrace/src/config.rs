@@ -496,7 +496,10 @@ mod tests {
             assert_eq!(parse_relay_only(v).unwrap(), want, "{v:?}");
         }
         let e = parse_relay_only("maybe").unwrap_err().to_string();
-        assert!(e.contains("HUSHTRACE_RELAY_ONLY") && e.contains("maybe"), "{e}");
+        assert!(
+            e.contains("HUSHTRACE_RELAY_ONLY") && e.contains("maybe"),
+            "{e}"
+        );
         // relay-only without a relay is refused, naming what is missing
         let cfg = Config {
             relay_only: true,

@@ -462,16 +462,31 @@ impl Consumer {
                 self.note_error(e);
             }
         }
-        let ok = match self.relay.as_mut() {
-            None => local,
+        match self.relay.as_mut() {
+            None => self.count(instance, events, local),
+            // Counted when the relay answers (`settle_relay`).
             Some(r) => r.packet(instance, bytes, events, &self.desc),
-        };
-        if ok {
+        }
+    }
+
+    /// Counts a packet's events as written (`delivered`) or lost.
+    fn count(&mut self, instance: u64, events: u64, delivered: bool) {
+        if delivered {
             *self.written_by_stream.entry(instance).or_default() += events;
             self.shared.written.fetch_add(events, Ordering::Relaxed);
         } else {
             self.shared.lost.fetch_add(events, Ordering::Relaxed);
         }
+    }
+
+    /// Collects the relay's answers for the packets this pass sent (pipelined: one wait per
+    /// pass instead of one round trip per packet) and counts their events.
+    fn settle_relay(&mut self) {
+        let Some(mut r) = self.relay.take() else {
+            return;
+        };
+        r.settle(|instance, events, delivered| self.count(instance, events, delivered));
+        self.relay = Some(r);
     }
 
     /// One pass over all buffers. `last` = the session is stopping and every buffer is
@@ -516,6 +531,7 @@ impl Consumer {
         if !last {
             self.flush_open_packets(&bufs);
         }
+        self.settle_relay();
         // Free abandoned buffers and pooled buffers beyond the pool size; their loss counts
         // move to the session (abandoned ones belong to the parent process: not counted).
         let mut retired = Vec::new();
@@ -734,8 +750,14 @@ impl Consumer {
             if lost.0 > 0 {
                 eprintln!(
                     "hushtrace: {} packets ({} events) could not be streamed to the relay at \
-                     {url} (counted as discarded; the local trace has them)",
-                    lost.0, lost.1
+                     {url} (counted as discarded{})",
+                    lost.0,
+                    lost.1,
+                    if self.shared.cfg.relay_only {
+                        ""
+                    } else {
+                        "; the local trace has them"
+                    }
                 );
             }
         }

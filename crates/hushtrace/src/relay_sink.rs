@@ -11,12 +11,17 @@
 //!   (packets and events) and the caller adds the events to the session's lost count. A new
 //!   connection is a new relay session whose streams live in `<trace dir name>-<n>/`, so the
 //!   relay does not truncate what the earlier connection stored.
+//! * Packets are pipelined: each is sent with its index without waiting for the relay's
+//!   acknowledgement ([`RelayClient::send_packet_nowait`]); the consumer collects the
+//!   acknowledgements once per pass ([`RelaySink::settle`]), which says, in order, which
+//!   packets the relay took (their events count as written) and which it did not (lost: a
+//!   refused index, or no answer before the connection went).
 
 use crate::config::{Config, Error};
 use hushtrace_ctf::layout::STREAM_PREFIX;
 use hushtrace_ctf::metadata::{to_tsdl, TraceDesc};
 use hushtrace_relay::{RelayClient, RelayUrl, SessionOptions, StreamId};
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::time::{Duration, Instant};
 
 /// First wait before reconnecting; doubled after every failed attempt up to [`MAX_BACKOFF`].
@@ -48,6 +53,12 @@ pub(crate) struct RelaySink {
     pub lost_events: u64,
     /// Packets delivered.
     pub sent_packets: u64,
+    /// Packets sent on the current connection whose acknowledgement is not collected yet,
+    /// oldest first: (buffer instance, events).
+    in_flight: VecDeque<(u64, u64)>,
+    /// Packets whose fate is known and not reported yet, in order: (instance, events,
+    /// delivered). Not delivered: not sent, refused, or in flight on a lost connection.
+    done: Vec<(u64, u64, bool)>,
 }
 
 impl RelaySink {
@@ -79,6 +90,8 @@ impl RelaySink {
             lost_packets: 0,
             lost_events: 0,
             sent_packets: 0,
+            in_flight: VecDeque::new(),
+            done: Vec::new(),
         })
     }
 
@@ -194,7 +207,12 @@ impl RelaySink {
     }
 
     fn lost_connection(&mut self) {
-        self.client = None;
+        // Answers read before the loss count; what the connection still owed never arrives.
+        if let Some(mut c) = self.client.take() {
+            c.take_read_acks(|ok| self.note_ack(ok));
+        }
+        self.done
+            .extend(self.in_flight.drain(..).map(|(i, n)| (i, n, false)));
         self.meta = None;
         self.streams.clear();
         self.retry_at = Some(Instant::now() + self.backoff);
@@ -208,31 +226,58 @@ impl RelaySink {
         }
     }
 
-    /// Delivers one packet of buffer `instance` holding `events` events; false (and counted)
-    /// when it could not be.
-    pub(crate) fn packet(
-        &mut self,
-        instance: u64,
-        bytes: &[u8],
-        events: u64,
-        desc: &TraceDesc,
-    ) -> bool {
-        let ok = self.ready(desc) && self.try_packet(instance, bytes).is_ok();
-        if ok {
-            self.sent_packets += 1;
-        } else {
-            self.lost_packets += 1;
-            self.lost_events += events;
-            if self.client.as_ref().is_some_and(|c| c.is_broken()) {
-                self.lost_connection();
-            }
+    /// Sends one packet of buffer `instance` holding `events` events, without waiting for the
+    /// relay's answer: [`RelaySink::settle`] reports whether it was delivered.
+    pub(crate) fn packet(&mut self, instance: u64, bytes: &[u8], events: u64, desc: &TraceDesc) {
+        if self.ready(desc) && self.try_packet(instance, bytes).is_ok() {
+            self.in_flight.push_back((instance, events));
+            return;
         }
-        ok
+        self.done.push((instance, events, false));
+        if self.client.as_ref().is_some_and(|c| c.is_broken()) {
+            self.lost_connection();
+        }
     }
 
     fn try_packet(&mut self, instance: u64, bytes: &[u8]) -> Result<(), hushtrace_relay::Error> {
         let id = self.stream(instance)?;
-        self.client_mut()?.send_packet(id, bytes).map(drop)
+        let index = hushtrace_relay::PacketIndex::from_packet(bytes).map_err(|e| {
+            hushtrace_relay::Error::InvalidArgument(format!("not a hushtrace packet: {e}"))
+        })?;
+        self.client_mut()?.send_packet_nowait(id, bytes, &index)
+    }
+
+    /// The oldest packet in flight got its answer.
+    fn note_ack(&mut self, delivered: bool) {
+        if let Some((instance, events)) = self.in_flight.pop_front() {
+            self.done.push((instance, events, delivered));
+        }
+    }
+
+    /// Collects the relay's answers for the packets sent since the last call and reports each
+    /// packet's fate in order: `each(instance, events, delivered)`. Waits for the answers
+    /// still in flight (bounded by the connection's I/O timeout).
+    pub(crate) fn settle(&mut self, mut each: impl FnMut(u64, u64, bool)) {
+        if let Some(mut c) = self.client.take() {
+            let r = c.collect_acks(|ok| self.note_ack(ok));
+            let broken = r.is_err() && c.is_broken();
+            self.client = Some(c);
+            if broken {
+                self.lost_connection();
+            }
+        } else {
+            self.done
+                .extend(self.in_flight.drain(..).map(|(i, n)| (i, n, false)));
+        }
+        for (instance, events, delivered) in self.done.drain(..) {
+            if delivered {
+                self.sent_packets += 1;
+            } else {
+                self.lost_packets += 1;
+                self.lost_events += events;
+            }
+            each(instance, events, delivered);
+        }
     }
 
     /// The relay stream of buffer `instance`, announced now if it is new.
