@@ -764,8 +764,8 @@ unsafe fn register(d: &'static Descriptor) {
                         .is_ok()
                     {
                         d.callsite.store(cs, Ordering::Relaxed);
-                        // SAFETY (of the macros' call): `describe` checked the field types,
-                        // so the recorder matches them.
+                        // The recorder is the one for the field types `describe` checked:
+                        // what makes the macros' call through `record` sound.
                         if let Some(f) =
                             recorder(&fields.iter().map(|(_, t)| *t as u8).collect::<Vec<_>>())
                         {
