@@ -166,7 +166,7 @@ where
             return;
         };
         if let Role::Span { end, .. } = &info.role {
-            end.record(&[Value::U64(id.into_u64())]);
+            end.record_typed((id.into_u64(),));
         }
     }
 }
