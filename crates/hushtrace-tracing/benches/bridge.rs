@@ -16,6 +16,9 @@
 //!   writing to a temporary file (its writer thread receives an unbounded backlog).
 //! * `floor_*`: the same through `registry().with(NoopLayer)`, a layer that does nothing: what
 //!   `tracing` itself costs (macro, dispatch, registry), the least any layer can reach.
+//! * `reads_*`: the same through `registry().with(ReadLayer)`, a layer that reads what any
+//!   recording layer must and records nothing: it visits the fields (into a visitor that
+//!   keeps nothing) and looks up a closing span's metadata in the registry.
 //!
 //! The three `tracing` subscribers are installed per batch with `tracing::dispatcher::with_default`
 //! (set up outside the timed loop), so both pay the same scoped-dispatch lookup.
@@ -39,11 +42,46 @@ type BenchFn = fn(u64) -> Duration;
 static BRIDGE: OnceLock<Dispatch> = OnceLock::new();
 static CHROME: OnceLock<Dispatch> = OnceLock::new();
 static FLOOR: OnceLock<Dispatch> = OnceLock::new();
+static READS: OnceLock<Dispatch> = OnceLock::new();
 
 /// A layer that records nothing (every `Layer` method's default is a no-op).
 struct NoopLayer;
 
 impl<S: tracing::Subscriber> tracing_subscriber::Layer<S> for NoopLayer {}
+
+/// A layer that visits every field and looks up a closing span's metadata, keeping nothing.
+struct ReadLayer;
+
+struct Discard;
+
+impl tracing::field::Visit for Discard {
+    fn record_u64(&mut self, _: &tracing::field::Field, v: u64) {
+        black_box(v);
+    }
+    fn record_debug(&mut self, _: &tracing::field::Field, v: &dyn std::fmt::Debug) {
+        black_box(v);
+    }
+}
+
+impl<S> tracing_subscriber::Layer<S> for ReadLayer
+where
+    S: tracing::Subscriber + for<'a> tracing_subscriber::registry::LookupSpan<'a>,
+{
+    fn on_event(&self, event: &tracing::Event<'_>, _: tracing_subscriber::layer::Context<'_, S>) {
+        event.record(&mut Discard);
+    }
+    fn on_new_span(
+        &self,
+        attrs: &tracing::span::Attributes<'_>,
+        _: &tracing::span::Id,
+        _: tracing_subscriber::layer::Context<'_, S>,
+    ) {
+        attrs.record(&mut Discard);
+    }
+    fn on_close(&self, id: tracing::span::Id, ctx: tracing_subscriber::layer::Context<'_, S>) {
+        black_box(ctx.metadata(&id));
+    }
+}
 
 fn timed(d: &Dispatch, iters: u64, f: impl Fn(u64)) -> Duration {
     tracing::dispatcher::with_default(d, || {
@@ -114,6 +152,21 @@ fn floor_span(iters: u64) -> Duration {
 }
 
 #[inline(never)]
+fn reads_event(iters: u64) -> Duration {
+    timed(READS.get().unwrap(), iters, |i| {
+        let (a, b) = (black_box(i), black_box(!i));
+        tracing::info!(a, b);
+    })
+}
+
+#[inline(never)]
+fn reads_span(iters: u64) -> Duration {
+    timed(READS.get().unwrap(), iters, |i| {
+        let _s = tracing::info_span!("span", i = black_box(i)).entered();
+    })
+}
+
+#[inline(never)]
 fn chrome_event(iters: u64) -> Duration {
     timed(CHROME.get().unwrap(), iters, |i| {
         let (a, b) = (black_box(i), black_box(!i));
@@ -128,12 +181,17 @@ fn chrome_span(iters: u64) -> Duration {
     })
 }
 
-const BENCHES: [(&str, &str, BenchFn); 9] = [
+const BENCHES: [(&str, &str, BenchFn); 11] = [
     ("native_event", "hushtrace event!, 2 x u64", native_event),
     (
         "floor_event",
         "tracing info!(a, b) -> no-op layer",
         floor_event,
+    ),
+    (
+        "reads_event",
+        "tracing info!(a, b) -> layer visiting, no record",
+        reads_event,
     ),
     (
         "bridge_event",
@@ -155,6 +213,11 @@ const BENCHES: [(&str, &str, BenchFn); 9] = [
         "floor_span",
         "tracing info_span!(i) enter+exit -> no-op layer",
         floor_span,
+    ),
+    (
+        "reads_span",
+        "tracing info_span!(i) enter+exit -> reads, no record",
+        reads_span,
     ),
     (
         "bridge_span",
@@ -219,11 +282,13 @@ fn print_table(batches: &[Vec<f64>]) {
         ("bridge_event", "native_event"),
         ("chrome_event", "floor_event"),
         ("bridge_event", "floor_event"),
+        ("bridge_event", "reads_event"),
         ("chrome_span", "bridge_span"),
         ("bridge_span", "native_span"),
         ("bridge_span", "native_async_span"),
         ("chrome_span", "floor_span"),
         ("bridge_span", "floor_span"),
+        ("bridge_span", "reads_span"),
     ] {
         println!("  {a} / {b} = {:.1}", p10(a) / p10(b));
     }
@@ -231,6 +296,11 @@ fn print_table(batches: &[Vec<f64>]) {
         "layer's own cost (p10 difference to the floor): event {:.1}ns, span {:.1}ns",
         p10("bridge_event") - p10("floor_event"),
         p10("bridge_span") - p10("floor_span")
+    );
+    println!(
+        "  of which reading (reads - floor): event {:.1}ns, span {:.1}ns",
+        p10("reads_event") - p10("floor_event"),
+        p10("reads_span") - p10("floor_span")
     );
 }
 
@@ -259,6 +329,9 @@ fn main() {
     let _ = CHROME.set(Dispatch::new(tracing_subscriber::registry().with(chrome)));
     let _ = FLOOR.set(Dispatch::new(
         tracing_subscriber::registry().with(NoopLayer),
+    ));
+    let _ = READS.set(Dispatch::new(
+        tracing_subscriber::registry().with(ReadLayer),
     ));
     let _ = BRIDGE.set(Dispatch::new(
         tracing_subscriber::registry().with(hushtrace_tracing::layer()),
