@@ -235,6 +235,16 @@ unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
 
+/// Outcome of [`Buffer::reserve_extended`].
+enum Extended {
+    /// Reserved and header written: the fields' address.
+    Reserved(*mut u8),
+    /// The event does not fit in the open packet.
+    Full,
+    /// A signal handler reserved in between: retry.
+    Lost,
+}
+
 /// Outcome of a failed reservation.
 #[derive(Debug)]
 pub enum Full {
@@ -456,6 +466,10 @@ impl Buffer {
     /// The signal-safe reservation in the open packet, or `None` when the event does not fit
     /// (or no packet is open). A handler that reserves between our read of `off` and the
     /// compare-and-swap makes it fail, and we retry with a fresh timestamp.
+    ///
+    /// The compact header is the common case and a branch, not a select: the compare-and-swap
+    /// then does not wait for the cycle counter (a well-predicted branch lets the CPU run
+    /// ahead; a conditional move would make the reserved length depend on `rdtsc`'s result).
     #[inline(always)]
     fn reserve_in_open_packet(
         &self,
@@ -468,46 +482,77 @@ impl Buffer {
             let o = p.off.get();
             let end = p.end.get();
             // Room for the smaller header first: a full packet costs no clock read.
-            if o + (COMPACT_HEADER_LEN + body) as u64 > end {
+            let len = (COMPACT_HEADER_LEN + body) as u64;
+            if o + len > end {
                 return None;
             }
             let last = p.last_ts.get();
             let ts = now();
-            let compact = compact_fits(id, ts, last);
-            let header = if compact {
-                COMPACT_HEADER_LEN
-            } else {
-                EXTENDED_HEADER_LEN
-            };
-            let len = (header + body) as u64;
-            if o + len > end {
-                return None;
+            if !compact_fits(id, ts, last) {
+                match self.reserve_extended(o, end, id, body, ts) {
+                    Extended::Reserved(fields) => return Some(fields),
+                    Extended::Full => return None,
+                    Extended::Lost => continue,
+                }
             }
             if p.off.cas(o, o + len) {
-                // The event is reserved: `ts` is the stream's newest timestamp (a handler that
-                // nests from here on reads an older `last_ts`: see its docs).
-                p.last_ts.set(ts);
-                p.events.add(1);
-                #[cfg(hushtrace_loom)]
-                self.touch_slot(
-                    (p.base.get() as usize - self.mem as usize) / self.subbuf_size,
-                    true,
-                );
-                // SAFETY: `o + len <= end <= subbuf_size`, so the `len` bytes at `o` are inside
+                // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside
                 // the open slot, and ours (the compare-and-swap reserved them).
+                let dst = unsafe { self.reserved(o, ts) };
+                // SAFETY: as above; the header is the first COMPACT_HEADER_LEN of them.
                 unsafe {
-                    let dst = p.base.get().add(o as usize);
-                    if compact {
-                        put_u32(dst, 0, compact_word(id, ts));
-                    } else {
-                        dst.write(EXTENDED_TAG);
-                        (dst.add(1) as *mut [u8; 2]).write_unaligned(id.to_le_bytes());
-                        put_u64(dst, 3, ts);
-                    }
-                    return Some(dst.add(header));
+                    put_u32(dst, 0, compact_word(id, ts));
+                    return Some(dst.add(COMPACT_HEADER_LEN));
                 }
             }
         }
+    }
+
+    /// The extended-header branch of [`Self::reserve_in_open_packet`], for an event at `ts`
+    /// whose reservation read `off == o` and `end`: rare (an event id from 255, or the first
+    /// event after a pause of 2^24 cycles), so out of line.
+    #[cold]
+    #[inline(never)]
+    fn reserve_extended(&self, o: u64, end: u64, id: u16, body: usize, ts: u64) -> Extended {
+        let len = (EXTENDED_HEADER_LEN + body) as u64;
+        if o + len > end {
+            return Extended::Full;
+        }
+        if !self.producer.off.cas(o, o + len) {
+            return Extended::Lost;
+        }
+        // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside the open
+        // slot, and ours (the compare-and-swap reserved them).
+        let dst = unsafe { self.reserved(o, ts) };
+        // SAFETY: as above; the header is the first EXTENDED_HEADER_LEN of them.
+        unsafe {
+            dst.write(EXTENDED_TAG);
+            (dst.add(1) as *mut [u8; 2]).write_unaligned(id.to_le_bytes());
+            put_u64(dst, 3, ts);
+            Extended::Reserved(dst.add(EXTENDED_HEADER_LEN))
+        }
+    }
+
+    /// After a successful compare-and-swap from `o`: records the event (`last_ts`, count) and
+    /// returns its address in the open slot.
+    ///
+    /// # Safety
+    /// The caller reserved bytes at offset `o` of the open packet with the compare-and-swap.
+    #[inline(always)]
+    unsafe fn reserved(&self, o: u64, ts: u64) -> *mut u8 {
+        let p = &*self.producer;
+        // `ts` is now the stream's newest timestamp; a handler that nests from here on reads
+        // an older `last_ts` (see its docs).
+        p.last_ts.set(ts);
+        p.events.add(1);
+        // The caller writes the event's bytes into the open slot.
+        #[cfg(hushtrace_loom)]
+        self.touch_slot(
+            (p.base.get() as usize - self.mem as usize) / self.subbuf_size,
+            true,
+        );
+        // SAFETY: the caller reserved offset `o` of the open slot `base`.
+        unsafe { p.base.get().add(o as usize) }
     }
 
     #[cold]
