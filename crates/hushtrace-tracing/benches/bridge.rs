@@ -16,6 +16,8 @@
 //!   writing to a temporary file (its writer thread receives an unbounded backlog).
 //! * `floor_*`: the same through `registry().with(NoopLayer)`, a layer that does nothing: what
 //!   `tracing` itself costs (macro, dispatch, registry), the least any layer can reach.
+//! * `*_msg`: `tracing::info!(a, b, "a literal message")` through the no-op layer, the
+//!   hushtrace layer and tracing-chrome.
 //! * `reads_*`: the same through `registry().with(ReadLayer)`, a layer that reads what any
 //!   recording layer must and records nothing: it visits the fields (into a visitor that
 //!   keeps nothing) and looks up a closing span's metadata in the registry.
@@ -167,6 +169,30 @@ fn reads_span(iters: u64) -> Duration {
 }
 
 #[inline(never)]
+fn floor_msg(iters: u64) -> Duration {
+    timed(FLOOR.get().unwrap(), iters, |i| {
+        let (a, b) = (black_box(i), black_box(!i));
+        tracing::info!(a, b, "a literal message");
+    })
+}
+
+#[inline(never)]
+fn bridge_msg(iters: u64) -> Duration {
+    timed(BRIDGE.get().unwrap(), iters, |i| {
+        let (a, b) = (black_box(i), black_box(!i));
+        tracing::info!(a, b, "a literal message");
+    })
+}
+
+#[inline(never)]
+fn chrome_msg(iters: u64) -> Duration {
+    timed(CHROME.get().unwrap(), iters, |i| {
+        let (a, b) = (black_box(i), black_box(!i));
+        tracing::info!(a, b, "a literal message");
+    })
+}
+
+#[inline(never)]
 fn chrome_event(iters: u64) -> Duration {
     timed(CHROME.get().unwrap(), iters, |i| {
         let (a, b) = (black_box(i), black_box(!i));
@@ -181,7 +207,7 @@ fn chrome_span(iters: u64) -> Duration {
     })
 }
 
-const BENCHES: [(&str, &str, BenchFn); 11] = [
+const BENCHES: [(&str, &str, BenchFn); 14] = [
     ("native_event", "hushtrace event!, 2 x u64", native_event),
     (
         "floor_event",
@@ -202,6 +228,21 @@ const BENCHES: [(&str, &str, BenchFn); 11] = [
         "chrome_event",
         "tracing info!(a, b) -> tracing-chrome",
         chrome_event,
+    ),
+    (
+        "floor_msg",
+        "tracing info!(a, b, \"literal\") -> no-op layer",
+        floor_msg,
+    ),
+    (
+        "bridge_msg",
+        "tracing info!(a, b, \"literal\") -> hushtrace layer",
+        bridge_msg,
+    ),
+    (
+        "chrome_msg",
+        "tracing info!(a, b, \"literal\") -> tracing-chrome",
+        chrome_msg,
     ),
     ("native_span", "hushtrace span!(i) begin+end", native_span),
     (
@@ -283,6 +324,8 @@ fn print_table(batches: &[Vec<f64>]) {
         ("chrome_event", "floor_event"),
         ("bridge_event", "floor_event"),
         ("bridge_event", "reads_event"),
+        ("chrome_msg", "bridge_msg"),
+        ("bridge_msg", "floor_msg"),
         ("chrome_span", "bridge_span"),
         ("bridge_span", "native_span"),
         ("bridge_span", "native_async_span"),
