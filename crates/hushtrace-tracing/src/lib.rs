@@ -40,7 +40,9 @@
 //! hushtrace callsite are those of the first record of a tracing callsite: registering the
 //! tracing callsite registers a variant with every field a string; the first record with other
 //! types registers that typed variant (once; same name, so the same globs apply), and later
-//! records use it without a lock or an allocation. A thread in no-syscall mode never registers:
+//! records use it without a lock or an allocation (up to 8 sets of types per callsite, as a
+//! generic function's callsite may have; each record of a 9th or later set looks its variant
+//! up again under the registry's lock, allocating the description). A thread in no-syscall mode never registers:
 //! it records a variant registered before, or the all-strings one (numbers formatted on the
 //! stack). (`tracing` may hand the layer a record of a callsite that another thread is still
 //! registering; the layer then registers it itself, once, except on a no-syscall thread, which
@@ -60,9 +62,21 @@
 //!
 //! # Cost
 //!
-//! An enabled event costs `tracing`'s dispatch, a lock-free lookup of the callsite, visiting
-//! its fields and a hushtrace record (see `docs/BENCHMARKS.md`); nothing allocates or locks
-//! after the first record of a callsite.
+//! An enabled event costs `tracing`'s dispatch, a lock-free lookup of the callsite (a multiply
+//! and two loads), visiting its fields into an uninitialized stack scratch (only the values
+//! the record uses are written) and a hushtrace record; nothing allocates or locks after the
+//! first record of a callsite. Small shapes — a level and up to two fields, a level, a
+//! message and two fields, a span's id and up to two fields — are recorded by a function
+//! monomorphized for the variant's types ([`hushtrace::Registered::record_typed`], the native
+//! macros' write path); longer ones with [`hushtrace::Registered::record`], which checks each
+//! value's type at run time. A span costs its creation and its close in the registry, one
+//! registry lookup of its metadata when it closes, and two records. On the development
+//! machine `info!(a, b)` costs about 20 ns: 2.2× a native `event!`, 12× less than
+//! `tracing-chrome`, and 5 ns of it is `tracing` itself (a layer that does nothing). A message
+//! is formatted into the scratch through its `Debug` impl (`tracing` hands every message to a
+//! layer as `&dyn Debug`, so even a literal one cannot be taken as a `&'static str`): about
+//! 20 ns more. A span costs about 95 ns, of which 71 ns is `tracing`'s registry. See
+//! `docs/BENCHMARKS.md`, section 5.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod capture;
