@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the unit tests of the unsafe code under Miri (nightly): the ring (mmap'ed packets,
 # unaligned header stores, the hand-over), the spin lock, the signal-safe local counters, the
-# platform layer and the clock of crates/hushtrace, and the field encoding of hushtrace-core.
+# platform layer and the clock of crates/hushtrace, the field encoding of hushtrace-core and
+# the uninitialised capture scratch of the tracing bridge (hushtrace-tracing).
 #
 # Under `cfg(miri)` the platform layer swaps in std-only fallbacks (platform/fallback.rs and
 # platform/generic.rs): rings come from the global allocator (zeroed, page-aligned), no
@@ -23,3 +24,5 @@ echo "== miri: hushtrace ring, lock, local, platform, clock unit tests"
 cargo +nightly miri test -p hushtrace --lib -- ring:: lock:: local:: platform:: clock::
 echo "== miri: hushtrace-core field encoding tests"
 cargo +nightly miri test -p hushtrace-core --lib -- field::
+echo "== miri: hushtrace-tracing capture (uninitialised scratch)"
+cargo +nightly miri test -p hushtrace-tracing --lib -- capture::
