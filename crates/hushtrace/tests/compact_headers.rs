@@ -312,3 +312,53 @@ fn walk_sizes(dir: &Path) -> Sizes {
     }
     w
 }
+
+/// A measurement, not a check (docs/BENCHMARKS.md §9): one thread emits two-`i32` events at
+/// `RATE` events/s for `SECS` seconds into a discard-mode session (256 KiB × 16) in `OUT` (a
+/// directory on disk), then prints `result rate=.. emitted=.. written=.. discarded=..
+/// bytes_per_event=.. achieved=..`. The zero-loss rate is the highest `RATE` with
+/// `discarded=0` (and `achieved` at `RATE`) in repeated trials:
+/// `RATE=60000000 SECS=3 OUT=/var/tmp/rate cargo test --release -p hushtrace --test
+/// compact_headers zero_loss_trial -- --ignored --nocapture`.
+#[test]
+#[ignore = "measurement, not a check"]
+fn zero_loss_trial() {
+    use std::time::Instant;
+    let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
+    let var = |k: &str| std::env::var(k).unwrap_or_else(|_| panic!("set {k}"));
+    let (rate, secs): (u64, f64) = (var("RATE").parse().unwrap(), var("SECS").parse().unwrap());
+    let dir = std::path::PathBuf::from(var("OUT"));
+    let _ = std::fs::remove_dir_all(&dir);
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .mode(hushtrace::Mode::Discard)
+        .subbuf_size(256 * 1024)
+        .num_subbufs(16)
+        .start()
+        .expect("start");
+    hushtrace::init_thread();
+    let started = Instant::now();
+    let mut n = 0u64;
+    while started.elapsed().as_secs_f64() < secs {
+        let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
+        while n < due {
+            for _ in 0..256 {
+                hushtrace::event!("rate", "ints", a = n as i32, b = (2 * n) as i32);
+                n += 1;
+            }
+        }
+        std::hint::spin_loop();
+    }
+    let elapsed = started.elapsed().as_secs_f64();
+    let stats = session.stop().expect("stop");
+    let w = walk_sizes(&dir);
+    println!(
+        "result rate={rate} emitted={n} written={} discarded={} bytes_per_event={:.2} achieved={:.0}",
+        stats.events_written,
+        stats.events_discarded,
+        (w.event_bytes + w.packets * PACKET_HEADER_LEN as u64) as f64
+            / stats.events_written.max(1) as f64,
+        n as f64 / elapsed
+    );
+    let _ = std::fs::remove_dir_all(&dir);
+}
