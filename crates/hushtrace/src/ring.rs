@@ -7,10 +7,10 @@
 //! * The producer fills the open packet with events, each reserved with a signal-safe local
 //!   compare-and-swap on `off` (so a signal handler that traces on the same thread gets its own
 //!   bytes) and given its header by the reservation (compact or extended, see
-//!   [`Buffer::reserve_event`]), then finalizes it: writes `timestamp_end`, sizes and the discarded count into the
-//!   header, records the packet's event count and length in `meta`, and publishes it with a
-//!   Release store of `committed = s + 1`. That store is the only write of the producer to a
-//!   line another thread reads in the steady state.
+//!   [`Buffer::reserve_event`]), then finalizes it: writes `timestamp_end`, sizes and the
+//!   discarded count into the header, records the packet's event count and length in `meta`,
+//!   and publishes it with a Release store of `committed = s + 1`. That store is the only write
+//!   of the producer to a line another thread reads in the steady state.
 //! * The consumer owns `consumed`: packets in `consumed .. committed` are ready. It Acquire-loads
 //!   `committed`, writes the packets to disk and Release-stores `consumed`.
 //! * Before opening packet `s` the producer Acquire-loads `consumed`. If `s - consumed == n`
