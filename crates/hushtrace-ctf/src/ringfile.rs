@@ -284,7 +284,6 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         let seq_out = h.open_seq + extra;
         p[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&seq_out.to_le_bytes());
         let done = p.len();
-        let s = &p.clone();
         let mut off = PACKET_HEADER_LEN;
         let mut events = 0;
         // The stream's clock: the packet's begin time (or the last shipped event's), then
