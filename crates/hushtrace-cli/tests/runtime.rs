@@ -117,6 +117,10 @@ fn record_convert_report_with_the_runtime() {
         session.to_str().unwrap(),
         "--subbuf-size",
         "8192",
+        // 512 KiB per thread: small packets, but room for the whole run (~60 KB a thread) if
+        // the consumer is not scheduled for a while on a loaded machine.
+        "--num-subbufs",
+        "64",
         "--",
         app.to_str().unwrap(),
         "3",

@@ -71,8 +71,18 @@ pub const INTEREST_NEEDS_TYPES: Interest = Interest::NEEDS_TYPES;
 /// [`INTEREST_NEEDS_TYPES`] or its type signature (see [`Callsite::signature_of`]).
 pub const INTEREST_ENABLED: Interest = Interest::NEEDS_TYPES;
 
-/// Value of [`CallsiteState`]'s signature slot while a thread is publishing the field types.
-const SIG_PUBLISHING: u64 = 1;
+/// Value of [`CallsiteState`]'s signature slot while a thread is publishing field types with
+/// signature `sig`: the signature with its top bit (set in every signature) cleared, and never
+/// 0. A second thread whose first hit races the publication sees which types are on their way
+/// and records at once when they are its own: no waiting, no drop.
+const fn publishing(sig: u64) -> u64 {
+    (sig & !(1 << 63)) | 1
+}
+
+/// Whether a signature slot value is a publication in progress ([`publishing`]).
+const fn is_publishing(v: u64) -> bool {
+    v != 0 && v & (1 << 63) == 0
+}
 
 static TYPES_GENERATION: AtomicU64 = AtomicU64::new(0);
 
@@ -144,7 +154,8 @@ impl Kind {
 #[repr(C)]
 pub struct CallsiteState {
     interest: AtomicU64,
-    /// 0 = types unknown, [`SIG_PUBLISHING`] = being published, else the published signature.
+    /// 0 = types unknown, [`publishing`]`(sig)` = being published, else the published
+    /// signature.
     signature: AtomicU64,
     /// The callsite's event id, cached by [`assign_ids`] next to `interest` so the tracepoint
     /// reads it from the line it already loaded.
@@ -200,12 +211,13 @@ pub(crate) fn bump_types_generation() {
 /// callsite forever; start those over. Atomic stores only (async-signal-safe), O(callsites).
 pub fn reset_interrupted_publications() {
     for cs in callsites() {
-        let _ = cs.state.signature.compare_exchange(
-            SIG_PUBLISHING,
-            0,
-            Ordering::Relaxed,
-            Ordering::Relaxed,
-        );
+        let v = cs.state.signature.load(Ordering::Relaxed);
+        if is_publishing(v) {
+            let _ = cs
+                .state
+                .signature
+                .compare_exchange(v, 0, Ordering::Relaxed, Ordering::Relaxed);
+        }
     }
 }
 
@@ -278,7 +290,7 @@ impl Callsite {
     /// The published field types, or `None` while unknown.
     pub fn types(&self) -> Option<Vec<FieldType>> {
         let sig = self.state.signature.load(Ordering::Acquire);
-        if sig == 0 || sig == SIG_PUBLISHING {
+        if sig == 0 || is_publishing(sig) {
             return None;
         }
         self.field_types
@@ -296,10 +308,12 @@ impl Callsite {
     pub fn publish_types(&'static self, sig: u64, types: &[FieldType]) -> bool {
         debug_assert_eq!(types.len(), self.field_types.len());
         let st = self.state;
-        match st
-            .signature
-            .compare_exchange(0, SIG_PUBLISHING, Ordering::Acquire, Ordering::Acquire)
-        {
+        match st.signature.compare_exchange(
+            0,
+            publishing(sig),
+            Ordering::Acquire,
+            Ordering::Acquire,
+        ) {
             Ok(_) => {
                 let mut bytes = [0u8; crate::registry::MAX_FIELDS];
                 for (i, (slot, t)) in self.field_types.iter().zip(types).enumerate() {
@@ -319,8 +333,12 @@ impl Callsite {
                 );
                 true
             }
-            // Another thread is publishing right now: drop rather than wait.
-            Err(SIG_PUBLISHING) => false,
+            // Another thread (or the thread this signal handler interrupted) is publishing
+            // right now. The same types: record now (the event may reach a ring before the
+            // types are published; the consumer writes the class into the metadata when they
+            // are, and walks of packets stop at a class it does not know yet). Other types: the
+            // metadata cannot describe this record: drop it (counted).
+            Err(v) if is_publishing(v) => v == publishing(sig),
             // Already published: fine if it is ours (we raced an enable), else a generic
             // callsite instantiated with other types, which the metadata cannot describe.
             Err(other) => other == sig,
@@ -331,7 +349,7 @@ impl Callsite {
         let st = self.state;
         if on {
             let sig = st.signature.load(Ordering::Acquire);
-            let v = if sig == 0 || sig == SIG_PUBLISHING {
+            let v = if sig == 0 || is_publishing(sig) {
                 Interest::NEEDS_TYPES.0
             } else {
                 sig
