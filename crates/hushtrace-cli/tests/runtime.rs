@@ -210,18 +210,8 @@ fn demo_writes_everything() {
 
 /// Events per vpid in babeltrace2's text output of `path`, which must read with no diagnostic.
 fn babeltrace_by_vpid(path: &Path) -> std::collections::BTreeMap<u64, u64> {
-    let out = Command::new("babeltrace2")
-        .arg(path)
-        .output()
-        .expect("babeltrace2 is required (apt-get install -y babeltrace2)");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stderr.trim().is_empty(),
-        "babeltrace2 {}: {stderr}",
-        path.display()
-    );
     let mut by = std::collections::BTreeMap::new();
-    for line in String::from_utf8_lossy(&out.stdout).lines() {
+    for line in hushtrace_testsupport::babeltrace(path).lines() {
         let vpid = line
             .split("vpid = ")
             .nth(1)

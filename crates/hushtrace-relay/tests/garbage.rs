@@ -237,36 +237,50 @@ proptest! {
     }
 }
 
-/// Pipelined packets: the relay's answers to their indexes are handed over in order, a refused
-/// one as `false` (that packet alone is lost), and a command sent meanwhile reads its own reply,
-/// not an index acknowledgement.
-#[test]
-fn pipelined_acks_keep_their_order_and_refusals() {
+/// A client connected to a fake relay that accepts the session and one data stream, then
+/// answers the commands after that with `after` (index acknowledgements, mostly); the stream.
+fn pipelined_client(after: Vec<Step>) -> (RelayClient, hushtrace_relay::StreamId) {
     let mut stream = 9u64.to_be_bytes().to_vec();
     stream.extend_from_slice(&ok());
-    let refused = 1u32.to_be_bytes().to_vec();
-    let script = vec![
+    let mut script = vec![
         Step::Answer(version_reply(2, 13)),
         Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
         Step::Answer(ok()), // trace chunk
         Step::Answer(stream),
         Step::Answer(ok()), // streams sent
+    ];
+    script.extend(after);
+    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
+    let id = c.add_stream("1", "stream_0").unwrap();
+    c.streams_sent().unwrap();
+    (c, id)
+}
+
+/// A 64-byte packet and its index (the fake relay reads neither).
+fn small_packet() -> ([u8; 64], hushtrace_relay::PacketIndex) {
+    let index = hushtrace_relay::PacketIndex {
+        packet_size_bits: 64 * 8,
+        content_size_bits: 64 * 8,
+        ..Default::default()
+    };
+    ([0u8; 64], index)
+}
+
+/// Pipelined packets: the relay's answers to their indexes are handed over in order, a refused
+/// one as `false` (that packet alone is lost), and a command sent meanwhile reads its own reply,
+/// not an index acknowledgement.
+#[test]
+fn pipelined_acks_keep_their_order_and_refusals() {
+    let refused = 1u32.to_be_bytes().to_vec();
+    let (mut c, id) = pipelined_client(vec![
         Step::Answer(ok()), // index 0
         Step::Answer(refused.clone()),
         Step::Answer(ok()),    // index 2
         Step::Answer(ok()),    // streams sent again: must not be taken as an ack
         Step::Answer(refused), // index 3
         Step::Answer(ok()),    // index 4
-    ];
-    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
-    let id = c.add_stream("1", "stream_0").unwrap();
-    c.streams_sent().unwrap();
-    let packet = [0u8; 64];
-    let index = hushtrace_relay::PacketIndex {
-        packet_size_bits: 64 * 8,
-        content_size_bits: 64 * 8,
-        ..Default::default()
-    };
+    ]);
+    let (packet, index) = small_packet();
     for _ in 0..3 {
         c.send_packet_nowait(id, &packet, &index).unwrap();
     }
@@ -291,26 +305,11 @@ fn pipelined_acks_keep_their_order_and_refusals() {
 /// that arrived, then the error; the rest are still in flight (lost), never reported as sent.
 #[test]
 fn pipelined_acks_after_a_hang_up() {
-    let mut stream = 9u64.to_be_bytes().to_vec();
-    stream.extend_from_slice(&ok());
-    let script = vec![
-        Step::Answer(version_reply(2, 13)),
-        Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
-        Step::Answer(ok()),
-        Step::Answer(stream),
-        Step::Answer(ok()),
+    let (mut c, id) = pipelined_client(vec![
         Step::Answer(ok()), // index 0
         Step::HangUp,       // index 1: no answer
-    ];
-    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
-    let id = c.add_stream("1", "stream_0").unwrap();
-    c.streams_sent().unwrap();
-    let packet = [0u8; 64];
-    let index = hushtrace_relay::PacketIndex {
-        packet_size_bits: 64 * 8,
-        content_size_bits: 64 * 8,
-        ..Default::default()
-    };
+    ]);
+    let (packet, index) = small_packet();
     let mut sent = 0;
     for _ in 0..3 {
         // the third send may already see the hang-up
@@ -335,32 +334,16 @@ fn pipelined_acks_after_a_hang_up() {
 #[test]
 fn pipelined_window_keeps_every_answer() {
     let n = hushtrace_relay::MAX_IN_FLIGHT + 10;
-    let mut stream = 9u64.to_be_bytes().to_vec();
-    stream.extend_from_slice(&ok());
-    let mut script = vec![
-        Step::Answer(version_reply(2, 13)),
-        Step::Answer(session_reply(1, wire::LTTNG_OK, b"h/s\0")),
-        Step::Answer(ok()),
-        Step::Answer(stream),
-        Step::Answer(ok()),
-    ];
     // every seventh index refused
-    script.extend((0..n).map(|i| {
+    let answers = (0..n).map(|i| {
         Step::Answer(if i % 7 == 3 {
             2u32.to_be_bytes().to_vec()
         } else {
             ok()
         })
-    }));
-    let mut c = connect(script, Duration::from_secs(2)).expect("connect");
-    let id = c.add_stream("1", "stream_0").unwrap();
-    c.streams_sent().unwrap();
-    let packet = [0u8; 64];
-    let index = hushtrace_relay::PacketIndex {
-        packet_size_bits: 64 * 8,
-        content_size_bits: 64 * 8,
-        ..Default::default()
-    };
+    });
+    let (mut c, id) = pipelined_client(answers.collect());
+    let (packet, index) = small_packet();
     for _ in 0..n {
         c.send_packet_nowait(id, &packet, &index).unwrap();
         assert!(c.in_flight() <= hushtrace_relay::MAX_IN_FLIGHT);

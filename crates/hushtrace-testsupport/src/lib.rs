@@ -159,3 +159,21 @@ impl Drop for Relayd {
         self.kill();
     }
 }
+
+/// Runs `babeltrace2` on `path` (a trace directory, local or a relay's copy) and returns its
+/// text output; panics when it fails or prints any diagnostic (a warning included), naming the
+/// path and quoting what it said.
+pub fn babeltrace(path: &Path) -> String {
+    let out = Command::new("babeltrace2")
+        .arg(path)
+        .output()
+        .expect("babeltrace2 is required (apt-get install -y babeltrace2)");
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        out.status.success() && stderr.trim().is_empty(),
+        "babeltrace2 {}: {}\n{stderr}",
+        path.display(),
+        out.status
+    );
+    String::from_utf8(out.stdout).expect("babeltrace2 prints UTF-8")
+}

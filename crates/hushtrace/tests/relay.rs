@@ -29,7 +29,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 // ------------------------------------------------------------------------------------------
 // The relay daemon
 
-use hushtrace_testsupport::{free_port, Relayd};
+use hushtrace_testsupport::{babeltrace, free_port, Relayd};
 
 /// Where the relay writes session `session` of this test's host name.
 fn session_dir(relay: &Relayd, session: &str) -> PathBuf {
@@ -38,22 +38,6 @@ fn session_dir(relay: &Relayd, session: &str) -> PathBuf {
 
 // ------------------------------------------------------------------------------------------
 // Helpers
-
-/// Runs babeltrace2 on `path`; returns its stdout, failing on an error or any diagnostic.
-fn babeltrace(path: &Path) -> String {
-    let out = Command::new("babeltrace2")
-        .arg(path)
-        .output()
-        .expect("babeltrace2 is required (apt-get install -y babeltrace2)");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(
-        out.status.success() && stderr.trim().is_empty(),
-        "babeltrace2 {}: {}\n{stderr}",
-        path.display(),
-        out.status
-    );
-    String::from_utf8(out.stdout).unwrap()
-}
 
 /// `name` events per `(vpid, vtid)` in babeltrace2's text output.
 fn count(text: &str, name: &str) -> BTreeMap<(u32, u32), u64> {

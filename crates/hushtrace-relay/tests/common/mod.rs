@@ -17,7 +17,7 @@ pub const CHILD_WORKER: u64 = 700;
 /// Environment variable that turns the `record_helper` test into the recorder.
 pub const RECORD_ENV: &str = "HUSHTRACE_RELAY_TEST_RECORD";
 
-pub use hushtrace_testsupport::Relayd;
+pub use hushtrace_testsupport::{babeltrace, Relayd};
 
 /// The relay's address as the client library takes it.
 pub fn relay_url(relay: &Relayd) -> RelayUrl {
@@ -209,19 +209,4 @@ pub fn by_process(counts: &BTreeMap<(u32, u32), u64>) -> BTreeMap<u32, Vec<u64>>
         v.sort();
     }
     m
-}
-
-/// Runs babeltrace2 on `path` and returns its output.
-pub fn babeltrace(path: &Path) -> String {
-    let out = Command::new("babeltrace2")
-        .arg(path)
-        .output()
-        .expect("run babeltrace2");
-    assert!(
-        out.status.success(),
-        "babeltrace2 {} failed: {}",
-        path.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).unwrap()
 }
