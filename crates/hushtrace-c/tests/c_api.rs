@@ -147,7 +147,8 @@ fn no_syscall_thread_traps_no_system_call() {
     };
     let (written, discarded) = (num("written"), num("discarded"));
     assert_eq!(written + discarded, 4 * events, "{stats}");
-    // Every event is at least 10 bytes: that many bytes fill this many 16 KiB sub-buffers.
+    // Every event is more than 10 bytes (a 4-byte compact header, an f64, a string and its
+    // NUL, ...): that many bytes fill at least this many 16 KiB sub-buffers.
     let switches = written * 10 / (16 * 1024);
     assert!(
         switches >= 100,
