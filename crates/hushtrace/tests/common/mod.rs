@@ -39,8 +39,14 @@ pub fn skip_external() -> bool {
 /// Runs `babeltrace2 --clock-seconds <dir>`; returns its stdout and stderr. Panics (fails the
 /// test) when babeltrace2 is missing, unless `HUSHTRACE_SKIP_EXTERNAL=1` (then `None`).
 pub fn babeltrace_raw(dir: &Path) -> Option<(String, String)> {
+    run_babeltrace("--clock-seconds", dir)
+}
+
+/// Runs `babeltrace2 <clock_flag> <dir>`: its stdout and stderr; fails when it fails, or is
+/// missing unless `HUSHTRACE_SKIP_EXTERNAL=1` (then `None`).
+fn run_babeltrace(clock_flag: &str, dir: &Path) -> Option<(String, String)> {
     let out = match Command::new("babeltrace2")
-        .arg("--clock-seconds")
+        .arg(clock_flag)
         .arg(dir)
         .output()
     {
@@ -274,24 +280,10 @@ pub fn thread_stacks(pid: i32) -> String {
 /// it: `(cycles, event)`, in output order (`ts_ns` of the event is 0). Fails on any diagnostic
 /// unless `allow_warnings`; `None` when babeltrace2 is missing and that is allowed.
 pub fn babeltrace_cycles(dir: &Path, allow_warnings: bool) -> Option<Vec<(u64, BtEvent)>> {
-    let out = match Command::new("babeltrace2")
-        .arg("--clock-cycles")
-        .arg(dir)
-        .output()
-    {
-        Ok(o) => o,
-        Err(e) if skip_external() => {
-            eprintln!("skipping babeltrace2 check ({e}); HUSHTRACE_SKIP_EXTERNAL=1");
-            return None;
-        }
-        Err(e) => panic!("babeltrace2 is required for this test ({e})"),
-    };
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "babeltrace2 failed: {stderr}");
+    let (stdout, stderr) = run_babeltrace("--clock-cycles", dir)?;
     if !allow_warnings {
         assert!(stderr.trim().is_empty(), "babeltrace2 printed: {stderr}");
     }
-    let stdout = String::from_utf8(out.stdout).expect("babeltrace2 output is UTF-8");
     Some(
         stdout
             .lines()
