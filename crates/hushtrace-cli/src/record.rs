@@ -6,7 +6,6 @@ use hushtrace_ctf::reader::ProcessStats;
 use hushtrace_ctf::stats;
 use std::ffi::OsString;
 use std::fmt;
-use std::net::{TcpStream, ToSocketAddrs};
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
@@ -195,30 +194,8 @@ impl RecordOptions {
             return Ok(());
         };
         let url = hushtrace_relay::RelayUrl::parse(text).map_err(|e| e.to_string())?;
-        for (what, port) in [("control", url.control_port()), ("data", url.data_port())] {
-            let addrs = (url.host(), port)
-                .to_socket_addrs()
-                .map_err(|e| format!("cannot resolve the relay host {:?}: {e}", url.host()))?;
-            let mut last = None;
-            let mut ok = false;
-            for a in addrs {
-                match TcpStream::connect_timeout(&a, timeout) {
-                    Ok(_) => {
-                        ok = true;
-                        break;
-                    }
-                    Err(e) => last = Some(format!("{a}: {e}")),
-                }
-            }
-            if !ok {
-                return Err(format!(
-                    "cannot reach the relay daemon's {what} port ({}): is lttng-relayd \
-                     running there? (start it with `lttng-relayd -d`)",
-                    last.unwrap_or_else(|| "no address".into())
-                ));
-            }
-        }
-        Ok(())
+        hushtrace_relay::RelayClient::probe(&url, timeout)
+            .map_err(|e| format!("cannot reach the relay daemon: {e}"))
     }
 }
 

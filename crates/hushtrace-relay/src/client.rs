@@ -292,7 +292,8 @@ fn connect_one(
     connection: &'static str,
     host: &str,
     port: u16,
-    opts: &SessionOptions,
+    connect_timeout: Duration,
+    io_timeout: Duration,
 ) -> Result<TcpStream, Error> {
     let addr = format!("{host}:{port}");
     let fail = |source| Error::Connect {
@@ -303,12 +304,12 @@ fn connect_one(
     let addrs: Vec<SocketAddr> = (host, port).to_socket_addrs().map_err(fail)?.collect();
     let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "no address");
     for a in addrs {
-        match TcpStream::connect_timeout(&a, opts.connect_timeout) {
+        match TcpStream::connect_timeout(&a, connect_timeout) {
             Ok(s) => {
                 let setup = || -> std::io::Result<()> {
                     s.set_nodelay(true)?;
-                    s.set_read_timeout(Some(opts.io_timeout))?;
-                    s.set_write_timeout(Some(opts.io_timeout))
+                    s.set_read_timeout(Some(io_timeout))?;
+                    s.set_write_timeout(Some(io_timeout))
                 };
                 setup().map_err(fail)?;
                 return Ok(s);
@@ -325,8 +326,9 @@ impl RelayClient {
     /// excepted: it uses the system resolver).
     pub fn connect(url: &RelayUrl, opts: &SessionOptions) -> Result<RelayClient, Error> {
         opts.validate()?;
-        let control = connect_one("control", url.host(), url.control_port(), opts)?;
-        let data = connect_one("data", url.host(), url.data_port(), opts)?;
+        let (t, io) = (opts.connect_timeout, opts.io_timeout);
+        let control = connect_one("control", url.host(), url.control_port(), t, io)?;
+        let data = connect_one("data", url.host(), url.data_port(), t, io)?;
         let mut c = RelayClient {
             control,
             data,
@@ -398,6 +400,15 @@ impl RelayClient {
         )?;
         c.generic_reply(during, true)?;
         Ok(c)
+    }
+
+    /// Checks that a relay at `url` accepts TCP connections on its control and data ports
+    /// (within `timeout` each), without creating a session: both connections are closed at
+    /// once. The error names the connection and address that failed.
+    pub fn probe(url: &RelayUrl, timeout: Duration) -> Result<(), Error> {
+        connect_one("control", url.host(), url.control_port(), timeout, timeout)?;
+        connect_one("data", url.host(), url.data_port(), timeout, timeout)?;
+        Ok(())
     }
 
     /// The protocol version in use: `(2, minor)`, `minor` in 11..=13.
@@ -512,8 +523,7 @@ impl RelayClient {
     /// over the control connection. `Ok` once the relay acknowledged the index; `Err`: count
     /// the packet as lost. Returns the index sent.
     pub fn send_packet(&mut self, stream: StreamId, packet: &[u8]) -> Result<PacketIndex, Error> {
-        let ix = PacketIndex::from_packet(packet)
-            .map_err(|e| Error::InvalidArgument(format!("not a hushtrace packet: {e}")))?;
+        let ix = PacketIndex::from_packet(packet).map_err(Error::from)?;
         self.send_packet_with_index(stream, packet, &ix)?;
         Ok(ix)
     }
@@ -599,11 +609,9 @@ impl RelayClient {
     /// (`each(false)`), reading the acknowledgements still in flight. On a lost connection it
     /// returns the error after handing over those it could read: the packets still in flight
     /// (`in_flight()` of them) got no answer: count them lost.
-    pub fn collect_acks(&mut self, mut each: impl FnMut(bool)) -> Result<(), Error> {
+    pub fn collect_acks(&mut self, each: impl FnMut(bool)) -> Result<(), Error> {
         let r = self.settle_in_flight();
-        for ok in self.acked.drain(..) {
-            each(ok);
-        }
+        self.take_read_acks(each);
         r
     }
 

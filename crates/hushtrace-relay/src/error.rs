@@ -137,3 +137,10 @@ impl std::error::Error for Error {
         }
     }
 }
+
+impl From<crate::index::PacketError> for Error {
+    /// Bytes that are not one hushtrace packet, given to a send: the caller's mistake.
+    fn from(e: crate::index::PacketError) -> Error {
+        Error::InvalidArgument(format!("not a hushtrace packet: {e}"))
+    }
+}
