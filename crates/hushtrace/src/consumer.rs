@@ -122,20 +122,13 @@ impl Consumer {
         }
         shared.inner.lock().rings = rings;
         let control = control::Server::bind(pid).ok();
-        let root_name = shared
-            .inner
-            .lock()
-            .root
-            .path()
-            .file_name()
-            .map(|n| n.to_string_lossy().into_owned())
-            .unwrap_or_default();
+        let root = shared.inner.lock().root.path().to_path_buf();
         let dir_name = dir
             .path()
             .file_name()
             .map(|n| n.to_string_lossy().into_owned())
             .unwrap_or_else(|| pid.to_string());
-        let relay = RelaySink::new(&shared.cfg, &root_name, &dir_name);
+        let relay = RelaySink::new(&shared.cfg, &root, &dir_name);
         let mut c = Consumer {
             shared,
             files: TraceFiles::new(dir),

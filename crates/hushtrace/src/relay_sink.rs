@@ -51,8 +51,6 @@ pub(crate) struct RelaySink {
     pub lost_packets: u64,
     /// Events in them.
     pub lost_events: u64,
-    /// Packets delivered.
-    pub sent_packets: u64,
     /// Packets sent on the current connection whose acknowledgement is not collected yet,
     /// oldest first: (buffer instance, events).
     in_flight: VecDeque<(u64, u64)>,
@@ -62,20 +60,15 @@ pub(crate) struct RelaySink {
 }
 
 impl RelaySink {
-    /// The sink for `cfg.relay` (None without one). `root_name`: the output directory's name
-    /// (the default session name).
-    pub(crate) fn new(cfg: &Config, root_name: &str, dir_name: &str) -> Option<RelaySink> {
+    /// The sink for `cfg.relay` (None without one). `root`: the session's output directory
+    /// (its name is the default session name, see [`relay_default_names`]).
+    pub(crate) fn new(cfg: &Config, root: &std::path::Path, dir_name: &str) -> Option<RelaySink> {
         let url = cfg.relay.clone()?;
+        let (host, session) = relay_default_names(root);
         Some(RelaySink {
             url,
-            session: cfg
-                .relay_session
-                .clone()
-                .unwrap_or_else(|| default_session_name(root_name)),
-            host: cfg
-                .relay_host
-                .clone()
-                .unwrap_or_else(|| default_session_name(&crate::platform::hostname())),
+            session: cfg.relay_session.clone().unwrap_or(session),
+            host: cfg.relay_host.clone().unwrap_or(host),
             dir_name: dir_name.to_string(),
             live_timer: cfg
                 .flush_interval
@@ -89,7 +82,6 @@ impl RelaySink {
             backoff: FIRST_BACKOFF,
             lost_packets: 0,
             lost_events: 0,
-            sent_packets: 0,
             in_flight: VecDeque::new(),
             done: Vec::new(),
         })
@@ -241,9 +233,7 @@ impl RelaySink {
 
     fn try_packet(&mut self, instance: u64, bytes: &[u8]) -> Result<(), hushtrace_relay::Error> {
         let id = self.stream(instance)?;
-        let index = hushtrace_relay::PacketIndex::from_packet(bytes).map_err(|e| {
-            hushtrace_relay::Error::InvalidArgument(format!("not a hushtrace packet: {e}"))
-        })?;
+        let index = hushtrace_relay::PacketIndex::from_packet(bytes)?;
         self.client_mut()?.send_packet_nowait(id, bytes, &index)
     }
 
@@ -270,9 +260,7 @@ impl RelaySink {
                 .extend(self.in_flight.drain(..).map(|(i, n)| (i, n, false)));
         }
         for (instance, events, delivered) in self.done.drain(..) {
-            if delivered {
-                self.sent_packets += 1;
-            } else {
+            if !delivered {
                 self.lost_packets += 1;
                 self.lost_events += events;
             }
