@@ -84,6 +84,11 @@ const fn is_publishing(v: u64) -> bool {
     v != 0 && v & (1 << 63) == 0
 }
 
+/// Whether a signature slot value is a published signature (not 0, not [`publishing`]).
+const fn is_published(v: u64) -> bool {
+    v & (1 << 63) != 0
+}
+
 static TYPES_GENERATION: AtomicU64 = AtomicU64::new(0);
 
 /// A counter bumped each time some callsite publishes its field types; writers of trace
@@ -290,7 +295,7 @@ impl Callsite {
     /// The published field types, or `None` while unknown.
     pub fn types(&self) -> Option<Vec<FieldType>> {
         let sig = self.state.signature.load(Ordering::Acquire);
-        if sig == 0 || is_publishing(sig) {
+        if !is_published(sig) {
             return None;
         }
         self.field_types
@@ -349,7 +354,7 @@ impl Callsite {
         let st = self.state;
         if on {
             let sig = st.signature.load(Ordering::Acquire);
-            let v = if sig == 0 || is_publishing(sig) {
+            let v = if !is_published(sig) {
                 Interest::NEEDS_TYPES.0
             } else {
                 sig
