@@ -93,6 +93,26 @@ pub const fn compact_word(id: u16, ts: u64) -> u32 {
     (ts as u32) << 8 | id as u32
 }
 
+/// The extended header of event `id` at `ts`: [`EXTENDED_TAG`], the `u16` id, the `u64`
+/// timestamp, little-endian.
+#[inline]
+pub const fn extended_header(id: u16, ts: u64) -> [u8; EXTENDED_HEADER_LEN] {
+    let (i, t) = (id.to_le_bytes(), ts.to_le_bytes());
+    [
+        EXTENDED_TAG,
+        i[0],
+        i[1],
+        t[0],
+        t[1],
+        t[2],
+        t[3],
+        t[4],
+        t[5],
+        t[6],
+        t[7],
+    ]
+}
+
 /// Appends the header of event `id` at `ts` to `out`, in the compact form when it fits after
 /// `prev` (see [`compact_fits`]), else extended. Returns the header's length.
 pub fn push_event_header(out: &mut Vec<u8>, id: u16, ts: u64, prev: u64) -> usize {
@@ -100,9 +120,7 @@ pub fn push_event_header(out: &mut Vec<u8>, id: u16, ts: u64, prev: u64) -> usiz
         out.extend_from_slice(&compact_word(id, ts).to_le_bytes());
         COMPACT_HEADER_LEN
     } else {
-        out.push(EXTENDED_TAG);
-        out.extend_from_slice(&id.to_le_bytes());
-        out.extend_from_slice(&ts.to_le_bytes());
+        out.extend_from_slice(&extended_header(id, ts));
         EXTENDED_HEADER_LEN
     }
 }

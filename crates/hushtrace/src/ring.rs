@@ -526,9 +526,7 @@ impl Buffer {
         let dst = unsafe { self.reserved(o, ts) };
         // SAFETY: as above; the header is the first EXTENDED_HEADER_LEN of them.
         unsafe {
-            dst.write(EXTENDED_TAG);
-            (dst.add(1) as *mut [u8; 2]).write_unaligned(id.to_le_bytes());
-            put_u64(dst, 3, ts);
+            (dst as *mut [u8; EXTENDED_HEADER_LEN]).write_unaligned(extended_header(id, ts));
             Extended::Reserved(dst.add(EXTENDED_HEADER_LEN))
         }
     }
