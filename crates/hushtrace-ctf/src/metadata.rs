@@ -3,7 +3,7 @@
 //! The text is generated in a fixed, line-oriented shape so that [`crate::reader`] can parse it
 //! back without a general TSDL parser; anything else is rejected as foreign.
 
-use crate::layout::PROCNAME_LEN;
+use crate::layout::{parse_event_header, PROCNAME_LEN};
 use hushtrace_core::{FieldType, Kind};
 use std::fmt::Write as _;
 
@@ -68,6 +68,89 @@ pub struct TraceDesc {
     pub hostname: String,
     /// Event classes.
     pub events: Vec<EventClass>,
+}
+
+/// What [`TraceDesc::walk_events`] found at the start of a packet's event bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct EventWalk {
+    /// Bytes of the complete events.
+    pub len: usize,
+    /// How many there are.
+    pub events: u64,
+    /// The stream's clock after them: the last one's timestamp (`begin` if none).
+    pub clock: u64,
+    /// The largest timestamp among them and `begin`.
+    pub max_ts: u64,
+}
+
+impl TraceDesc {
+    /// The class with id `id`: found by position first (the runtime numbers classes by
+    /// position), else by search.
+    pub fn class(&self, id: u16) -> Option<&EventClass> {
+        self.events
+            .get(usize::from(id))
+            .filter(|e| e.id == id)
+            .or_else(|| self.events.iter().find(|e| e.id == id))
+    }
+
+    /// The size (header included) and timestamp of the event at `b[0..]` with the stream's
+    /// clock at `prev`; `None` unless it is a complete event of a class whose field types are
+    /// known.
+    pub fn event_len(&self, b: &[u8], prev: u64) -> Option<(usize, u64)> {
+        let h = parse_event_header(b, prev)?;
+        let mut n = h.len;
+        for (_, t) in self.class(h.id)?.fields.as_ref()? {
+            match t.fixed_size() {
+                Some(s) => n += s,
+                None => {
+                    debug_assert_eq!(*t, FieldType::Str);
+                    let nul = b.get(n..)?.iter().position(|&c| c == 0)?;
+                    n += nul + 1;
+                }
+            }
+            if n > b.len() {
+                return None;
+            }
+        }
+        Some((n, h.ts))
+    }
+
+    /// Walks the complete events at the start of `b` (a packet's event bytes, the stream's
+    /// clock at `begin` where they start), up to the first incomplete one or one of a class
+    /// whose types are unknown.
+    ///
+    /// ```
+    /// use hushtrace_ctf::metadata::*;
+    /// use hushtrace_ctf::{layout, FieldType, Kind};
+    /// let t = TraceDesc {
+    ///     uuid: [1; 16], clock_uuid: [2; 16],
+    ///     clock: ClockDesc { freq: 1_000_000_000, offset_s: 0, offset: 0, source: "tsc".into() },
+    ///     vpid: 1, procname: "app".into(), hostname: "h".into(),
+    ///     events: vec![EventClass { id: 0, name: "a:b".into(), kind: Kind::Instant,
+    ///                               fields: Some(vec![("n".into(), FieldType::U32)]) }],
+    /// };
+    /// let mut b = Vec::new();
+    /// layout::push_event_header(&mut b, 0, 105, 100);
+    /// b.extend_from_slice(&7u32.to_le_bytes());
+    /// b.extend_from_slice(&[0, 1]); // a torn event
+    /// let w = t.walk_events(&b, 100);
+    /// assert_eq!((w.len, w.events, w.clock, w.max_ts), (8, 1, 105, 105));
+    /// ```
+    pub fn walk_events(&self, b: &[u8], begin: u64) -> EventWalk {
+        let mut w = EventWalk {
+            len: 0,
+            events: 0,
+            clock: begin,
+            max_ts: begin,
+        };
+        while let Some((n, ts)) = b.get(w.len..).and_then(|r| self.event_len(r, w.clock)) {
+            w.len += n;
+            w.events += 1;
+            w.clock = ts;
+            w.max_ts = w.max_ts.max(ts);
+        }
+        w
+    }
 }
 
 /// Formats a UUID in the canonical 8-4-4-4-12 form.

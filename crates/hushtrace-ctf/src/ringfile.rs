@@ -28,7 +28,6 @@
 
 use crate::layout::*;
 use crate::metadata::TraceDesc;
-use hushtrace_core::FieldType;
 use std::fs::File;
 use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
@@ -146,29 +145,6 @@ pub struct Recovered {
     pub overwritten: u64,
 }
 
-/// The size (header included) and timestamp of the event at `b[0..]` with the stream's clock
-/// at `prev`, or `None` when it is not a complete event of a known class with known field
-/// types.
-fn event_len(desc: &TraceDesc, b: &[u8], prev: u64) -> Option<(usize, u64)> {
-    let h = parse_event_header(b, prev)?;
-    let class = desc.events.iter().find(|c| c.id == h.id)?;
-    let mut n = h.len;
-    for (_, t) in class.fields.as_ref()? {
-        match t.fixed_size() {
-            Some(s) => n += s,
-            None => {
-                debug_assert_eq!(*t, FieldType::Str);
-                let nul = b.get(n..)?.iter().position(|&c| c == 0)?;
-                n += nul + 1;
-            }
-        }
-        if n > b.len() {
-            return None;
-        }
-    }
-    Some((n, h.ts))
-}
-
 /// Recovers one ring file into `stream` (appended), using the process's metadata `desc`.
 /// Committed packets not yet in the stream file are copied as they are; the open packet is
 /// cut at its last complete event, its header completed (sizes, end time, discarded count).
@@ -255,7 +231,9 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         let s = &slots[i];
         let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
         let p = rest_of(&s[..len], seq, extra, shipped);
-        r.events += count_events(desc, &p);
+        r.events += desc
+            .walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN))
+            .events;
         write(&p, &mut r)?;
     }
     // The open packet, up to its last complete event.
@@ -277,30 +255,16 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         };
         let mut p = s[..PACKET_HEADER_LEN].to_vec();
         p.extend_from_slice(&s[from..done]);
-        if let Some((sq, _, ts)) = shipped.filter(|x| x.0 == h.open_seq) {
-            let _ = sq;
+        if let Some((_, _, ts)) = shipped.filter(|x| x.0 == h.open_seq) {
             p[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
         }
         let seq_out = h.open_seq + extra;
         p[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&seq_out.to_le_bytes());
-        let done = p.len();
-        let mut off = PACKET_HEADER_LEN;
-        let mut events = 0;
-        // The stream's clock: the packet's begin time (or the last shipped event's), then
-        // each event's (compact headers hold only its low bits).
-        let mut clock = u64_at(&p, OFF_TIMESTAMP_BEGIN);
-        let mut last_ts = clock;
-        while off < done {
-            match event_len(desc, &p[off..done], clock) {
-                Some((l, ts)) => {
-                    clock = ts;
-                    last_ts = last_ts.max(ts);
-                    off += l;
-                    events += 1;
-                }
-                None => break, // types unknown to the metadata: cut here
-            }
-        }
+        // From the packet's begin time (or the last shipped event's), up to the last complete
+        // event of a class the metadata knows: cut there.
+        let w = desc.walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN));
+        let (off, events) = (PACKET_HEADER_LEN + w.len, w.events);
+        let (clock, last_ts) = (w.clock, w.max_ts);
         // A torn event: bytes after the complete ones that start like an event header of a
         // known class: an extended one not older than the last complete event, or a compact
         // one that is not all zero (memory never written). Heuristic: stale bytes of an older
@@ -411,24 +375,6 @@ fn stream_tail_header(stream: &Path) -> io::Result<(u64, Option<[u8; PACKET_HEAD
         off += size;
     }
     Ok((off, last))
-}
-
-/// The complete events of packet `p` (header included), decoded from its `timestamp_begin`.
-fn count_events(desc: &TraceDesc, p: &[u8]) -> u64 {
-    let mut clock = u64_at(p, OFF_TIMESTAMP_BEGIN);
-    let mut b = p.get(PACKET_HEADER_LEN..).unwrap_or(&[]);
-    let mut n = 0;
-    while !b.is_empty() {
-        match event_len(desc, b, clock) {
-            Some((l, ts)) => {
-                b = &b[l..];
-                clock = ts;
-                n += 1;
-            }
-            None => break,
-        }
-    }
-    n
 }
 
 /// The ring files of a process trace directory that still need recovery: `(path, header)`.

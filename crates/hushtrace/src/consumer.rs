@@ -13,9 +13,8 @@ use crate::state::{self, ConsumerThread, Shared};
 use crate::tracedir::{Dir, TraceFiles};
 use hushtrace_core::all_callsites;
 use hushtrace_ctf::layout::{
-    parse_event_header, read_u64, METADATA_FILE, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED,
-    OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE, OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN,
-    STREAM_PREFIX,
+    read_u64, METADATA_FILE, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM,
+    OFF_PACKET_SIZE, OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN, STREAM_PREFIX,
 };
 use hushtrace_ctf::metadata::{to_tsdl, EventClass, TraceDesc};
 use hushtrace_ctf::stats::ProcessStats;
@@ -388,7 +387,8 @@ impl Consumer {
                 || read_u64(&open.header, OFF_TIMESTAMP_BEGIN).unwrap_or(0),
                 |p| p.last_ts,
             );
-            let (len, n, last_ts) = walk_events(&self.desc, body, begin);
+            let w = self.desc.walk_events(body, begin);
+            let (len, n, last_ts) = (w.len, w.events, w.clock);
             if n == 0 {
                 if !moved {
                     idle.push(b.instance);
@@ -873,48 +873,4 @@ pub(crate) fn throttle_registration() {
 /// Stores `v` little-endian at `off` of a packet copy.
 fn put(p: &mut [u8], off: usize, v: u64) {
     p[off..off + 8].copy_from_slice(&v.to_le_bytes());
-}
-
-/// Walks the complete events at the start of `b` (a packet's event bytes) with the field types
-/// of `desc`, the stream's clock at `begin` where `b` starts: returns their length, count and
-/// the last one's timestamp (`begin` if none). Stops at an event of a class whose types are
-/// unknown (the rest waits for the next pass).
-fn walk_events(desc: &TraceDesc, b: &[u8], begin: u64) -> (usize, u64, u64) {
-    let (mut off, mut n, mut last) = (0usize, 0u64, begin);
-    while let Some(h) = parse_event_header(&b[off..], last) {
-        let id = h.id;
-        let Some(fields) = desc
-            .events
-            .get(usize::from(id))
-            .filter(|e| e.id == id)
-            .or_else(|| desc.events.iter().find(|e| e.id == id))
-            .and_then(|e| e.fields.as_ref())
-        else {
-            break;
-        };
-        let mut len = h.len;
-        let mut ok = true;
-        for (_, t) in fields {
-            match t.fixed_size() {
-                Some(sz) => len += sz,
-                None => match b
-                    .get(off + len..)
-                    .and_then(|r| r.iter().position(|&c| c == 0))
-                {
-                    Some(nul) => len += nul + 1,
-                    None => {
-                        ok = false;
-                        break;
-                    }
-                },
-            }
-        }
-        if !ok || off + len > b.len() {
-            break;
-        }
-        last = h.ts;
-        off += len;
-        n += 1;
-    }
-    (off, n, last)
 }
