@@ -6,7 +6,6 @@
 use serde_json::Value as Json;
 use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
-use std::process::Command;
 
 /// A fresh directory (mode 0700) under the system temporary directory.
 pub fn trace_dir(tag: &str) -> PathBuf {
@@ -42,12 +41,5 @@ pub fn chrome_events(dir: &Path) -> Vec<Json> {
 /// Runs babeltrace2 on `dir`; asserts it succeeds with nothing on stderr; returns the number
 /// of events it printed.
 pub fn babeltrace2_events(dir: &Path) -> usize {
-    let out = Command::new("babeltrace2")
-        .arg(dir)
-        .output()
-        .expect("babeltrace2 must be installed");
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "babeltrace2 failed: {stderr}");
-    assert!(stderr.trim().is_empty(), "babeltrace2 warned: {stderr}");
-    String::from_utf8_lossy(&out.stdout).lines().count()
+    hushtrace_testsupport::babeltrace(dir).lines().count()
 }
