@@ -120,7 +120,8 @@ int ht_verify_trap_syscalls_on_this_thread(void);
 uint64_t ht_verify_trapped_syscalls(void);
 
 /** Ends the calling thread with a raw exit system call (allowed by the filter); the thread
- *  can be joined with pthread_join(). */
+ *  can be joined with pthread_join(). No cleanup handler or destructor runs and the thread's
+ *  stack is released: nothing on it may still be in use by another thread. */
 void ht_verify_exit_thread(void) __attribute__((noreturn));
 
 /* ---------------------------------------------------------------------------------------- */

@@ -405,7 +405,9 @@ pub extern "C" fn ht_verify_trapped_syscalls() -> u64 {
 /// `void ht_verify_exit_thread(void)`.
 #[no_mangle]
 pub extern "C" fn ht_verify_exit_thread() -> ! {
-    hushtrace_rt::verify::exit_thread()
+    // SAFETY: called from C, which has no destructors: the C caller's contract (header) is
+    // that nothing on this thread's stack is still in use by another thread.
+    unsafe { hushtrace_rt::verify::exit_thread() }
 }
 
 // ---------------------------------------------------------------------------------------------
