@@ -60,6 +60,7 @@ mod platform;
 mod primitive;
 mod relaxed;
 mod relay_sink;
+mod ringdir;
 #[cfg(hushtrace_loom)]
 #[doc(hidden)]
 pub mod ring;
