@@ -60,12 +60,12 @@ mod platform;
 mod primitive;
 mod relaxed;
 mod relay_sink;
-mod ringdir;
 #[cfg(hushtrace_loom)]
 #[doc(hidden)]
 pub mod ring;
 #[cfg(not(hushtrace_loom))]
 mod ring;
+mod ringdir;
 mod session;
 mod snapshot;
 mod state;

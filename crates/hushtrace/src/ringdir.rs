@@ -4,7 +4,8 @@
 //! killed process left into a trace:
 //!
 //! * on a tmpfs when there is one: `/dev/shm/hushtrace-<uid>/<pid>[.n]/` (no write-back, no
-//!   write-protect faults); its [`TRACE_FILE`] names the trace directory back;
+//!   write-protect faults); the file `<pid>[.n].trace` next to it names the trace directory
+//!   back (outside the ring directory, which `recover` removes once it is empty);
 //! * else in the trace directory's [`FALLBACK_DIR`] subdirectory, named apart from the
 //!   trace directory's `rings` pointer file.
 //!
@@ -31,8 +32,8 @@ use std::sync::atomic::{AtomicBool, Ordering};
 
 /// Subdirectory of a trace directory holding its ring files when there is no usable tmpfs.
 pub(crate) const FALLBACK_DIR: &str = "ring-files";
-/// In a ring directory on the tmpfs: the path of the trace directory it belongs to.
-pub(crate) const TRACE_FILE: &str = "trace";
+/// Suffix of the file next to a ring directory on the tmpfs that names its trace directory.
+const TRACE_SUFFIX: &str = ".trace";
 /// The tmpfs ring directories go under.
 const SHM: &str = "/dev/shm";
 
@@ -49,9 +50,9 @@ fn shm_base() -> PathBuf {
 /// private memory (not crash-persistent), with a warning saying why.
 pub(crate) fn setup(trace_dir: &mut Dir, pid: u32) -> Option<Dir> {
     WARNED.store(false, Ordering::Relaxed);
-    let (mut rings, on_shm) = match shm_dir(pid) {
-        Some(d) => (d, true),
-        None => (trace_dir.open_or_create_subdir(FALLBACK_DIR).ok()?, false),
+    let (mut rings, base) = match shm_dir(pid) {
+        Some((base, d)) => (d, Some(base)),
+        None => (trace_dir.open_or_create_subdir(FALLBACK_DIR).ok()?, None),
     };
     let mut pointer = rings.path().as_os_str().as_bytes().to_vec();
     pointer.push(b'\n');
@@ -64,25 +65,36 @@ pub(crate) fn setup(trace_dir: &mut Dir, pid: u32) -> Option<Dir> {
         remove(rings);
         return None;
     }
-    if on_shm {
+    if let Some(mut base) = base {
         let mut back = trace_dir.path().as_os_str().as_bytes().to_vec();
         back.push(b'\n');
         // Without it the directory is only cleaned up by `recover` (never by a later start).
-        let _ = rings.replace_file(TRACE_FILE, &back);
+        let _ = base.replace_file(&back_name(rings.path()), &back);
     }
     install_types_mirror(&mut rings);
     Some(rings)
 }
 
 /// A private directory for this process's ring files on the tmpfs
-/// (`/dev/shm/hushtrace-<uid>/<pid>[.n]`), or `None` when there is no usable one.
-fn shm_dir(pid: u32) -> Option<Dir> {
+/// (`/dev/shm/hushtrace-<uid>/<pid>[.n]`) with the base directory, or `None` when there is no
+/// usable one.
+fn shm_dir(pid: u32) -> Option<(Dir, Dir)> {
     if !Path::new(SHM).is_dir() {
         return None;
     }
     let mut root = Dir::open_root(&shm_base()).ok()?;
     let mut next = 0;
-    root.create_subdir(&pid.to_string(), &mut next).ok()
+    let d = root.create_subdir(&pid.to_string(), &mut next).ok()?;
+    Some((root, d))
+}
+
+/// The name of the back pointer file of the ring directory `ring_dir` (in its parent).
+fn back_name(ring_dir: &Path) -> String {
+    let name = ring_dir
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    format!("{name}{TRACE_SUFFIX}")
 }
 
 /// A ring in a new file `ring_<instance>` of the ring directory, its pages allocated (see the
@@ -151,12 +163,14 @@ fn install_types_mirror(rings: &mut Dir) {
     }
 }
 
-/// Removes a ring directory whose rings are all drained or gone: its types mirror, its
-/// back pointer, then the directory itself if nothing else is left in it.
+/// Removes a ring directory whose rings are all drained or gone: its types mirror, then the
+/// directory itself if nothing else is left in it, then its back pointer on the tmpfs.
 pub(crate) fn remove(mut rings: Dir) {
     rings.remove_file(TYPES_FILE);
-    rings.remove_file(TRACE_FILE);
     rings.remove_if_empty();
+    if rings.path().parent() == Some(shm_base().as_path()) && !rings.path().exists() {
+        let _ = std::fs::remove_file(shm_base().join(back_name(rings.path())));
+    }
 }
 
 /// What [`clean_stale`] found.
@@ -187,12 +201,20 @@ pub(crate) fn clean_stale() {
             .take(3)
             .map(|p| p.display().to_string())
             .collect();
-        let more = if stale.recoverable.len() > 3 { ", ..." } else { "" };
+        let more = if stale.recoverable.len() > 3 {
+            ", ..."
+        } else {
+            ""
+        };
         eprintln!(
             "hushtrace: {} ring director{} of killed processes in {} wait for `hushtrace \
              recover` on their trace ({}{more}); they hold memory until then",
             stale.recoverable.len(),
-            if stale.recoverable.len() == 1 { "y" } else { "ies" },
+            if stale.recoverable.len() == 1 {
+                "y"
+            } else {
+                "ies"
+            },
             base.display(),
             shown.join(", ")
         );
@@ -206,29 +228,24 @@ pub(crate) fn clean_stale_in(root: &mut Dir) -> Stale {
     let Ok(entries) = root.entries() else {
         return out;
     };
-    for (name, is_dir) in entries {
-        // `<pid>` or `<pid>.<n>`; anything else is not ours to judge.
-        let Some(pid) = name
-            .split('.')
+    // `<pid>` or `<pid>.<n>`, of a process that is gone; anything else is not ours to judge.
+    let gone = |name: &str| {
+        name.split('.')
             .next()
             .and_then(|p| p.parse::<u32>().ok())
-            .filter(|_| is_dir)
-        else {
-            continue;
-        };
-        if pid == me || !platform::process_gone(pid) {
-            continue;
-        }
+            .is_some_and(|pid| pid != me && platform::process_gone(pid))
+    };
+    for (name, _) in entries.iter().filter(|(n, is_dir)| *is_dir && gone(n)) {
         // Refuses a link, or a directory that is not this user's alone.
-        let Ok(mut d) = root.open_subdir(&name) else {
+        let Ok(mut d) = root.open_subdir(name) else {
             continue;
         };
         let Ok(files) = d.entries() else {
             continue;
         };
         let has_rings = files.iter().any(|(f, _)| f.starts_with(RING_PREFIX));
-        let back = d
-            .read_small(TRACE_FILE, 4096)
+        let back = root
+            .read_small(&back_name(d.path()), 4096)
             .ok()
             .map(|b| PathBuf::from(std::ffi::OsStr::from_bytes(b.trim_ascii_end())));
         let pointed_to = back.as_deref().is_some_and(|t| points_to(t, d.path()));
@@ -244,20 +261,25 @@ pub(crate) fn clean_stale_in(root: &mut Dir) -> Stale {
             _ => {}
         }
         // Nothing to recover from here: remove the files the tracer makes, then the
-        // directory (left alone if anything else is in it).
+        // directory (left alone if anything else is in it), then its back pointer.
         for (f, sub) in &files {
-            if !sub
-                && (f.starts_with(RING_PREFIX)
-                    || f == TYPES_FILE
-                    || f == TRACE_FILE
-                    || f.starts_with('.'))
-            {
+            if !sub && (f.starts_with(RING_PREFIX) || f == TYPES_FILE || f.starts_with('.')) {
                 d.remove_file(f);
             }
         }
+        let back = back_name(d.path());
         drop(d);
-        if root.remove_subdir(&name).is_ok() {
+        if root.remove_subdir(name).is_ok() {
+            root.remove_file(&back);
             out.removed += 1;
+        }
+    }
+    // Back pointers whose ring directory is gone (removed by `recover`).
+    for (name, _) in entries.iter().filter(|(_, is_dir)| !*is_dir) {
+        if let Some(dir) = name.strip_suffix(TRACE_SUFFIX) {
+            if gone(dir) && !entries.iter().any(|(n, d)| *d && n == dir) {
+                root.remove_file(name);
+            }
         }
     }
     out

@@ -81,7 +81,10 @@ fn concurrent_starts_have_one_winner_and_leave_no_debris() {
         let rings = my_ring_dirs();
         assert!(rings.len() <= 1, "round {round}: {rings:?}");
         let socket = hushtrace::control::socket_path(pid).unwrap();
-        assert!(socket.exists(), "round {round}: the winner's socket is gone");
+        assert!(
+            socket.exists(),
+            "round {round}: the winner's socket is gone"
+        );
         let pong = hushtrace::control::request(pid, "ping").unwrap();
         assert!(pong.contains("\"ok\":true"), "round {round}: {pong}");
         for r in results {

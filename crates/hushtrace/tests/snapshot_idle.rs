@@ -73,7 +73,11 @@ fn check_snapshot(path: &std::path::Path, few: u64, many: u64) {
     let s = seqs(snap, "many");
     // Overwrite mode keeps the newest packets: a contiguous run ending with the last event.
     assert!(!s.is_empty(), "no event of the busy thread that went idle");
-    assert_eq!(*s.last().unwrap(), many as i128 - 1, "ends with the last event");
+    assert_eq!(
+        *s.last().unwrap(),
+        many as i128 - 1,
+        "ends with the last event"
+    );
     assert!(s.windows(2).all(|w| w[1] == w[0] + 1), "contiguous");
 }
 
@@ -107,11 +111,9 @@ fn snapshot_holds_every_complete_event_of_threads_that_went_idle() {
 
     // The control socket (`hushtrace ctl PID snapshot DIR`), threads still blocked.
     let out = temp_dir("snapshot-idle-ctl");
-    let answer = hushtrace::control::request(
-        std::process::id(),
-        &format!("snapshot {}", out.display()),
-    )
-    .unwrap();
+    let answer =
+        hushtrace::control::request(std::process::id(), &format!("snapshot {}", out.display()))
+            .unwrap();
     assert!(answer.contains("\"ok\":true"), "{answer}");
     let pid_dir = out.join(std::process::id().to_string());
     assert!(pid_dir.join("metadata").is_file(), "{answer}");

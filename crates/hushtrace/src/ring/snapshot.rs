@@ -131,8 +131,7 @@ impl Buffer {
         let discarded = self.hdr_word(OFF_DISCARDED).load(Ordering::Relaxed);
         self.copy_slot((seq % n) as usize, &mut copy[..done]);
         fence(Ordering::Acquire);
-        if self.handover.committed() >= seq + n || read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(seq)
-        {
+        if self.handover.committed() >= seq + n || read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(seq) {
             return None;
         }
         let begin = read_u64(copy, OFF_TIMESTAMP_BEGIN).unwrap_or(0);
