@@ -366,7 +366,9 @@ fn refuse_existing_trace(root: &mut Dir) -> Result<(), Error> {
         source: std::io::Error::new(
             std::io::ErrorKind::AlreadyExists,
             format!(
-                "already holds a trace ({shown}{more}): choose a new directory, remove the old                  trace, or add to it with SessionBuilder::append(true) (ht_session_append in                  C), as `hushtrace record` requires --force or --append"
+                "already holds a trace ({shown}{more}): choose a new directory, remove the old \
+                 trace, or add to it with SessionBuilder::append(true) (ht_session_append in \
+                 C), as `hushtrace record` requires --force or --append"
             ),
         ),
     })

@@ -87,10 +87,8 @@ fn concurrent_starts_have_one_winner_and_leave_no_debris() {
         );
         let pong = hushtrace::control::request(pid, "ping").unwrap();
         assert!(pong.contains("\"ok\":true"), "round {round}: {pong}");
-        for r in results {
-            if let Ok(s) = r {
-                s.stop().unwrap();
-            }
+        for s in results.into_iter().flatten() {
+            s.stop().unwrap();
         }
         assert!(my_ring_dirs().is_empty(), "round {round}: rings left");
         let _ = std::fs::remove_dir_all(&dir);
