@@ -52,7 +52,7 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use merge::{Merged, MergedEvent};
+pub use merge::{Merged, MergedEvent, MAX_OPEN_STREAMS};
 pub use session::{ProcessStats, ProcessTrace, Session};
 pub use stream::{
     EventRef, Fields, PacketContext, StreamReader, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,

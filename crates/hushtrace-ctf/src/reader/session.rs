@@ -127,11 +127,17 @@ impl ProcessTrace {
         self.stats.is_some()
     }
 
-    /// Opens a reader on each stream file.
+    /// Opens a reader on each stream file. Each file is checked, then its descriptor released
+    /// (reopened on the reader's first read), so a process with thousands of streams does not
+    /// hold thousands of descriptors.
     pub fn stream_readers(&self) -> Result<Vec<StreamReader>, Error> {
         self.streams
             .iter()
-            .map(|p| StreamReader::open(self.desc.clone(), p))
+            .map(|p| {
+                let mut r = StreamReader::open(self.desc.clone(), p)?;
+                r.release_file();
+                Ok(r)
+            })
             .collect()
     }
 }
