@@ -522,6 +522,12 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
                 let _ = std::fs::remove_dir(p.trim());
             }
             let _ = std::fs::remove_file(td.join(RINGS_FILE));
+            // Readers tell a recovered trace (no statistics file, nothing missing) from one
+            // whose process still runs or whose rings are gone.
+            let _ = std::fs::write(
+                td.join(crate::reader::RECOVERED_MARKER),
+                format!("{}\n", pr.recovered.events),
+            );
         }
         out.push(pr);
     }

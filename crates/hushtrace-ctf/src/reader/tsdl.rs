@@ -157,7 +157,10 @@ fn check_shape(expected: &str, got: &str, first_line: usize) -> Result<(), Failu
                 return Err((n, format!("expected `{}`, found `{}`", e.trim(), clip(g))))
             }
             (Some(e), None) => {
-                return Err((n, format!("unexpected end of file, expected `{}`", e.trim())))
+                return Err((
+                    n,
+                    format!("unexpected end of file, expected `{}`", e.trim()),
+                ))
             }
             (None, Some(g)) => {
                 return Err((n, format!("unexpected text after the end: `{}`", clip(g))))
