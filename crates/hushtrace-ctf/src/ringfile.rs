@@ -692,6 +692,13 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
             } else {
                 td.remove_file(LEGACY_RINGS_FILE);
             }
+            // Readers tell a recovered trace (no statistics file, nothing missing) from one
+            // whose process still runs or whose rings are gone.
+            let _ = td.replace_file(
+                crate::reader::RECOVERED_MARKER,
+                format!("{}
+", pr.recovered.events).as_bytes(),
+            );
         }
         out.push(pr);
     }

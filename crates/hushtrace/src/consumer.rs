@@ -261,6 +261,10 @@ impl Consumer {
             .dir
             .replace_file(METADATA_FILE, to_tsdl(&desc).as_bytes())
             .map_err(|e| err(&path.join(METADATA_FILE), e))?;
+        // Readers do not take a snapshot (no statistics file) for a crashed process's trace.
+        let _ = files
+            .dir
+            .replace_file(hushtrace_ctf::reader::SNAPSHOT_MARKER, b"snapshot\n");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         let live = |b: &&Arc<Buffer>| b.state.load(Ordering::Acquire) == BufState::Attached;
         // Every thread's complete events up to now, idle or not: its newest committed packets

@@ -520,12 +520,18 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
 /// `HUSHTRACE_MODE` (`discard`|`overwrite`), `HUSHTRACE_SUBBUF_SIZE` (bytes, `k`/`M` suffixes),
 /// `HUSHTRACE_NUM_SUBBUFS`, `HUSHTRACE_READ_TIMER_MS`, and `HUSHTRACE_NO_SYSCALL_POLICY`
 /// (the table is [`crate::env`]). A bad value is an error naming the variable and the value;
-/// the program can carry on untraced.
+/// the program can carry on untraced. Without `HUSHTRACE_OUTPUT`, nothing starts (`Ok(None)`),
+/// but another `HUSHTRACE_*` variable that is set (`HUSHTRACE_RELAY` alone, say) is an error
+/// saying that `HUSHTRACE_OUTPUT` is missing.
 ///
 /// ```
 /// // Without HUSHTRACE_OUTPUT nothing starts.
 /// std::env::remove_var("HUSHTRACE_OUTPUT");
 /// assert!(hushtrace::start_from_env().unwrap().is_none());
+/// std::env::set_var("HUSHTRACE_RELAY", "net://collector");
+/// let err = hushtrace::start_from_env().unwrap_err().to_string();
+/// assert!(err.contains("HUSHTRACE_RELAY") && err.contains("without HUSHTRACE_OUTPUT"), "{err}");
+/// # std::env::remove_var("HUSHTRACE_RELAY");
 /// ```
 pub fn start_from_env() -> Result<Option<Session>, Error> {
     match Config::from_env()? {
