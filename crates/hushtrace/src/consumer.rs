@@ -3,6 +3,8 @@
 //! and recycles the buffers of exited threads, keeps the TSDL metadata current and, when the
 //! session stops, flushes everything.
 
+mod ctl;
+
 use crate::clock;
 use crate::config::Error;
 use crate::control::{self, Request};
@@ -24,6 +26,9 @@ use std::time::{Duration, Instant};
 
 /// Name of the consumer thread.
 pub(crate) const CONSUMER_THREAD_NAME: &str = "hushtrace-consumer";
+
+/// The longest wait between two passes while control clients are being served.
+const CONTROL_POLL: Duration = Duration::from_millis(20);
 
 /// Buffers of exited threads kept for reuse; beyond this they are freed.
 const POOL_MAX: usize = 64;
@@ -597,7 +602,7 @@ impl Consumer {
 
     /// Answers pending control requests (`hushtrace ctl`).
     fn serve_control(&mut self) {
-        let Some(server) = self.control.take() else {
+        let Some(mut server) = self.control.take() else {
             return;
         };
         server.serve(|req| match req {
@@ -612,14 +617,10 @@ impl Consumer {
         match req {
             Request::Ping => format!("{{\"ok\":true,\"pid\":{pid}}}"),
             Request::Status => self.status_json(),
-            Request::Enable(g) => {
-                let n = hushtrace_core::set_enabled(&g, true);
-                format!("{{\"ok\":true,\"matched\":{n}}}")
-            }
-            Request::Disable(g) => {
-                let n = hushtrace_core::set_enabled(&g, false);
-                format!("{{\"ok\":true,\"matched\":{n}}}")
-            }
+            Request::List => ctl::list_json(pid),
+            Request::Start => control::error_answer("the session is running"),
+            Request::Enable(g) => ctl::enable(&g, true),
+            Request::Disable(g) => ctl::enable(&g, false),
             Request::Snapshot(dir) => match self.snapshot(dir) {
                 Ok(path) => {
                     let mut s = String::from("{\"ok\":true,\"path\":");
@@ -631,6 +632,7 @@ impl Consumer {
             },
             Request::Stop => match state::stop_hook() {
                 Some(stop) => {
+                    ctl::stop_requested(pid);
                     let s = self.shared.clone();
                     // On a thread of its own: the stop waits for this consumer to finish.
                     match platform::spawn_raw(Box::new(move || stop(&s))) {
@@ -646,7 +648,7 @@ impl Consumer {
     fn status_json(&self) -> String {
         let cfg = &self.shared.cfg;
         let mut s = format!(
-            "{{\"ok\":true,\"pid\":{},\"session\":true,\"mode\":\"{}\",\"subbuf_size\":{},\
+            "{{\"ok\":true,\"pid\":{},\"session\":true,\"state\":\"running\",\"mode\":\"{}\",\"subbuf_size\":{},\
              \"num_subbufs\":{},\"read_timer_ms\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
             self.shared.pid.load(Ordering::Relaxed),
             cfg.mode,
@@ -660,12 +662,18 @@ impl Consumer {
         s.push_str(",\"threads\":[");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         let mut first = true;
+        let mut omitted = 0u64;
         for b in bufs.iter().filter(|b| {
             matches!(
                 b.state.load(Ordering::Acquire),
                 BufState::Attached | BufState::Exited | BufState::Detached
             )
         }) {
+            // The answer stays under the control server's size limit.
+            if s.len() > control::MAX_ANSWER - 4096 {
+                omitted += 1;
+                continue;
+            }
             let id = b.ident();
             if !first {
                 s.push(',');
@@ -689,7 +697,7 @@ impl Consumer {
                 b.lost()
             ));
         }
-        s.push_str("]}");
+        s.push_str(&format!("],\"threads_omitted\":{omitted}}}"));
         s
     }
 
@@ -728,7 +736,12 @@ impl Consumer {
             if stopping {
                 break;
             }
-            state::wait_for_wakeup(token, timer);
+            // Clients being served are moved on soon, whatever the read timer.
+            let wait = match &self.control {
+                Some(c) if c.busy() => timer.min(CONTROL_POLL),
+                _ => timer,
+            };
+            state::wait_for_wakeup(token, wait);
         }
         if let Err(e) = self.write_metadata() {
             self.note_error(e);
@@ -756,6 +769,15 @@ impl Consumer {
         }
         self.remove_rings();
         self.write_stats();
+        if let Some(server) = self.control.take() {
+            let stopped = ctl::Stopped {
+                cfg: self.shared.cfg.clone(),
+                trace_dir: self.files.dir.path().display().to_string(),
+                written: self.shared.written.load(Ordering::Relaxed),
+                discarded: self.shared.total_lost(),
+            };
+            ctl::park(server, self.shared.pid.load(Ordering::Relaxed), stopped);
+        }
     }
 }
 
