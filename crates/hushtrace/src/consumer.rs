@@ -434,11 +434,12 @@ impl Consumer {
         }
     }
 
-    /// Writes one packet to its stream file (created on first use) and to the relay. Without
-    /// a relay, a failed write is recorded as the session's I/O error and the packet's events
-    /// counted lost (the stream is cut back to its last complete packet). With a relay, the
-    /// events count as written once the relay has them, and as lost when it could not get
-    /// them (a failed local write is still recorded as the session's error).
+    /// Writes one packet to its stream file (created on first use) and hands a copy to the
+    /// relay's sender (which never waits). A failed write is recorded as the session's I/O
+    /// error and the packet's events counted lost (the stream is cut back to its last complete
+    /// packet). The relay's copy counts its own losses ([`RelaySink`]); in relay-only mode,
+    /// where there is no local copy, the events count as written once the relay has them and
+    /// as lost when it could not get them.
     fn deliver(&mut self, instance: u64, bytes: &[u8], events: u64) {
         let relay_only = self.relay.is_some() && self.shared.cfg.relay_only;
         let name = format!("{STREAM_PREFIX}{instance}");
@@ -460,10 +461,12 @@ impl Consumer {
                 self.note_error(e);
             }
         }
-        match self.relay.as_mut() {
-            None => self.count(instance, events, local),
-            // Counted when the relay answers (`settle_relay`).
-            Some(r) => r.packet(instance, bytes, events, &self.desc),
+        if !relay_only {
+            self.count(instance, events, local);
+        }
+        if let Some(r) = self.relay.as_mut() {
+            // Relay-only: counted when the relay answers (`settle_relay`).
+            r.packet(instance, bytes, events);
         }
     }
 
@@ -477,13 +480,18 @@ impl Consumer {
         }
     }
 
-    /// Collects the relay's answers for the packets this pass sent (pipelined: one wait per
-    /// pass instead of one round trip per packet) and counts their events.
+    /// Collects the fates the relay's sender reported (never waits for it); in relay-only
+    /// mode, counts their events.
     fn settle_relay(&mut self) {
         let Some(mut r) = self.relay.take() else {
             return;
         };
-        r.settle(|instance, events, delivered| self.count(instance, events, delivered));
+        let relay_only = self.shared.cfg.relay_only;
+        r.settle(|instance, events, delivered| {
+            if relay_only {
+                self.count(instance, events, delivered)
+            }
+        });
         self.relay = Some(r);
     }
 
@@ -555,6 +563,9 @@ impl Consumer {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
                 self.files.forget(b.instance);
                 self.out.remove(&b.instance);
+                if let Some(r) = self.relay.as_mut() {
+                    r.forget(b.instance);
+                }
                 self.remove_ring(&b);
             }
             // Unmapped here, outside the lock.
@@ -749,20 +760,32 @@ impl Consumer {
         self.files.close_all();
         if let Some(r) = self.relay.take() {
             let url = r.url();
-            let lost = (r.lost_packets, r.lost_events);
-            if let Err(e) = r.close() {
-                self.note_error(format!("relay {url}: {e}"));
+            let relay_only = self.shared.cfg.relay_only;
+            // Lost so far, and what the close reports.
+            let (mut packets, mut events) = (r.lost_packets, r.lost_events);
+            let closed = r.close(|instance, n, delivered| {
+                if !delivered {
+                    packets += 1;
+                    events += n;
+                }
+                if relay_only {
+                    self.count(instance, n, delivered);
+                }
+            });
+            match closed {
+                // Relay-only: the relay's copy is the trace.
+                Err(e) if relay_only => self.note_error(format!("relay {url}: {e}")),
+                Err(e) => eprintln!("hushtrace: relay {url}: {e} (the local trace is complete)"),
+                Ok(()) => {}
             }
-            if lost.0 > 0 {
+            if packets > 0 {
                 eprintln!(
-                    "hushtrace: {} packets ({} events) could not be streamed to the relay at \
-                     {url} (counted as discarded{})",
-                    lost.0,
-                    lost.1,
-                    if self.shared.cfg.relay_only {
-                        ""
+                    "hushtrace: {packets} packets ({events} events) could not be streamed to the \
+                     relay at {url} ({})",
+                    if relay_only {
+                        "counted as discarded"
                     } else {
-                        "; the local trace has them"
+                        "the relay's copy lacks them; the local trace has them"
                     }
                 );
             }
