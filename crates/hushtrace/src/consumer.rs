@@ -3,6 +3,8 @@
 //! and recycles the buffers of exited threads, keeps the TSDL metadata current and, when the
 //! session stops, flushes everything.
 
+mod ctl;
+
 use crate::clock;
 use crate::config::Error;
 use crate::control::{self, Request};
@@ -24,6 +26,9 @@ use std::time::{Duration, Instant};
 
 /// Name of the consumer thread.
 pub(crate) const CONSUMER_THREAD_NAME: &str = "hushtrace-consumer";
+
+/// The longest wait between two passes while control clients are being served.
+const CONTROL_POLL: Duration = Duration::from_millis(20);
 
 /// Buffers of exited threads kept for reuse; beyond this they are freed.
 const POOL_MAX: usize = 64;
@@ -412,11 +417,12 @@ impl Consumer {
         }
     }
 
-    /// Writes one packet to its stream file (created on first use) and to the relay. Without
-    /// a relay, a failed write is recorded as the session's I/O error and the packet's events
-    /// counted lost (the stream is cut back to its last complete packet). With a relay, the
-    /// events count as written once the relay has them, and as lost when it could not get
-    /// them (a failed local write is still recorded as the session's error).
+    /// Writes one packet to its stream file (created on first use) and hands a copy to the
+    /// relay's sender (which never waits). A failed write is recorded as the session's I/O
+    /// error and the packet's events counted lost (the stream is cut back to its last complete
+    /// packet). The relay's copy counts its own losses ([`RelaySink`]); in relay-only mode,
+    /// where there is no local copy, the events count as written once the relay has them and
+    /// as lost when it could not get them.
     fn deliver(&mut self, instance: u64, bytes: &[u8], events: u64) {
         let relay_only = self.relay.is_some() && self.shared.cfg.relay_only;
         let name = format!("{STREAM_PREFIX}{instance}");
@@ -438,10 +444,12 @@ impl Consumer {
                 self.note_error(e);
             }
         }
-        match self.relay.as_mut() {
-            None => self.count(instance, events, local),
-            // Counted when the relay answers (`settle_relay`).
-            Some(r) => r.packet(instance, bytes, events, &self.desc),
+        if !relay_only {
+            self.count(instance, events, local);
+        }
+        if let Some(r) = self.relay.as_mut() {
+            // Relay-only: counted when the relay answers (`settle_relay`).
+            r.packet(instance, bytes, events);
         }
     }
 
@@ -455,13 +463,18 @@ impl Consumer {
         }
     }
 
-    /// Collects the relay's answers for the packets this pass sent (pipelined: one wait per
-    /// pass instead of one round trip per packet) and counts their events.
+    /// Collects the fates the relay's sender reported (never waits for it); in relay-only
+    /// mode, counts their events.
     fn settle_relay(&mut self) {
         let Some(mut r) = self.relay.take() else {
             return;
         };
-        r.settle(|instance, events, delivered| self.count(instance, events, delivered));
+        let relay_only = self.shared.cfg.relay_only;
+        r.settle(|instance, events, delivered| {
+            if relay_only {
+                self.count(instance, events, delivered)
+            }
+        });
         self.relay = Some(r);
     }
 
@@ -533,6 +546,9 @@ impl Consumer {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
                 self.files.forget(b.instance);
                 self.out.remove(&b.instance);
+                if let Some(r) = self.relay.as_mut() {
+                    r.forget(b.instance);
+                }
                 self.remove_ring(&b);
             }
             // Unmapped here, outside the lock.
@@ -579,7 +595,7 @@ impl Consumer {
 
     /// Answers pending control requests (`hushtrace ctl`).
     fn serve_control(&mut self) {
-        let Some(server) = self.control.take() else {
+        let Some(mut server) = self.control.take() else {
             return;
         };
         server.serve(|req| match req {
@@ -594,14 +610,10 @@ impl Consumer {
         match req {
             Request::Ping => format!("{{\"ok\":true,\"pid\":{pid}}}"),
             Request::Status => self.status_json(),
-            Request::Enable(g) => {
-                let n = hushtrace_core::set_enabled(&g, true);
-                format!("{{\"ok\":true,\"matched\":{n}}}")
-            }
-            Request::Disable(g) => {
-                let n = hushtrace_core::set_enabled(&g, false);
-                format!("{{\"ok\":true,\"matched\":{n}}}")
-            }
+            Request::List => ctl::list_json(pid),
+            Request::Start => control::error_answer("the session is running"),
+            Request::Enable(g) => ctl::enable(&g, true),
+            Request::Disable(g) => ctl::enable(&g, false),
             Request::Snapshot(dir) => match self.snapshot(dir) {
                 Ok(path) => {
                     let mut s = String::from("{\"ok\":true,\"path\":");
@@ -613,6 +625,7 @@ impl Consumer {
             },
             Request::Stop => match state::stop_hook() {
                 Some(stop) => {
+                    ctl::stop_requested(pid);
                     let s = self.shared.clone();
                     // On a thread of its own: the stop waits for this consumer to finish.
                     match platform::spawn_raw(Box::new(move || stop(&s))) {
@@ -628,7 +641,7 @@ impl Consumer {
     fn status_json(&self) -> String {
         let cfg = &self.shared.cfg;
         let mut s = format!(
-            "{{\"ok\":true,\"pid\":{},\"session\":true,\"mode\":\"{}\",\"subbuf_size\":{},\
+            "{{\"ok\":true,\"pid\":{},\"session\":true,\"state\":\"running\",\"mode\":\"{}\",\"subbuf_size\":{},\
              \"num_subbufs\":{},\"read_timer_ms\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
             self.shared.pid.load(Ordering::Relaxed),
             cfg.mode,
@@ -642,12 +655,18 @@ impl Consumer {
         s.push_str(",\"threads\":[");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         let mut first = true;
+        let mut omitted = 0u64;
         for b in bufs.iter().filter(|b| {
             matches!(
                 b.state.load(Ordering::Acquire),
                 BufState::Attached | BufState::Exited | BufState::Detached
             )
         }) {
+            // The answer stays under the control server's size limit.
+            if s.len() > control::MAX_ANSWER - 4096 {
+                omitted += 1;
+                continue;
+            }
             let id = b.ident();
             if !first {
                 s.push(',');
@@ -671,7 +690,7 @@ impl Consumer {
                 b.lost()
             ));
         }
-        s.push_str("]}");
+        s.push_str(&format!("],\"threads_omitted\":{omitted}}}"));
         s
     }
 
@@ -710,7 +729,12 @@ impl Consumer {
             if stopping {
                 break;
             }
-            state::wait_for_wakeup(token, timer);
+            // Clients being served are moved on soon, whatever the read timer.
+            let wait = match &self.control {
+                Some(c) if c.busy() => timer.min(CONTROL_POLL),
+                _ => timer,
+            };
+            state::wait_for_wakeup(token, wait);
         }
         if let Err(e) = self.write_metadata() {
             self.note_error(e);
@@ -718,26 +742,47 @@ impl Consumer {
         self.files.close_all();
         if let Some(r) = self.relay.take() {
             let url = r.url();
-            let lost = (r.lost_packets, r.lost_events);
-            if let Err(e) = r.close() {
-                self.note_error(format!("relay {url}: {e}"));
+            let relay_only = self.shared.cfg.relay_only;
+            // Lost so far, and what the close reports.
+            let (mut packets, mut events) = (r.lost_packets, r.lost_events);
+            let closed = r.close(|instance, n, delivered| {
+                if !delivered {
+                    packets += 1;
+                    events += n;
+                }
+                if relay_only {
+                    self.count(instance, n, delivered);
+                }
+            });
+            match closed {
+                // Relay-only: the relay's copy is the trace.
+                Err(e) if relay_only => self.note_error(format!("relay {url}: {e}")),
+                Err(e) => eprintln!("hushtrace: relay {url}: {e} (the local trace is complete)"),
+                Ok(()) => {}
             }
-            if lost.0 > 0 {
+            if packets > 0 {
                 eprintln!(
-                    "hushtrace: {} packets ({} events) could not be streamed to the relay at \
-                     {url} (counted as discarded{})",
-                    lost.0,
-                    lost.1,
-                    if self.shared.cfg.relay_only {
-                        ""
+                    "hushtrace: {packets} packets ({events} events) could not be streamed to the \
+                     relay at {url} ({})",
+                    if relay_only {
+                        "counted as discarded"
                     } else {
-                        "; the local trace has them"
+                        "the relay's copy lacks them; the local trace has them"
                     }
                 );
             }
         }
         self.remove_rings();
         self.write_stats();
+        if let Some(server) = self.control.take() {
+            let stopped = ctl::Stopped {
+                cfg: self.shared.cfg.clone(),
+                trace_dir: self.files.dir.path().display().to_string(),
+                written: self.shared.written.load(Ordering::Relaxed),
+                discarded: self.shared.total_lost(),
+            };
+            ctl::park(server, self.shared.pid.load(Ordering::Relaxed), stopped);
+        }
     }
 }
 

@@ -276,6 +276,10 @@ fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Err
         state::set_stop_hook(|s| {
             let _ = stop_shared(s);
         });
+        state::set_start_hook(|cfg| {
+            // The process keeps the session (no handle): it stops at exit or by `ctl stop`.
+            start_with(cfg, &Raw::default()).map(|mut s| drop(s.shared.take()))
+        });
         hushtrace_core::assign_ids();
         crate::fork::install();
         platform::atexit(at_exit);

@@ -292,6 +292,22 @@ pub(crate) fn stop_hook() -> Option<fn(&Arc<Shared>)> {
     STOP_HOOK.get().copied()
 }
 
+/// The session's start function, installed by the session module: `hushtrace ctl PID start`
+/// starts a session again with the settings of the one `ctl PID stop` stopped (the handle is
+/// kept by the process; the session stops at exit or on the next `ctl PID stop`).
+static START_HOOK: std::sync::OnceLock<fn(Config) -> Result<(), crate::config::Error>> =
+    std::sync::OnceLock::new();
+
+/// Installs the start function (once per process).
+pub(crate) fn set_start_hook(f: fn(Config) -> Result<(), crate::config::Error>) {
+    let _ = START_HOOK.set(f);
+}
+
+/// The start function, if a session was ever started.
+pub(crate) fn start_hook() -> Option<fn(Config) -> Result<(), crate::config::Error>> {
+    START_HOOK.get().copied()
+}
+
 /// Snapshots requested by [`crate::snapshot`] (a counter: request `n` is the `n`-th) and
 /// taken by the consumer. Raising a request is one atomic add: no system call.
 static SNAPSHOTS_REQUESTED: AtomicU64 = AtomicU64::new(0);
