@@ -38,6 +38,7 @@ pub mod ctl;
 pub mod demo;
 pub mod flame;
 pub mod perfetto;
+pub mod pyfuncs;
 pub mod record;
 pub mod recover;
 pub mod report;

@@ -49,7 +49,7 @@ pub struct Callsites {
     pub def: Registered,
     /// `py:task` async begin: `id` (the task), `f` (its coroutine's function).
     pub task_begin: Registered,
-    /// `py:task` async end: `id`.
+    /// `py:task` async end: `id`, `f` (readers match async ends by name and id).
     pub task_end: Registered,
 }
 
@@ -86,7 +86,7 @@ pub fn callsites() -> Result<&'static Callsites, hushtrace::Error> {
             "py",
             "task",
             Kind::AsyncEnd,
-            &[("id", FieldType::U64)],
+            &[("id", FieldType::U64), f],
         )?,
     };
     Ok(CALLSITES.get_or_init(|| c))
@@ -96,7 +96,9 @@ pub fn callsites() -> Result<&'static Callsites, hushtrace::Error> {
 #[inline]
 pub fn cs() -> &'static Callsites {
     // The hooks are installed only after `callsites()` succeeded.
-    CALLSITES.get().expect("callsites registered before the hooks")
+    CALLSITES
+        .get()
+        .expect("callsites registered before the hooks")
 }
 
 /// The definition epoch: bumped by every start of function tracing and in a fork child.
@@ -225,12 +227,19 @@ fn new_func(module: String, qualname: String, file: String, line: u32) -> &'stat
 
 #[cfg(Py_3_12)]
 extern "C" {
-    fn PyUnstable_Eval_RequestCodeExtraIndex(free: Option<unsafe extern "C" fn(*mut c_void)>)
-        -> ffi::Py_ssize_t;
-    fn PyUnstable_Code_GetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut c_void)
-        -> c_int;
-    fn PyUnstable_Code_SetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut c_void)
-        -> c_int;
+    fn PyUnstable_Eval_RequestCodeExtraIndex(
+        free: Option<unsafe extern "C" fn(*mut c_void)>,
+    ) -> ffi::Py_ssize_t;
+    fn PyUnstable_Code_GetExtra(
+        code: *mut ffi::PyObject,
+        index: ffi::Py_ssize_t,
+        extra: *mut *mut c_void,
+    ) -> c_int;
+    fn PyUnstable_Code_SetExtra(
+        code: *mut ffi::PyObject,
+        index: ffi::Py_ssize_t,
+        extra: *mut c_void,
+    ) -> c_int;
 }
 #[cfg(Py_3_12)]
 use {
@@ -240,12 +249,19 @@ use {
 
 #[cfg(not(Py_3_12))]
 extern "C" {
-    fn _PyEval_RequestCodeExtraIndex(free: Option<unsafe extern "C" fn(*mut c_void)>)
-        -> ffi::Py_ssize_t;
-    fn _PyCode_GetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut *mut c_void)
-        -> c_int;
-    fn _PyCode_SetExtra(code: *mut ffi::PyObject, index: ffi::Py_ssize_t, extra: *mut c_void)
-        -> c_int;
+    fn _PyEval_RequestCodeExtraIndex(
+        free: Option<unsafe extern "C" fn(*mut c_void)>,
+    ) -> ffi::Py_ssize_t;
+    fn _PyCode_GetExtra(
+        code: *mut ffi::PyObject,
+        index: ffi::Py_ssize_t,
+        extra: *mut *mut c_void,
+    ) -> c_int;
+    fn _PyCode_SetExtra(
+        code: *mut ffi::PyObject,
+        index: ffi::Py_ssize_t,
+        extra: *mut c_void,
+    ) -> c_int;
 }
 #[cfg(not(Py_3_12))]
 use {
@@ -298,7 +314,11 @@ unsafe fn intern_code(code: *mut ffi::PyObject, idx: ffi::Py_ssize_t) -> Option<
         let q = attr_str(code, c"co_qualname");
         #[cfg(not(Py_3_11))]
         let q = attr_str(code, c"co_name");
-        (q, attr_str(code, c"co_filename"), attr_int(code, c"co_firstlineno"))
+        (
+            q,
+            attr_str(code, c"co_filename"),
+            attr_int(code, c"co_firstlineno"),
+        )
     };
     // SAFETY: GIL held; the globals of the running frame (the one that runs `code` when a hook
     // sees it first), borrowed.
@@ -424,7 +444,9 @@ unsafe fn method_def(callable: *mut ffi::PyObject) -> Option<*mut ffi::PyMethodD
 unsafe fn intern_c(callable: *mut ffi::PyObject, def: *mut ffi::PyMethodDef) -> &'static Func {
     // SAFETY: GIL held, live objects (caller); exact types checked by `method_def`.
     unsafe {
-        let name = CStr::from_ptr((*def).ml_name).to_string_lossy().into_owned();
+        let name = CStr::from_ptr((*def).ml_name)
+            .to_string_lossy()
+            .into_owned();
         let ty = ffi::Py_TYPE(callable);
         let owner = if ty == std::ptr::addr_of_mut!(ffi::PyCFunction_Type) {
             let o = callable as *mut ffi::PyCFunctionObject;

@@ -109,7 +109,10 @@ mod monitoring {
 
     /// The function of the code object in `args[0]`.
     #[inline]
-    unsafe fn code_func(args: *mut *mut ffi::PyObject, nargs: ffi::Py_ssize_t) -> Option<&'static Func> {
+    unsafe fn code_func(
+        args: *mut *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+    ) -> Option<&'static Func> {
         if nargs < 1 {
             return None;
         }
@@ -198,8 +201,12 @@ mod profile {
     const PY_TRACE_C_EXCEPTION: c_int = 5;
     const PY_TRACE_C_RETURN: c_int = 6;
 
-    type TraceFunc =
-        unsafe extern "C" fn(*mut ffi::PyObject, *mut ffi::PyFrameObject, c_int, *mut ffi::PyObject) -> c_int;
+    type TraceFunc = unsafe extern "C" fn(
+        *mut ffi::PyObject,
+        *mut ffi::PyFrameObject,
+        c_int,
+        *mut ffi::PyObject,
+    ) -> c_int;
 
     extern "C" {
         fn PyEval_SetProfile(f: Option<TraceFunc>, arg: *mut ffi::PyObject);

@@ -512,9 +512,19 @@ fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
 
 /// Records the end of an asyncio task's async slice.
 #[pyfunction]
-fn _task_end(task_id: u64) -> bool {
-    match funcs_ready() {
-        Some(cs) => cs.task_end.record_typed((task_id,)),
+fn _task_end(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
+    let Some(cs) = funcs_ready() else {
+        return false;
+    };
+    // SAFETY: GIL held (a `Bound`); only code objects are passed through.
+    let f = unsafe {
+        if ffi::PyCode_Check(code.as_ptr()) == 0 {
+            return false;
+        }
+        funcs::of_code(code.as_ptr())
+    };
+    match f {
+        Some(f) => cs.task_end.record_typed((task_id, f.id)),
         None => false,
     }
 }
@@ -534,9 +544,7 @@ fn add_fastcall(
 ) -> PyResult<()> {
     let def = Box::leak(Box::new(ffi::PyMethodDef {
         ml_name: name.as_ptr(),
-        ml_meth: ffi::PyMethodDefPointer {
-            PyCFunctionFast: f,
-        },
+        ml_meth: ffi::PyMethodDefPointer { PyCFunctionFast: f },
         ml_flags: ffi::METH_FASTCALL,
         ml_doc: std::ptr::null(),
     }));

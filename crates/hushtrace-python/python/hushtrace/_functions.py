@@ -6,6 +6,7 @@ it on threads started later. asyncio tasks become async slices (``py:task``) thr
 of ``BaseEventLoop.create_task``, installed when asyncio is (or gets) imported.
 """
 
+import functools
 import sys
 import threading
 
@@ -89,8 +90,8 @@ def active():
 _patched = False
 
 
-def _end_task(task):
-    _h._task_end(id(task))
+def _end_task(code, task):
+    _h._task_end(code, id(task))
 
 
 def _patch(base_events):
@@ -106,7 +107,7 @@ def _patch(base_events):
         if _active:
             code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
             if code is not None and _h._task_begin(code, id(task)):
-                task.add_done_callback(_end_task)
+                task.add_done_callback(functools.partial(_end_task, code))
         return task
 
     create_task.__wrapped__ = orig
