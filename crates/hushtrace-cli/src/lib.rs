@@ -42,6 +42,7 @@ pub mod flame;
 #[allow(unsafe_code)] // signal masks and sigwait() for the interrupt watcher
 pub mod interrupt;
 pub mod perfetto;
+pub mod pyfuncs;
 pub mod record;
 pub mod recover;
 pub mod report;
