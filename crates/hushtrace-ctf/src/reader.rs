@@ -53,7 +53,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 
 pub use merge::{Merged, MergedEvent};
-pub use session::{ProcessStats, ProcessTrace, Session};
+pub use session::{ProcessStats, ProcessTrace, Session, KERNEL_TRACE_DIR};
 pub use stream::{
     EventRef, Fields, PacketContext, StreamReader, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,
 };

@@ -382,6 +382,11 @@ impl Capture {
         Ok(())
     }
 
+    /// The guard process's pid (never to be signalled by the recorder).
+    pub fn guard_pid(&self) -> Option<u32> {
+        self.guard.as_ref().map(|g| g.id())
+    }
+
     /// Stops recording, drains the buffers, writes the metadata (with `user_clock`, the clock
     /// description and UUID of the user-space trace, when there is one) and removes the
     /// instances.

@@ -31,6 +31,7 @@ pub mod ctf;
 pub mod format;
 pub mod page;
 pub mod schema;
+pub mod signals;
 pub mod tracefs;
 
 pub use capture::{parse_categories, Capture, Error, Options, Summary};
