@@ -7,6 +7,7 @@
 //! * [`flame`]: flame graph SVG of spans via `inferno`.
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
 //! * [`demo`]: the built-in workload traced by the embedded tracer.
+//! * [`kernel`], [`kernel_report`]: `record --kernel` and the off-CPU report.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
 //!
 //! Outputs derived from a trace are created with mode 0600 ([`create_private`]), like the trace.
@@ -37,6 +38,8 @@ pub mod ctl;
 #[allow(unsafe_code)] // fork() and waitpid() for the forked worker process
 pub mod demo;
 pub mod flame;
+pub mod kernel;
+pub mod kernel_report;
 pub mod perfetto;
 pub mod record;
 pub mod recover;
