@@ -503,7 +503,14 @@ fn ring_dir(td: &Dir) -> Result<Option<Dir>, String> {
         Err(e) if matches!(&e.kind, ErrorKind::Io(io) if io.kind() == io::ErrorKind::NotFound) => {
             return Ok(None)
         }
-        Err(e) => return Err(format!("{} (named by {}): {}", text, path.display(), e.kind)),
+        Err(e) => {
+            return Err(format!(
+                "{} (named by {}): {}",
+                text,
+                path.display(),
+                e.kind
+            ))
+        }
     };
     if dir.uid() != td.uid() {
         return Err(format!(
@@ -696,8 +703,12 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
             // whose process still runs or whose rings are gone.
             let _ = td.replace_file(
                 crate::reader::RECOVERED_MARKER,
-                format!("{}
-", pr.recovered.events).as_bytes(),
+                format!(
+                    "{}
+",
+                    pr.recovered.events
+                )
+                .as_bytes(),
             );
         }
         out.push(pr);

@@ -277,8 +277,9 @@ fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Err
             let _ = stop_shared(s);
         });
         state::set_start_hook(|cfg| {
-            // The process keeps the session (no handle): it stops at exit or by `ctl stop`.
-            start_with(cfg, &Raw::default()).map(|mut s| drop(s.shared.take()))
+            // The process keeps the session (no handle): it stops at exit or by `ctl stop`. It
+            // goes on in the directory the stopped session wrote.
+            start_with(cfg, &Raw::default(), Existing::Append).map(|mut s| drop(s.shared.take()))
         });
         hushtrace_core::assign_ids();
         crate::fork::install();

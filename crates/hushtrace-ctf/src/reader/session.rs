@@ -108,6 +108,10 @@ impl Session {
                     continue;
                 }
                 let name = entry.file_name().to_string_lossy().into_owned();
+                if name == KERNEL_TRACE_DIR {
+                    // The kernel trace of `record --kernel` (hushtrace-kernel reads it).
+                    continue;
+                }
                 if file::exists(&path.join(METADATA_FILE)) {
                     traces.push(open_trace(&path, name, dir, &mut warnings)?);
                 } else if has_streams(&path) {
@@ -180,6 +184,10 @@ impl ProcessTrace {
             .collect()
     }
 }
+
+/// The subdirectory of a session directory holding the kernel trace of `record --kernel`
+/// (CTF too, but not in hushtrace's user-space layout): skipped by [`Session::open`].
+pub const KERNEL_TRACE_DIR: &str = "kernel";
 
 fn has_streams(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|rd| {
