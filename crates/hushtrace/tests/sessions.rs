@@ -19,6 +19,7 @@ fn my_ring_dirs() -> Vec<PathBuf> {
     };
     rd.flatten()
         .map(|e| e.path())
+        .filter(|p| p.is_dir())
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy().into_owned();
             n == me || n.starts_with(&format!("{me}."))
