@@ -199,7 +199,7 @@ pub(crate) fn clean_stale() {
     let stale = clean_stale_in(&mut root);
     // Said only when they take a good part of the tmpfs (a quarter): a few crashed traces
     // waiting for `recover` are normal, and `hushtrace report` recovers them.
-    if !platform::fs_size(&base).is_some_and(|size| stale.recoverable_bytes > size / 4) {
+    if platform::fs_size(&base).is_none_or(|size| stale.recoverable_bytes <= size / 4) {
         return;
     }
     let n = stale.recoverable.len();
