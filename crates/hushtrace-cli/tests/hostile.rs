@@ -450,11 +450,7 @@ fn dead_ring(dir: &Path, geometry: Option<(u64, u64)>) -> DeadRing {
     let trace = dir.join(pid.to_string());
     let ring_dir = dir.join("ringdir");
     std::fs::create_dir(&ring_dir).unwrap();
-    std::fs::write(
-        trace.join(RINGS_FILE),
-        format!("{}\n", ring_dir.display()),
-    )
-    .unwrap();
+    std::fs::write(trace.join(RINGS_FILE), format!("{}\n", ring_dir.display())).unwrap();
     let (subbuf, num) = geometry.unwrap_or((4096, 2));
     let mut hdr = vec![0u8; HEADER_LEN];
     hdr[..8].copy_from_slice(&RING_MAGIC);
@@ -525,13 +521,20 @@ fn recovered_streams_are_owner_only() {
     let d = dead_ring(dir.path(), None);
     let o = hushtrace(&["recover", dir.path().to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
-    assert!(text(&o.stdout).contains("recovered 3 events"), "{}", text(&o.stdout));
+    assert!(
+        text(&o.stdout).contains("recovered 3 events"),
+        "{}",
+        text(&o.stdout)
+    );
     let mode = std::fs::metadata(d.trace.join("stream_0"))
         .unwrap()
         .permissions()
         .mode();
     assert_eq!(mode & 0o777, 0o600);
-    assert!(!d.ring_dir.exists(), "the recovered ring directory is removed");
+    assert!(
+        !d.ring_dir.exists(),
+        "the recovered ring directory is removed"
+    );
     let o = hushtrace(&["report", dir.path().to_str().unwrap()]);
     assert!(o.status.success(), "{}", text(&o.stderr));
 }
@@ -569,11 +572,12 @@ fn fifos_and_devices_in_place_of_recovery_files_never_block() {
             assert!(o.status.success(), "{what}: {err}");
             continue;
         }
-        let kind = if how == "fifo" { "FIFO" } else { "symbolic link" };
-        assert!(
-            err.contains(&name) && err.contains(kind),
-            "{what}: {err}"
-        );
+        let kind = if how == "fifo" {
+            "FIFO"
+        } else {
+            "symbolic link"
+        };
+        assert!(err.contains(&name) && err.contains(kind), "{what}: {err}");
     }
 }
 

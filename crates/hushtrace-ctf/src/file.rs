@@ -342,7 +342,9 @@ mod tests {
         std::os::unix::fs::symlink("/dev/zero", dir.path().join("z")).unwrap();
         let e = d.read_file("z", 1 << 30).unwrap_err().to_string();
         assert!(e.contains("symbolic link"), "{e}");
-        let e = open_regular(Path::new("/dev/zero")).unwrap_err().to_string();
+        let e = open_regular(Path::new("/dev/zero"))
+            .unwrap_err()
+            .to_string();
         assert!(e.contains("a device"), "{e}");
         let fifo = dir.path().join("p");
         rustix::fs::mknodat(CWD, &fifo, FileType::Fifo, Mode::from_raw_mode(0o600), 0).unwrap();

@@ -503,7 +503,14 @@ fn ring_dir(td: &Dir) -> Result<Option<Dir>, String> {
         Err(e) if matches!(&e.kind, ErrorKind::Io(io) if io.kind() == io::ErrorKind::NotFound) => {
             return Ok(None)
         }
-        Err(e) => return Err(format!("{} (named by {}): {}", text, path.display(), e.kind)),
+        Err(e) => {
+            return Err(format!(
+                "{} (named by {}): {}",
+                text,
+                path.display(),
+                e.kind
+            ))
+        }
     };
     if dir.uid() != td.uid() {
         return Err(format!(

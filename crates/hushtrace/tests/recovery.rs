@@ -118,7 +118,10 @@ fn babeltrace2_reads_a_running_and_a_killed_process_before_and_after_recovery() 
         std::thread::sleep(Duration::from_millis(10));
     };
     let pointer = td.join(hushtrace_ctf::ringfile::RINGS_FILE);
-    assert!(pointer.is_file(), "the ring pointer file {pointer:?} exists");
+    assert!(
+        pointer.is_file(),
+        "the ring pointer file {pointer:?} exists"
+    );
     // Running: babeltrace2 reads what is in the files so far.
     let running = bt_count(&td);
     child_guard.kill();

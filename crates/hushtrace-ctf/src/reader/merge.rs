@@ -141,8 +141,7 @@ impl Merged {
         self.last_use[i] = self.tick;
         if !was_open && self.streams[i].1.has_open_file() {
             if self.open.len() >= MAX_OPEN_STREAMS {
-                if let Some(k) = (0..self.open.len()).min_by_key(|&k| self.last_use[self.open[k]])
-                {
+                if let Some(k) = (0..self.open.len()).min_by_key(|&k| self.last_use[self.open[k]]) {
                     let lru = self.open.swap_remove(k);
                     self.streams[lru].1.release_file();
                 }
