@@ -16,8 +16,10 @@ use crate::callsite::{Callsite, CallsiteState, Kind, CALLSITES};
 use crate::field::FieldType;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
-/// The most callsites that can be registered at run time in one process.
-pub const MAX_REGISTERED: usize = 16384;
+/// The most callsites that can be registered at run time in one process (the `tracing` bridge
+/// uses two per callsite). Event ids are 16 bits: link-time and registered callsites together
+/// stay below 65,536.
+pub const MAX_REGISTERED: usize = 1 << 15;
 
 static SLOTS: [AtomicPtr<Callsite>; MAX_REGISTERED] =
     [const { AtomicPtr::new(core::ptr::null_mut()) }; MAX_REGISTERED];
@@ -26,6 +28,26 @@ static LOCK: AtomicBool = AtomicBool::new(false);
 /// The enable/disable globs applied so far (under `LOCK`), replayed on callsites registered
 /// later, so `disable("noisy:*")` also covers a `noisy:` callsite registered afterwards.
 static RULES: std::sync::Mutex<Vec<(String, bool)>> = std::sync::Mutex::new(Vec::new());
+/// Registered callsites by description and by caller-owned state (under `LOCK`), so a
+/// registration finds an earlier one in constant time: with a scan of every registered
+/// callsite, registering the 4,097th to 8,192nd `tracing` callsites took 11.5 s.
+static INDEX: std::sync::Mutex<Option<Index>> = std::sync::Mutex::new(None);
+
+#[derive(Default)]
+struct Index {
+    /// Hash of (category, name, kind, field names and types) → positions in `SLOTS`.
+    by_desc: std::collections::HashMap<u64, Vec<u32>>,
+    /// Address of a caller-owned [`CallsiteState`] → position in `SLOTS`.
+    by_state: std::collections::HashMap<usize, u32>,
+}
+
+fn desc_hash(category: &str, name: &str, kind: Kind, fields: &[(&str, FieldType)]) -> u64 {
+    use std::hash::{Hash, Hasher};
+    let mut h = std::collections::hash_map::DefaultHasher::new();
+    (category, name, kind, fields).hash(&mut h);
+    h.finish()
+}
+
 /// Kept rules; older ones beyond this are forgotten (a later rule for the same pattern
 /// replaces an earlier one first).
 const MAX_RULES: usize = 1024;
@@ -209,10 +231,24 @@ fn register(
                 .eq(fields.iter().map(|(n, _)| *n))
             && cs.types().as_deref() == Some(&types[..])
     };
+    let hash = desc_hash(category, name, kind, fields);
     let _g = Guard::lock();
+    let mut index = INDEX.lock().unwrap_or_else(|e| e.into_inner());
+    let index = index.get_or_insert_with(Index::default);
+    let slot = |i: u32| -> &'static Callsite {
+        // SAFETY: positions in the index are below LEN: leaked, never-freed callsites,
+        // published before the index was updated (under the same lock).
+        unsafe { &*SLOTS[i as usize].load(Ordering::Acquire) }
+    };
     let found = match own_state {
-        Some(st) => registered().find(|cs| core::ptr::eq(cs.state, st)),
-        None => registered().find(|cs| same(cs)),
+        Some(st) => index
+            .by_state
+            .get(&(st as *const CallsiteState as usize))
+            .map(|&i| slot(i)),
+        None => index
+            .by_desc
+            .get(&hash)
+            .and_then(|v| v.iter().map(|&i| slot(i)).find(|cs| same(cs))),
     };
     if let Some(cs) = found {
         return Ok(cs);
@@ -259,6 +295,12 @@ fn register(
     }
     SLOTS[n].store(cs as *const Callsite as *mut Callsite, Ordering::Release);
     LEN.store(n + 1, Ordering::Release);
+    if let Some(st) = own_state {
+        index
+            .by_state
+            .insert(st as *const CallsiteState as usize, n as u32);
+    }
+    index.by_desc.entry(hash).or_default().push(n as u32);
     crate::callsite::bump_types_generation();
     Ok(cs)
 }
