@@ -13,7 +13,8 @@
 //! * Registering the same category, name, kind and fields again returns the same callsite.
 
 use crate::callsite::{Callsite, CallsiteState, Kind, CALLSITES};
-use crate::field::FieldType;
+use crate::field::{FieldType, MAX_FIELDS};
+use crate::glob::glob_match;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
 /// The most callsites that can be registered at run time in one process (the `tracing` bridge
@@ -81,9 +82,6 @@ impl core::fmt::Display for RegisterError {
 }
 
 impl std::error::Error for RegisterError {}
-
-/// The most fields of a registered callsite.
-pub const MAX_FIELDS: usize = 32;
 
 fn valid_name(s: &str) -> bool {
     !s.is_empty() && !s.contains(['\0', '"', '\\', '\n'])
@@ -287,9 +285,9 @@ fn register(
     }));
     state.set_registered(id as u16, Callsite::signature_of(&types));
     let bytes: Vec<u8> = types.iter().map(|t| *t as u8).collect();
-    crate::mirror::record(cs, id as u16, &bytes);
+    crate::record::write(id as u16, &bytes, cs.field_names);
     for (pattern, on) in RULES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
-        if crate::callsite::matches(pattern, cs) {
+        if matches(pattern, cs) {
             cs.set_enabled_internal(*on);
         }
     }
@@ -305,9 +303,38 @@ fn register(
     Ok(cs)
 }
 
-/// Records an enable/disable glob for callsites registered later (called by
-/// [`crate::set_enabled`] under the registration lock).
-pub(crate) fn remember_rule(pattern: &str, on: bool) {
+/// Enables (`on = true`) or disables every callsite whose `"category:name"` matches the glob
+/// `pattern`; returns how many matched. Safe to call at any time from any thread. The rule
+/// also applies to callsites registered later.
+///
+/// ```
+/// let matched = hushtrace_core::set_enabled("no-such-category:*", false);
+/// assert_eq!(matched, 0);
+/// ```
+pub fn set_enabled(pattern: &str, on: bool) -> usize {
+    let _g = Guard::lock();
+    remember_rule(pattern, on);
+    let mut n = 0;
+    for cs in all_callsites() {
+        if matches(pattern, cs) {
+            cs.set_enabled_internal(on);
+            n += 1;
+        }
+    }
+    n
+}
+
+/// Whether `pattern` (`category:name` glob, or a glob over the full name) selects `cs`.
+fn matches(pattern: &str, cs: &Callsite) -> bool {
+    match pattern.split_once(':') {
+        Some((pc, pn)) => glob_match(pc, cs.category) && glob_match(pn, cs.name),
+        None => glob_match(pattern, &cs.full_name()),
+    }
+}
+
+/// Records an enable/disable glob for callsites registered later (called by [`set_enabled`]
+/// under the registration lock).
+fn remember_rule(pattern: &str, on: bool) {
     let mut rules = RULES.lock().unwrap_or_else(|e| e.into_inner());
     rules.retain(|(p, _)| p != pattern);
     if rules.len() >= MAX_RULES {
@@ -316,22 +343,16 @@ pub(crate) fn remember_rule(pattern: &str, on: bool) {
     rules.push((pattern.to_string(), on));
 }
 
-/// Runs `f` under the registration lock (so a glob and a registration cannot interleave).
-pub(crate) fn with_lock<R>(f: impl FnOnce() -> R) -> R {
-    let _g = Guard::lock();
-    f()
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn globs_apply_to_callsites_registered_later() {
-        crate::set_enabled("later-cat:*", false);
+        set_enabled("later-cat:*", false);
         let cs = register_callsite("later-cat", "x", Kind::Instant, &[]).unwrap();
         assert!(!cs.state.interest().is_enabled());
-        crate::set_enabled("later-cat:x", true);
+        set_enabled("later-cat:x", true);
         assert!(cs.state.interest().is_enabled());
         let other = register_callsite("other-cat", "x", Kind::Instant, &[]).unwrap();
         assert!(other.state.interest().is_enabled());
@@ -369,8 +390,8 @@ mod tests {
         let b = register_callsite_with_state("own", "x", Kind::Instant, &[], st2).unwrap();
         assert!(!core::ptr::eq(a, b));
         assert_ne!(a.id(), b.id());
-        crate::set_enabled("own:x", false);
+        set_enabled("own:x", false);
         assert!(!st.interest().is_enabled() && !st2.interest().is_enabled());
-        crate::set_enabled("own:x", true);
+        set_enabled("own:x", true);
     }
 }
