@@ -314,3 +314,115 @@ fn bool_counters_print_as_bools_and_names_sort_naturally() {
         "{out}"
     );
 }
+
+/// An example of the `hushtrace` package, built beside the `hushtrace` binary (same profile and
+/// target directory).
+fn example(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(BIN).parent().unwrap();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => panic!("unexpected binary location {}", dir.display()),
+    };
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "-p", "hushtrace", "--example", name])
+        .args(["--profile", profile]);
+    let parent = dir.parent().unwrap();
+    if parent.join("CACHEDIR.TAG").exists() {
+        cmd.arg("--target-dir").arg(parent);
+    } else {
+        cmd.arg("--target").arg(parent.file_name().unwrap());
+        cmd.arg("--target-dir").arg(parent.parent().unwrap());
+    }
+    let out = cmd.output().unwrap();
+    let p = dir.join("examples").join(name);
+    assert!(
+        out.status.success() && p.exists(),
+        "could not build {}: {}",
+        p.display(),
+        text(&out.stderr)
+    );
+    p
+}
+
+/// Issue 20.7: the flight recorder section's commands with its example, `control_app`: it
+/// runs until stopped with its session from the environment, `ctl` finds, describes and
+/// snapshots it, SIGTERM ends it with its session stopped, and both the snapshot and the
+/// session read as complete traces.
+#[test]
+fn flight_recorder_example_runs_until_stopped() {
+    use std::os::unix::process::ExitStatusExt;
+    let app = example("control_app");
+    let dir = tempfile::tempdir().unwrap();
+    let fr = dir.path().join("fr");
+    let mut child = Command::new(&app)
+        .env("HUSHTRACE_OUTPUT", &fr)
+        .env("HUSHTRACE_MODE", "overwrite")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = hushtrace(&["ctl", "list"]);
+        if text(&o.stdout)
+            .lines()
+            .any(|l| l.starts_with(&format!("{pid} ")))
+        {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "control_app ended by itself"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "control_app never showed in ctl list"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = hushtrace(&["ctl", &pid, "status"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("overwrite"), "{}", text(&o.stdout));
+    // Still running a while later: it does not end by itself.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "control_app ended by itself"
+    );
+    let snap = dir.path().join("snap");
+    let o = hushtrace(&["ctl", &pid, "snapshot", "-o", snap.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = hushtrace(&["report", snap.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("ctl:cycle"),
+        "{out}{}",
+        text(&o.stderr)
+    );
+    assert!(!out.contains("INCOMPLETE"), "{out}");
+
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{:?} {}",
+        o.status.signal(),
+        text(&o.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(summary["cycles"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["written"].as_u64().unwrap() > 0, "{summary}");
+    let o = hushtrace(&["report", fr.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["processes"][0]["complete"], true, "{r}");
+    assert!(r["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == "ctl:cycle"));
+}
