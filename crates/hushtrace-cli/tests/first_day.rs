@@ -426,3 +426,74 @@ fn flight_recorder_example_runs_until_stopped() {
         .iter()
         .any(|s| s["name"] == "ctl:cycle"));
 }
+
+/// What of a report does not depend on timing or pids: the headers and notes as they are, the
+/// time range's shape, and per row its name and counts (rows sorted: spans are ordered by total
+/// time, which varies).
+fn report_shape(report: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rows = Vec::new();
+    let mut section = "";
+    let rfc3339 = |t: &str| {
+        t.len() == 30 && t.ends_with('Z') && t.as_bytes()[10] == b'T' && t.as_bytes()[19] == b'.'
+    };
+    for line in report.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first().copied() {
+            None => continue,
+            Some("Trace") => out.push(format!("Trace {}", words[2..].join(" "))),
+            Some("Time") => {
+                assert!(
+                    words.len() == 7 && rfc3339(words[2]) && rfc3339(words[4]),
+                    "time range: {line}"
+                );
+                out.push("Time range: T .. T (D)".into());
+            }
+            Some("PROCESS") | Some("SPAN") | Some("EVENT") | Some("COUNTER") => {
+                rows.sort();
+                out.append(&mut rows);
+                section = words[0];
+                out.push(words.join(" "));
+            }
+            Some(w) if w.starts_with('(') => out.push(line.to_string()),
+            Some(_) => rows.push(match section {
+                // label, then pid (and tid for threads), then counts
+                "PROCESS" => {
+                    let skip = if words[0] == "process" { 3 } else { 4 };
+                    format!("{} {} | {}", words[0], words[1], words[skip..].join(" "))
+                }
+                // name and count; durations vary
+                "SPAN" => format!("{} {}", words[0], words[1]),
+                "COUNTER" => format!("{} {}", words[0], words[1]),
+                _ => words.join(" "),
+            }),
+        }
+    }
+    rows.sort();
+    out.append(&mut rows);
+    out
+}
+
+/// Issue 20.8: the README's sample report is what `hushtrace demo` prints today, up to times,
+/// durations and pids (the demo's counts are fixed).
+#[test]
+fn readme_sample_report_matches_the_demo() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme
+        .find("```text\nTrace /tmp/hushtrace-demo")
+        .expect("README's sample report");
+    let sample = &readme[start + 8..];
+    let sample = &sample[..sample.find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hushtrace-demo");
+    let o = hushtrace(&["demo", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let printed = text(&o.stdout);
+    let report = &printed[..printed.find("This process wrote").unwrap()];
+    assert_eq!(
+        report_shape(sample),
+        report_shape(report),
+        "README's sample report differs from today's output:\n{report}"
+    );
+}
