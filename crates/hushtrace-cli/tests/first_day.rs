@@ -497,3 +497,52 @@ fn readme_sample_report_matches_the_demo() {
         "README's sample report differs from today's output:\n{report}"
     );
 }
+
+/// Issue 20.8: the README's description of the test command names every package `.ci/run`
+/// and its `ci/` scripts install (`missing+=(...)`, `rustup ... add`).
+#[test]
+fn readme_says_what_the_test_command_installs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let described = readme
+        .split("What `.ci/run` installs")
+        .nth(1)
+        .expect("README describes what .ci/run installs")
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .replace('\n', " ");
+    let mut scripts = vec![root.join(".ci/run")];
+    for e in std::fs::read_dir(root.join("ci")).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "sh") {
+            scripts.push(e.path());
+        }
+    }
+    let mut packages = Vec::new();
+    for s in &scripts {
+        for line in std::fs::read_to_string(s).unwrap().lines() {
+            if let Some(list) = line.split("missing+=(").nth(1) {
+                let list = list.split(')').next().unwrap();
+                packages.extend(list.split_whitespace().map(String::from));
+            }
+            if line.contains("rustup component add") || line.contains("rustup target add") {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let after = words.iter().position(|w| *w == "add").unwrap() + 1;
+                packages.extend(
+                    words[after..]
+                        .iter()
+                        .filter(|w| !w.starts_with('-') && !w.starts_with('"') && **w != "nightly")
+                        .map(|w| w.to_string()),
+                );
+            }
+        }
+    }
+    assert!(packages.iter().any(|p| p == "lttng-tools"), "{packages:?}");
+    for p in &packages {
+        assert!(
+            described.contains(p.as_str()),
+            "README does not say .ci/run installs {p}"
+        );
+    }
+    assert!(described.contains("cargo-nextest"));
+}
