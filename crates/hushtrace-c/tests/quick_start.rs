@@ -5,7 +5,6 @@
 //! debug info split off.
 
 #[path = "../../hushtrace/tests/common/mod.rs"]
-#[allow(dead_code)]
 mod common;
 mod support;
 

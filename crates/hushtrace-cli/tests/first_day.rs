@@ -207,7 +207,7 @@ fn snapshots_and_recovered_traces_are_not_incomplete() {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 hushtrace::event!("snap", "ev", n = n);
                 n += 1;
-                if n % 64 == 0 {
+                if n.is_multiple_of(64) {
                     std::thread::sleep(Duration::from_micros(50));
                 }
             }
