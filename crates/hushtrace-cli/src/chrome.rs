@@ -268,7 +268,9 @@ pub fn convert_with<W: Write>(
             _ => {}
         }
         let root = match ev.event.class.kind {
-            Kind::AsyncBegin | Kind::AsyncEnd => async_root(&mut async_roots, &ev, classes.get(&ev)),
+            Kind::AsyncBegin | Kind::AsyncEnd => {
+                async_root(&mut async_roots, &ev, classes.get(&ev))
+            }
             _ => None,
         };
         trace_event(

@@ -154,8 +154,16 @@ fn perfetto_lays_async_slices_on_named_lanes() {
     // Absolute ns: the synthetic clock starts at 1_700_000_000 s.
     let t0: u64 = 1_700_000_000_000_000_000;
     let sl = |lane: &str, name: &str, b: u64, e: u64, id: J, parent: J, depth: u64| {
-        json!([lane, name, if name == "request" { "svc" } else { "net" },
-               t0 + b, t0 + e, id, parent, depth])
+        json!([
+            lane,
+            name,
+            if name == "request" { "svc" } else { "net" },
+            t0 + b,
+            t0 + e,
+            id,
+            parent,
+            depth
+        ])
     };
     assert_eq!(
         s["slices"],
@@ -236,7 +244,8 @@ fn chrome_durations_read_as_doubles_keep_nanoseconds() {
         let mut ts = base;
         for k in 0..500u64 {
             let d = 1_000 + k * 7 % 1_000 + k; // 1,000 .. 2,500 ns, all residues mod 250
-            th.event(SynthEvent::new(b, ts)).event(SynthEvent::new(e, ts + d));
+            th.event(SynthEvent::new(b, ts))
+                .event(SynthEvent::new(e, ts + d));
             want.push(d as i64);
             ts += d + 333;
         }
@@ -265,7 +274,10 @@ fn chrome_durations_read_as_doubles_keep_nanoseconds() {
         .parse()
         .unwrap();
     assert_eq!(origin, 1_700_000_000_000_000_000 + base);
-    assert_eq!(doc["otherData"]["ts_origin"], "2026-12-01T18:49:28.200426488Z");
+    assert_eq!(
+        doc["otherData"]["ts_origin"],
+        "2026-12-01T18:49:28.200426488Z"
+    );
     // `--relative-time` is still accepted and writes the same.
     let rel = dir.path().join("rel.json");
     let o = hushtrace(&[

@@ -191,7 +191,10 @@ fn convert_writes_chrome_json_with_pairs_pids_and_fields() {
         raw.contains("\"name\":\"step\",\"cat\":\"work\",\"ph\":\"B\",\"ts\":0.800,\"pid\":200,"),
         "relative, three decimals"
     );
-    assert_eq!(json["otherData"]["ts_origin_unix_ns"], "1700000000001000700");
+    assert_eq!(
+        json["otherData"]["ts_origin_unix_ns"],
+        "1700000000001000700"
+    );
     assert_eq!(
         json["otherData"]["ts_origin"],
         "2023-11-14T22:13:20.001000700Z"

@@ -459,8 +459,8 @@ impl Schema {
                 return Some(*v);
             }
         }
-        let names = (self.prefix.iter().map(|&(n, _)| n))
-            .chain(self.fields.iter().map(String::as_str));
+        let names =
+            (self.prefix.iter().map(|&(n, _)| n)).chain(self.fields.iter().map(String::as_str));
         let desc: Vec<(&str, FieldType)> = names.zip(cap.types()).collect();
         let reg =
             hushtrace::register_callsite(&self.category, &self.name, self.kind, &desc).ok()?;

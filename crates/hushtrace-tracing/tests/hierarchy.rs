@@ -118,8 +118,7 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
     // Chrome: every fetch and parse is nested under its request (the request's id2 and
     // category); its parent is in its args. Durations read as f64 equal the CTF's.
     let mut json = Vec::new();
-    let summary =
-        hushtrace_cli::chrome::convert(&session, &mut json, &mut |_, _| {}).unwrap();
+    let summary = hushtrace_cli::chrome::convert(&session, &mut json, &mut |_, _| {}).unwrap();
     assert_eq!(summary.unmatched_ends, 0);
     let doc: Json = serde_json::from_slice(&json).unwrap();
     // id -> (name, cat, id2.local, begin ts in µs as f64)
@@ -145,7 +144,11 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
                 let (pname, pcat, proot, _) = &open[&parent];
                 let want = if name == "fetch" { "request" } else { "fetch" };
                 assert_eq!(pname, want, "{e}");
-                assert_eq!((&cat, &root), (pcat, proot), "not nested under its root: {e}");
+                assert_eq!(
+                    (&cat, &root),
+                    (pcat, proot),
+                    "not nested under its root: {e}"
+                );
                 assert_eq!(cat, "svc");
                 let own = if name == "fetch" { "net" } else { "codec" };
                 assert_eq!(e["args"]["category"], own, "{e}");
@@ -198,7 +201,10 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
         .map(|n| n.as_str().unwrap())
         .collect();
     assert_eq!(names[0], "request", "{names:?}");
-    assert!(names[1..].iter().all(|n| n.starts_with("request ")), "{names:?}");
+    assert!(
+        names[1..].iter().all(|n| n.starts_with("request ")),
+        "{names:?}"
+    );
 
     // The flame graph draws the hierarchy.
     let folded = hushtrace_cli::flame::folded(&session, false).unwrap();
@@ -208,7 +214,10 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
             .any(|l| l.starts_with("svc:request;net:fetch;codec:parse ")),
         "{folded:?}"
     );
-    assert!(folded.iter().all(|l| l.starts_with("svc:request")), "{folded:?}");
+    assert!(
+        folded.iter().all(|l| l.starts_with("svc:request")),
+        "{folded:?}"
+    );
     let mut svg = Vec::new();
     hushtrace_cli::flame::write_svg(&session, false, &mut svg).unwrap();
     assert!(String::from_utf8(svg).unwrap().contains("codec:parse"));

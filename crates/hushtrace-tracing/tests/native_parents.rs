@@ -47,7 +47,11 @@ fn native_async_spans_record_current_or_explicit_parents() {
             (fetch_id, parse_id)
         };
         let (fetch_id, parse_id) = tokio::spawn(task.in_span(request)).await.unwrap();
-        assert_eq!(hushtrace::AsyncSpan::current_id(), 0, "restored after the poll");
+        assert_eq!(
+            hushtrace::AsyncSpan::current_id(),
+            0,
+            "restored after the poll"
+        );
 
         let a = async_span!("native", "a");
         let b = async_span!(parent: &a, "native", "b");

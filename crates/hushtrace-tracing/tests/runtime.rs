@@ -109,7 +109,10 @@ fn tokio_program_is_recorded_right() {
             continue;
         }
         assert!(e["id2"]["local"].is_string(), "async event without id: {e}");
-        let id = e["args"]["id"].as_u64().expect("async event without id").to_string();
+        let id = e["args"]["id"]
+            .as_u64()
+            .expect("async event without id")
+            .to_string();
         let key = (
             e["pid"].as_u64().unwrap(),
             e["cat"].as_str().unwrap().to_string(),
