@@ -490,7 +490,7 @@ fn _prepare_functions(
 /// Records the begin of an asyncio task's async slice (`py:task`, id `task_id`, named after
 /// the coroutine's code object).
 #[pyfunction]
-fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
+fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64, module: Option<&str>) -> bool {
     let Some(cs) = funcs_ready() else {
         return false;
     };
@@ -499,14 +499,14 @@ fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
         if ffi::PyCode_Check(code.as_ptr()) == 0 {
             return false;
         }
-        funcs::of_code(code.as_ptr())
+        funcs::of_code_in(code.as_ptr(), module)
     };
     match f {
-        Some(f) => {
+        Some(f) if !f.excluded => {
             funcs::ensure_defined(f);
             cs.task_begin.record_typed((task_id, f.id))
         }
-        None => false,
+        _ => false,
     }
 }
 
@@ -524,8 +524,17 @@ fn _task_end(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
         funcs::of_code(code.as_ptr())
     };
     match f {
-        Some(f) => cs.task_end.record_typed((task_id, f.id)),
-        None => false,
+        Some(f) if !f.excluded => cs.task_end.record_typed((task_id, f.id)),
+        _ => false,
+    }
+}
+
+/// Ends this thread's recorded frames still open (see [`hook::close_open_frames`]).
+#[pyfunction]
+fn _close_open_frames(_py: Python<'_>) {
+    if funcs_ready().is_some() {
+        // SAFETY: GIL held (the `Python` token).
+        unsafe { hook::close_open_frames() };
     }
 }
 
@@ -587,6 +596,7 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_prepare_functions, m)?)?;
     m.add_function(wrap_pyfunction!(_task_begin, m)?)?;
     m.add_function(wrap_pyfunction!(_task_end, m)?)?;
+    m.add_function(wrap_pyfunction!(_close_open_frames, m)?)?;
     #[cfg(Py_3_12)]
     {
         m.add("MONITORING", true)?;

@@ -70,6 +70,8 @@ def start(
 def stop():
     """Stops function tracing and the session; returns its statistics as a dict
     (``events_written``, ``events_discarded``, ``trace_dir``), or None if none was running."""
+    if _functions.active():
+        _h._close_open_frames()
     _functions.stop()
     return _h.stop()
 
