@@ -529,6 +529,13 @@ fn _task_end(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
     }
 }
 
+/// Stops recording C calls (before the hooks are removed: the call that removes them would
+/// otherwise begin a slice whose end is never seen).
+#[pyfunction]
+fn _stop_c_calls() {
+    hook::C_CALLS.store(false, Ordering::Relaxed);
+}
+
 /// Ends this thread's recorded frames still open (see [`hook::close_open_frames`]).
 #[pyfunction]
 fn _close_open_frames(_py: Python<'_>) {
@@ -597,6 +604,7 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_task_begin, m)?)?;
     m.add_function(wrap_pyfunction!(_task_end, m)?)?;
     m.add_function(wrap_pyfunction!(_close_open_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(_stop_c_calls, m)?)?;
     #[cfg(Py_3_12)]
     {
         m.add("MONITORING", true)?;

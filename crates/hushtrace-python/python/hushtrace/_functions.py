@@ -67,6 +67,7 @@ def stop():
     if not _active:
         return
     _active = False
+    _h._stop_c_calls()
     if _h.MONITORING:
         mon = sys.monitoring
         if _tool is not None:
