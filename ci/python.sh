@@ -31,7 +31,7 @@ if [ "${#pythons[@]}" -eq 0 ]; then
     exit 1
 fi
 
-nice -n 10 cargo build -q -p hushtrace-cli
+nice -n 10 cargo build -q -p hushtrace-cli -p hushtrace-c  # the CLI, and libhushtrace.so for the C-library test
 export HUSHTRACE_CLI="$root/target/debug/hushtrace"
 # The Perfetto protos venv (decodes `convert --to perfetto` output in the tests).
 HUSHTRACE_PERFETTO_PYTHON="$(bash ci/perfetto-venv.sh | tail -n 1)"
