@@ -68,10 +68,8 @@ impl KernelRecording {
         if let Some(s) = self.signals.take() {
             let got = s.finish();
             if !got.is_empty() {
-                let names: Vec<String> = got
-                    .iter()
-                    .map(|&s| crate::record::signal_name(s))
-                    .collect();
+                let names: Vec<String> =
+                    got.iter().map(|&s| crate::record::signal_name(s)).collect();
                 eprintln!(
                     "hushtrace: record received {} while the program ran: kernel recording \
                      stopped cleanly",

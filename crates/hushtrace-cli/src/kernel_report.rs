@@ -77,11 +77,7 @@ fn merge_into(dst: &mut Vec<(String, i64)>, src: Vec<(String, i64)>) {
 
 /// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
 /// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
-pub fn compute(
-    session: &Session,
-    slowest: Option<&str>,
-    n: usize,
-) -> anyhow::Result<KernelReport> {
+pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
     let kernel = match hushtrace_kernel::kernel_dir(&session.dir) {
         Some(d) => {
             let k = KernelTrace::open(&d)?;
@@ -133,7 +129,8 @@ pub fn compute(
     }
     let mut rows: Vec<SpanRow> = rows.into_values().collect();
     for r in &mut rows {
-        r.ran_instead.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+        r.ran_instead
+            .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
         r.woken_by.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
     }
     rows.sort_by(|a, b| {
@@ -153,7 +150,11 @@ pub fn compute(
                 .map(|(_, t)| t.explain(tid as i32, start_ns, start_ns + duration_ns)),
         })
         .collect();
-    slow.sort_by(|a, b| b.duration_ns.cmp(&a.duration_ns).then(a.start_ns.cmp(&b.start_ns)));
+    slow.sort_by(|a, b| {
+        b.duration_ns
+            .cmp(&a.duration_ns)
+            .then(a.start_ns.cmp(&b.start_ns))
+    });
     Ok(KernelReport {
         kernel,
         rows,
@@ -244,11 +245,7 @@ impl KernelReport {
             let _ = writeln!(s, "No span named {name:?} in the trace.");
             return s;
         }
-        let _ = writeln!(
-            s,
-            "The {} longest {name} (of {count}):",
-            self.slowest.len()
-        );
+        let _ = writeln!(s, "The {} longest {name} (of {count}):", self.slowest.len());
         let timeline = self.kernel.as_ref().map(|(_, t)| t);
         for (i, sp) in self.slowest.iter().enumerate() {
             let _ = write!(

@@ -109,7 +109,12 @@ enum Cmd {
         #[arg(long, value_name = "SPAN")]
         slowest: Option<String>,
         /// How many instances --slowest lists.
-        #[arg(short = 'n', value_name = "N", default_value_t = 10, requires = "slowest")]
+        #[arg(
+            short = 'n',
+            value_name = "N",
+            default_value_t = 10,
+            requires = "slowest"
+        )]
         n: usize,
     },
     /// Draw the spans of a trace as a flame graph SVG (widths by inclusive time).
@@ -314,15 +319,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 record::remove_trace(&opts.output, &existing)?;
             }
             let krec = match kernel.as_deref() {
-                Some(cats) => match hushtrace_cli::kernel::start(
-                    &opts.output,
-                    cats,
-                    kernel_buffer_kb,
-                    force,
-                ) {
-                    Ok(k) => Some(k),
-                    Err(code) => return Ok(code),
-                },
+                Some(cats) => {
+                    match hushtrace_cli::kernel::start(&opts.output, cats, kernel_buffer_kb, force)
+                    {
+                        Ok(k) => Some(k),
+                        Err(code) => return Ok(code),
+                    }
+                }
                 None => None,
             };
             let status = record::run_status(&opts);

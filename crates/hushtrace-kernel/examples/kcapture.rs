@@ -15,7 +15,10 @@ fn main() {
             std::process::exit(2);
         }
     };
-    let _ = std::process::Command::new("sh").arg("-c").arg("ls / >/dev/null").status();
+    let _ = std::process::Command::new("sh")
+        .arg("-c")
+        .arg("ls / >/dev/null")
+        .status();
     std::thread::sleep(std::time::Duration::from_secs_f64(secs));
     let s = cap.finish(None).unwrap();
     println!("{s:#?}");

@@ -206,8 +206,8 @@ impl Capture {
         let root = tracefs::find_or_mount().map_err(Error::Access)?;
         let stale = tracefs::remove_stale(&root);
         let pid = std::process::id();
-        let main = Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}"))
-            .map_err(Error::Access)?;
+        let main =
+            Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}")).map_err(Error::Access)?;
         let mut cap = Capture {
             instances: vec![main],
             readers: Vec::new(),
@@ -292,7 +292,10 @@ impl Capture {
     ) -> Result<Arc<Decoder>, Error> {
         tracefs::write(&inst.join("tracing_on"), "0")?;
         tracefs::write(&inst.join("trace_clock"), self.trace_clock.as_str())?;
-        tracefs::write(&inst.join("buffer_size_kb"), &buffer_size_kb.max(4).to_string())?;
+        tracefs::write(
+            &inst.join("buffer_size_kb"),
+            &buffer_size_kb.max(4).to_string(),
+        )?;
         let mut by_id = HashMap::new();
         let mut common = None;
         let mut common_pid = None;
@@ -303,6 +306,8 @@ impl Capture {
             let ev = inst.join("events").join(class.sys).join(class.ftrace);
             let text = match tracefs::read(&ev.join("format")) {
                 Ok(t) => t,
+                // The x86 interrupt vectors (timer, IPIs) exist on x86 only.
+                Err(_) if class.sys == "irq_vectors" => continue,
                 Err(_) if class.name != "sched_switch" => {
                     self.warnings.push(format!(
                         "this kernel has no {}:{} event: {} not recorded",
@@ -338,7 +343,10 @@ impl Capture {
             tracefs::write(&ev.join("enable"), "1")?;
         }
         let common_type = common.ok_or_else(|| {
-            Error::Other(format!("--kernel: no event could be enabled in {}", inst.display()))
+            Error::Other(format!(
+                "--kernel: no event could be enabled in {}",
+                inst.display()
+            ))
         })?;
         let skip_pid = skip_pid.and_then(|p| Some((common_pid?, i64::from(p))));
         Ok(Arc::new(Decoder {
@@ -368,7 +376,9 @@ impl Capture {
                 .custom_flags(libc::O_NONBLOCK)
                 .open(&pipe)
                 .map_err(|e| Error::Other(format!("{}: {e}", pipe.display())))?;
-            let out = self.dir.join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
+            let out = self
+                .dir
+                .join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
             let w = StreamWriter::create(&out, self.uuid, u64::from(channel << 16 | cpu), cpu)?;
             let stop = self.stop.clone();
             let dec = dec.clone();
@@ -406,7 +416,9 @@ impl Capture {
             match h.join() {
                 Ok(Ok(s)) => summary.cpus.push(s),
                 Ok(Err(e)) => summary.warnings.push(e),
-                Err(_) => summary.warnings.push("a kernel reader thread panicked".into()),
+                Err(_) => summary
+                    .warnings
+                    .push("a kernel reader thread panicked".into()),
             }
         }
         for inst in &mut self.instances {
@@ -440,7 +452,9 @@ impl Capture {
     }
 
     fn kernel_clock(&self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {
-        let user_counter = user.as_ref().is_some_and(|(d, _)| d.source != "clock_gettime");
+        let user_counter = user
+            .as_ref()
+            .is_some_and(|(d, _)| d.source != "clock_gettime");
         match (self.trace_clock, user) {
             (TraceClock::Tsc, Some((desc, uuid))) if user_counter => KernelClock {
                 name: "hushtrace".into(),
@@ -516,9 +530,12 @@ impl Drop for Capture {
 /// It runs in its own process group, so a terminal's Ctrl-C does not kill it too.
 fn spawn_guard(paths: &[PathBuf]) -> io::Result<Child> {
     use std::os::unix::process::CommandExt;
+    // rmdir fails (EBUSY) while a file of the instance is open: the dying recorder may
+    // close its pipe to the guard before its trace_pipe_raw files, so it is retried.
     let script = "read _ignored; for d in \"$@\"; do \
                   [ -d \"$d\" ] || continue; echo 0 > \"$d/tracing_on\"; \
-                  echo 0 > \"$d/events/enable\"; echo > \"$d/set_event_pid\"; rmdir \"$d\"; \
+                  echo 0 > \"$d/events/enable\"; echo > \"$d/set_event_pid\"; n=0; \
+                  until rmdir \"$d\" || [ $n -ge 100 ]; do sleep 0.1; n=$((n+1)); done; \
                   done";
     Command::new("/bin/sh")
         .arg("-c")
@@ -571,9 +588,9 @@ fn read_cpu(
                     }
                     for r in page.records() {
                         match r {
-                            Ok((ts, rec)) => dec
-                                .decode(rec, ts, &mut w)
-                                .map_err(|e| e.to_string())?,
+                            Ok((ts, rec)) => {
+                                dec.decode(rec, ts, &mut w).map_err(|e| e.to_string())?
+                            }
                             Err(e) => {
                                 first_error.get_or_insert(format!("{}: {e}", pipe.display()));
                                 break;

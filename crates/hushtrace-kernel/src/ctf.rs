@@ -106,7 +106,10 @@ pub fn to_tsdl(m: &KernelMeta) -> String {
          \tprecision = 1;\n\toffset_s = {};\n\toffset = {};\n\tabsolute = TRUE;\n}};\n",
         escape(&c.name),
         uuid_string(&c.uuid),
-        escape(&format!("ftrace {} clock, {}", m.trace_clock, c.desc.source)),
+        escape(&format!(
+            "ftrace {} clock, {}",
+            m.trace_clock, c.desc.source
+        )),
         c.desc.freq,
         c.desc.offset_s,
         c.desc.offset
@@ -234,9 +237,9 @@ impl StreamWriter {
                     self.events.push(0);
                 }
                 (Ty::Str, Out::Int(_)) => self.events.push(0),
-                (_, Out::Text(_)) => self.events.extend_from_slice(
-                    &[0u8; 8][..if *ty == Ty::I64 { 8 } else { 4 }],
-                ),
+                (_, Out::Text(_)) => self
+                    .events
+                    .extend_from_slice(&[0u8; 8][..if *ty == Ty::I64 { 8 } else { 4 }]),
             }
         }
         self.written += 1;
@@ -387,8 +390,12 @@ fn tsdl_value<'a>(block: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
+/// What [`read_meta`] returns: the clock, the ftrace clock's name, and the event ids of the
+/// metadata paired with the indexes of their [`CLASSES`].
+pub type Meta = (KernelClock, String, Vec<(u16, u16)>);
+
 /// Reads the metadata of kernel trace `dir`.
-pub fn read_meta(dir: &Path) -> Result<(KernelClock, String, Vec<(u16, u16)>), ReadError> {
+pub fn read_meta(dir: &Path) -> Result<Meta, ReadError> {
     let path = dir.join("metadata");
     let text = std::fs::read_to_string(&path).map_err(|e| err(&path, e.to_string()))?;
     if !text.contains(&format!("producer = \"{PRODUCER}\";")) {
@@ -413,7 +420,9 @@ pub fn read_meta(dir: &Path) -> Result<(KernelClock, String, Vec<(u16, u16)>), R
             freq: u64::try_from(num("freq")?).unwrap_or(0).max(1),
             offset_s: num("offset_s")?,
             offset: u64::try_from(num("offset")?).unwrap_or(0),
-            source: tsdl_value(clock_block, "description").unwrap_or("").to_string(),
+            source: tsdl_value(clock_block, "description")
+                .unwrap_or("")
+                .to_string(),
         },
         note: tsdl_value(&text, "clock_note").unwrap_or("").to_string(),
     };
@@ -516,7 +525,10 @@ fn read_stream(
         while p < end {
             let b = &data[p..end];
             if b.len() < EVENT_HEADER_LEN {
-                return Err(err(path, format!("byte offset {p}: truncated event header")));
+                return Err(err(
+                    path,
+                    format!("byte offset {p}: truncated event header"),
+                ));
             }
             let id = u16::from_le_bytes([b[0], b[1]]);
             let ts = rd_u64(b, 2);
@@ -636,7 +648,9 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("metadata"), "/* CTF 1.8 */\n").unwrap();
         let e = KernelTrace::open(dir.path()).unwrap_err();
-        assert!(e.to_string().contains("not a kernel trace written by hushtrace"));
+        assert!(e
+            .to_string()
+            .contains("not a kernel trace written by hushtrace"));
         std::fs::write(dir.path().join("metadata"), to_tsdl(&meta())).unwrap();
         std::fs::write(dir.path().join("channel0_0"), [0u8; 100]).unwrap();
         let e = KernelTrace::open(dir.path()).unwrap_err();

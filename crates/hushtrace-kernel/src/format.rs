@@ -60,7 +60,8 @@ impl Field {
         let bytes = match self.storage {
             Storage::Inline => rec.get(self.offset..self.offset + self.size)?,
             Storage::DataLoc | Storage::RelLoc => {
-                let loc = u32::from_le_bytes(rec.get(self.offset..self.offset + 4)?.try_into().ok()?);
+                let loc =
+                    u32::from_le_bytes(rec.get(self.offset..self.offset + 4)?.try_into().ok()?);
                 let mut off = (loc & 0xffff) as usize;
                 if self.storage == Storage::RelLoc {
                     off += self.offset + 4;
@@ -124,8 +125,9 @@ impl EventFormat {
                 })?);
             } else if line.starts_with("field:") {
                 fields.push(
-                    parse_field(line)
-                        .ok_or_else(|| FormatError(format!("line {}: bad field {line:?}", n + 1)))?,
+                    parse_field(line).ok_or_else(|| {
+                        FormatError(format!("line {}: bad field {line:?}", n + 1))
+                    })?,
                 );
             }
         }
@@ -213,7 +215,11 @@ impl PageHeader {
         let mut ts = None;
         let mut commit = None;
         let mut data = None;
-        for line in text.lines().map(str::trim).filter(|l| l.starts_with("field:")) {
+        for line in text
+            .lines()
+            .map(str::trim)
+            .filter(|l| l.starts_with("field:"))
+        {
             let f = parse_field(line)
                 .ok_or_else(|| FormatError(format!("header_page: bad field {line:?}")))?;
             match f.name.as_str() {
@@ -229,7 +235,9 @@ impl PageHeader {
             data: data.ok_or_else(|| FormatError("header_page: no data field".into()))?,
         };
         if h.timestamp.1 != 8 || !matches!(h.commit.1, 4 | 8) {
-            return Err(FormatError(format!("header_page: unsupported layout {h:?}")));
+            return Err(FormatError(format!(
+                "header_page: unsupported layout {h:?}"
+            )));
         }
         Ok(h)
     }

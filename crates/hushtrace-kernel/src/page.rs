@@ -172,7 +172,9 @@ impl<'a> Records<'a> {
                     let len = (self.u32_at(at + 4)? as usize).saturating_sub(4);
                     let len = (len + 3) & !3;
                     let rec = self.data.get(at + 8..at + 8 + len).ok_or_else(|| {
-                        PageError(format!("record at byte {at} of {len} bytes runs past the data"))
+                        PageError(format!(
+                            "record at byte {at} of {len} bytes runs past the data"
+                        ))
                     })?;
                     self.ts = self.ts.wrapping_add(delta);
                     self.pos = at + 8 + len;
@@ -181,7 +183,9 @@ impl<'a> Records<'a> {
                 n => {
                     let len = n as usize * 4;
                     let rec = self.data.get(at + 4..at + 4 + len).ok_or_else(|| {
-                        PageError(format!("record at byte {at} of {len} bytes runs past the data"))
+                        PageError(format!(
+                            "record at byte {at} of {len} bytes runs past the data"
+                        ))
                     })?;
                     self.ts = self.ts.wrapping_add(delta);
                     self.pos = at + 4 + len;
