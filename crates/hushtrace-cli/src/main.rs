@@ -15,7 +15,12 @@ use std::process::ExitCode;
 
 /// hushtrace: record, convert and summarise traces of the hushtrace userspace tracer.
 #[derive(Parser, Debug)]
-#[command(name = "hushtrace", version, about, propagate_version = true)]
+#[command(
+    name = "hushtrace",
+    version,
+    about = "The hushtrace command: record, convert, report, flamegraph, recover, ctl, demo.",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -182,6 +187,10 @@ enum ReportFormat {
 fn main() -> ExitCode {
     // Usage errors exit 2 (clap's default), --help/--version exit 0.
     let cli = Cli::parse();
+    if matches!(cli.command, Cmd::Convert { .. } | Cmd::Flamegraph { .. }) {
+        // Before any thread starts: an interruption removes the output being written.
+        hushtrace_cli::interrupt::watch();
+    }
     match run(cli) {
         Ok(code) => code,
         // The reader of our stdout went away (`hushtrace convert -o - | head`): nothing left to
@@ -209,6 +218,12 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
 }
 
 fn open_session(dir: &Path) -> anyhow::Result<Session> {
+    // Said once, and without advising `hushtrace recover` on a path that is not there.
+    if let Err(e) = std::fs::symlink_metadata(dir) {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow::bail!("{}: no such file or directory", dir.display());
+        }
+    }
     // Rings of processes that died without stopping hold their newest events: recover first.
     hushtrace_cli::recover::before_reading(dir);
     // The reader's errors name the directory or file already.
@@ -485,7 +500,10 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
         match s {
             Some(s) => println!(
                 "  process {} ({}): {} events written, {} discarded",
-                s.pid, name, s.written, s.discarded
+                s.pid,
+                record::process_name(dir, &name),
+                s.written,
+                s.discarded
             ),
             None => println!(
                 "  process {name}: unreadable stats file {} (malformed, or not a regular file)",
@@ -495,7 +513,8 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
     }
     for name in incomplete {
         println!(
-            "  process {name}: incomplete trace: it did not stop tracing (no stats file){}",
+            "  process {name} ({}): incomplete trace: it did not stop tracing (no stats file){}",
+            record::process_name(dir, &name),
             if killed.is_some() {
                 ""
             } else {
@@ -535,6 +554,9 @@ fn write_atomically(
     if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file() || m.is_symlink()) {
         let _ = std::fs::remove_file(&tmp);
     }
+    // Ctrl-C or SIGTERM while writing removes the temporary file (it can be as large as the
+    // output) and ends the command by that signal.
+    let _registered = hushtrace_cli::interrupt::remove_on_interrupt(&tmp);
     let result = (|| {
         let file = hushtrace_cli::create_private(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;

@@ -302,6 +302,14 @@ pub fn session_stats(dir: &Path) -> Vec<(String, Option<ProcessStats>)> {
     out
 }
 
+/// The name of the process whose trace is `<dir>/<name>/` (the `procname` of its metadata), or
+/// `?` if its metadata cannot be read.
+pub fn process_name(dir: &Path, name: &str) -> String {
+    hushtrace_ctf::reader::read_metadata(&dir.join(name).join(METADATA_FILE))
+        .map(|d| d.procname)
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// The process traces of a session directory (`<dir>/<name>/metadata` exists) that have no
 /// statistics file: processes that did not stop tracing (killed, crashed, still running), by
 /// name.

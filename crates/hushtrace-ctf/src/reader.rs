@@ -52,8 +52,11 @@ use std::fmt;
 use std::io;
 use std::path::{Path, PathBuf};
 
-pub use merge::{Merged, MergedEvent};
-pub use session::{ProcessStats, ProcessTrace, Session, KERNEL_TRACE_DIR};
+pub use merge::{Merged, MergedEvent, MAX_OPEN_STREAMS};
+pub use session::{
+    Origin, ProcessStats, ProcessTrace, Session, KERNEL_TRACE_DIR, RECOVERED_MARKER,
+    SNAPSHOT_MARKER,
+};
 pub use stream::{
     EventRef, Fields, PacketContext, StreamReader, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,
 };

@@ -65,6 +65,7 @@ mod relay_sink;
 pub mod ring;
 #[cfg(not(hushtrace_loom))]
 mod ring;
+mod ringdir;
 mod session;
 mod snapshot;
 mod state;
