@@ -114,6 +114,27 @@ fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     Some(out)
 }
 
+/// The python of `ci/perfetto-venv.sh` (Perfetto's generated protobuf modules).
+fn perfetto_python() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("bash")
+        .arg(root.join("ci/perfetto-venv.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ci/perfetto-venv.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
+}
+
 fn no_instance_of(pid: u32) -> bool {
     let root = hushtrace_kernel::tracefs::find_or_mount().unwrap();
     !root
@@ -229,6 +250,57 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         inside > 0 && between <= inside / 4,
         "{inside} preemptions inside spans, {between} between"
     );
+
+    // convert --to perfetto: per-CPU ftrace bundles, checked with Perfetto's own protos.
+    let switches = kt
+        .events
+        .iter()
+        .filter(|e| e.name() == "sched_switch")
+        .count();
+    let pf = tmp.path().join("t.perfetto-trace");
+    let o = hushtrace(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        "perfetto",
+        "-o",
+        pf.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let py = perfetto_python();
+    let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_perfetto_check.py");
+    let o = Command::new(&py)
+        .arg(&check)
+        .arg(&pf)
+        .arg(switches.to_string())
+        .arg(cycle.to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // convert --to chrome: CPU 0 shows the hog and the cycle thread running.
+    let cj = tmp.path().join("t.json");
+    let o = hushtrace(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        "chrome",
+        "-o",
+        cj.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&cj).unwrap()).unwrap();
+    let kpid = hushtrace_cli::kernel_convert::CHROME_KERNEL_PID;
+    let on_cpu0: Vec<&str> = j["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["pid"] == kpid && e["tid"] == 0 && e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(on_cpu0.contains(&format!("hog/{hog}").as_str()));
+    assert!(on_cpu0.contains(&format!("cycle/{cycle}").as_str()));
 
     // babeltrace2 reads the session directory, kernel streams included, without a word on
     // stderr, and merges both by time.
