@@ -196,6 +196,10 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     ]);
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("The 3 longest rt:cycle (of 150)"), "{s}");
+    assert!(
+        s.contains("#-") || s.contains("-#"),
+        "no preemption in the bars: {s}"
+    );
     let o = hushtrace(&["report", dir.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Off-CPU time per span"), "{s}");
@@ -346,6 +350,46 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
         "{}",
         k.to_text()
     );
+}
+
+#[test]
+fn kernel_mono_clock_when_the_runtime_does_not_use_the_cycle_counter() {
+    let Some(_lock) = tracefs_lock("kernel_mono") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(["record", "--kernel", "-o", dir.to_str().unwrap(), "--"])
+        .arg(testbin("kernel_workload"))
+        .arg("block")
+        .env("HUSHTRACE_CLOCK", "monotonic")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("clock mono"), "{stderr}");
+    let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    assert_eq!(kt.trace_clock, "mono");
+    let session = Session::open(&dir).unwrap();
+    assert_eq!(kt.clock.uuid, session.traces[0].desc.clock_uuid);
+    let (kc, uc) = (&kt.clock.desc, &session.traces[0].desc.clock);
+    assert_eq!((kc.freq, kc.offset_s, kc.offset), (uc.freq, uc.offset_s, uc.offset));
+    let v = values(&out);
+    let k = kernel_report::compute(&session, None, 0).unwrap();
+    let row = k
+        .rows
+        .iter()
+        .find(|r| r.name == "io:wait")
+        .expect("io:wait row");
+    let off = row.blocked_ns + row.runnable_ns;
+    let measured = v["measured_ns"];
+    assert!(
+        (off - measured).abs() as f64 / (measured as f64) < 0.05,
+        "{}",
+        k.to_text()
+    );
+    hushtrace_testsupport::babeltrace(&dir);
 }
 
 #[test]

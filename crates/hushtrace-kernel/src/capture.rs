@@ -84,6 +84,9 @@ impl From<io::Error> for Error {
     }
 }
 
+/// The most fields a class has.
+const MAX_FIELDS: usize = 8;
+
 /// How to turn one ftrace record into one CTF event.
 #[derive(Debug)]
 struct Decoder {
@@ -109,16 +112,17 @@ impl Decoder {
             }
         }
         let spec = CLASSES[usize::from(*class)].fields;
-        let mut vals: Vec<Out<'_>> = Vec::with_capacity(spec.len());
-        for ((_, _, ty), f) in spec.iter().zip(fields) {
-            vals.push(match (ty, f) {
+        // No allocation per event: classes have at most MAX_FIELDS fields.
+        let mut vals = [Out::Int(0); MAX_FIELDS];
+        for (((_, _, ty), f), v) in spec.iter().zip(fields).zip(vals.iter_mut()) {
+            *v = match (ty, f) {
                 (Ty::Str, Some(f)) if f.is_text() => Out::Text(f.text(rec).unwrap_or(b"")),
                 (Ty::Str, _) => Out::Text(b""),
                 (_, Some(f)) => Out::Int(f.int(rec).unwrap_or(0)),
                 (_, None) => Out::Int(0),
-            });
+            };
         }
-        w.event(*class, ts, &vals)
+        w.event(*class, ts, &vals[..spec.len().min(MAX_FIELDS)])
     }
 }
 

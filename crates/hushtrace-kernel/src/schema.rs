@@ -274,6 +274,13 @@ pub const CLASSES: &[Class] = &[
     },
 ];
 
+#[cfg(test)]
+#[test]
+fn classes_fit_the_decoder() {
+    assert!(CLASSES.iter().all(|c| c.fields.len() <= 8));
+    assert!(CLASSES.len() < usize::from(u16::MAX));
+}
+
 /// The id of the class called `name`.
 pub fn id_of(name: &str) -> Option<u16> {
     CLASSES
