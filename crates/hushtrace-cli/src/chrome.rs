@@ -300,6 +300,9 @@ pub fn convert_with<W: Write>(
             progress(merged.bytes_read(), total);
         }
     }
+    // `record --kernel`: each CPU's running task as slices.
+    let base = if options.relative { t0.unwrap_or(0) } else { 0 };
+    summary.events += crate::kernel_convert::chrome(session, &mut out, &mut first, base)?;
     out.write_all(b"\n]}\n")?;
     out.flush()?;
     summary.processes = processes.len() as u64;

@@ -182,6 +182,53 @@ fn list(v: &[(String, i64)], max: usize) -> String {
     s.join(", ")
 }
 
+/// Columns of the [`bar`].
+pub const BAR_WIDTH: usize = 60;
+
+/// The span drawn as a bar of [`BAR_WIDTH`] columns: `#` on the CPU, `-` runnable (waiting
+/// for the CPU), `.` blocked (sleeping); each column shows the state that filled most of it.
+///
+/// ```
+/// use hushtrace_cli::kernel_report::{bar, SlowSpan};
+/// use hushtrace_kernel::analysis::{Explanation, Interval};
+/// let x = Explanation {
+///     runnable_ns: 30,
+///     intervals: vec![Interval { start: 130, end: 160, runnable: true, cpu: 0, by: vec![] }],
+///     ..Default::default()
+/// };
+/// let sp = SlowSpan { pid: 1, tid: 1, start_ns: 100, duration_ns: 60, why: None };
+/// assert_eq!(bar(&sp, &x), format!("|{}{}|", "#".repeat(30), "-".repeat(30)));
+/// ```
+pub fn bar(sp: &SlowSpan, x: &Explanation) -> String {
+    let w = BAR_WIDTH as i64;
+    let dur = sp.duration_ns.max(1);
+    let mut s = String::with_capacity(BAR_WIDTH + 2);
+    s.push('|');
+    for c in 0..w {
+        let a = sp.start_ns + dur * c / w;
+        let b = (sp.start_ns + dur * (c + 1) / w).max(a + 1);
+        let (mut run, mut blk) = (0, 0);
+        for iv in &x.intervals {
+            let o = (iv.end.min(b) - iv.start.max(a)).max(0);
+            if iv.runnable {
+                run += o;
+            } else {
+                blk += o;
+            }
+        }
+        let on = (b - a) - run - blk;
+        s.push(if on >= run && on >= blk {
+            '#'
+        } else if run >= blk {
+            '-'
+        } else {
+            '.'
+        });
+    }
+    s.push('|');
+    s
+}
+
 impl KernelReport {
     /// The off-CPU section of the text report (empty without a kernel trace).
     pub fn to_text(&self) -> String {
@@ -245,7 +292,16 @@ impl KernelReport {
             let _ = writeln!(s, "No span named {name:?} in the trace.");
             return s;
         }
-        let _ = writeln!(s, "The {} longest {name} (of {count}):", self.slowest.len());
+        let legend = if self.kernel.is_some() {
+            "; bars: # on the CPU, - runnable (waiting for the CPU), . blocked (sleeping)"
+        } else {
+            ""
+        };
+        let _ = writeln!(
+            s,
+            "The {} longest {name} (of {count}){legend}:",
+            self.slowest.len()
+        );
         let timeline = self.kernel.as_ref().map(|(_, t)| t);
         for (i, sp) in self.slowest.iter().enumerate() {
             let _ = write!(
@@ -269,6 +325,7 @@ impl KernelReport {
                 fmt_duration(x.blocked_ns),
                 fmt_duration(x.irq_ns)
             );
+            let _ = writeln!(s, "       {}", bar(sp, x));
             for iv in &x.intervals {
                 let who = described(t, &iv.by);
                 let _ = writeln!(

@@ -43,6 +43,7 @@ pub mod flame;
 #[allow(unsafe_code)] // signal masks and sigwait() for the interrupt watcher
 pub mod interrupt;
 pub mod kernel;
+pub mod kernel_convert;
 pub mod kernel_report;
 pub mod perfetto;
 pub mod pyfuncs;

@@ -1056,6 +1056,8 @@ pub fn convert<W: Write>(
             progress(merged.bytes_read(), total);
         }
     }
+    // `record --kernel`: the kernel's events as per-CPU ftrace bundles.
+    summary.events += crate::kernel_convert::perfetto(session, &mut w.out)?;
     w.out.flush()?;
     summary.processes = w.processes.len() as u64;
     summary.threads = w.threads.len() as u64;

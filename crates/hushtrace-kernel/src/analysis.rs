@@ -13,6 +13,23 @@ use std::collections::HashMap;
 /// was switched out (preempted); anything else is a sleep (S, D, ...).
 const STATE_MASK: i64 = 0xff;
 
+const X86_VECTORS: &str = "x86_irq_vectors_";
+
+/// The name of an x86 interrupt vector event, for people.
+fn vector_name(class: &str) -> &'static str {
+    let v = class
+        .trim_start_matches(X86_VECTORS)
+        .trim_end_matches("_entry");
+    match v {
+        "local_timer" => "timer interrupt",
+        "reschedule" => "reschedule IPI",
+        "call_function" => "function call IPI",
+        "call_function_single" => "function call IPI (single)",
+        "irq_work" => "irq_work interrupt",
+        _ => "x86 interrupt vector",
+    }
+}
+
 /// A thread's time off the CPU: from its switch-out to its next switch-in.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct OffCpu {
@@ -199,7 +216,14 @@ impl Timeline {
                     .entry(e.cpu)
                     .or_default()
                     .push((format!("softirq {}", softirq_name(e.int("vec") as u32)), ts)),
-                "irq_handler_exit" | "irq_softirq_exit" => {
+                n if n.starts_with(X86_VECTORS) && n.ends_with("_entry") => in_irq
+                    .entry(e.cpu)
+                    .or_default()
+                    .push((vector_name(n).to_string(), ts)),
+                n if n == "irq_handler_exit"
+                    || n == "irq_softirq_exit"
+                    || (n.starts_with(X86_VECTORS) && n.ends_with("_exit")) =>
+                {
                     if let Some((name, start)) = in_irq.get_mut(&e.cpu).and_then(|v| v.pop()) {
                         t.irqs.entry(e.cpu).or_default().push(IrqRun {
                             name,

@@ -84,6 +84,9 @@ impl From<io::Error> for Error {
     }
 }
 
+/// The most fields a class has.
+const MAX_FIELDS: usize = 8;
+
 /// How to turn one ftrace record into one CTF event.
 #[derive(Debug)]
 struct Decoder {
@@ -109,16 +112,17 @@ impl Decoder {
             }
         }
         let spec = CLASSES[usize::from(*class)].fields;
-        let mut vals: Vec<Out<'_>> = Vec::with_capacity(spec.len());
-        for ((_, _, ty), f) in spec.iter().zip(fields) {
-            vals.push(match (ty, f) {
+        // No allocation per event: classes have at most MAX_FIELDS fields.
+        let mut vals = [Out::Int(0); MAX_FIELDS];
+        for (((_, _, ty), f), v) in spec.iter().zip(fields).zip(vals.iter_mut()) {
+            *v = match (ty, f) {
                 (Ty::Str, Some(f)) if f.is_text() => Out::Text(f.text(rec).unwrap_or(b"")),
                 (Ty::Str, _) => Out::Text(b""),
                 (_, Some(f)) => Out::Int(f.int(rec).unwrap_or(0)),
                 (_, None) => Out::Int(0),
-            });
+            };
         }
-        w.event(*class, ts, &vals)
+        w.event(*class, ts, &vals[..spec.len().min(MAX_FIELDS)])
     }
 }
 
@@ -306,6 +310,8 @@ impl Capture {
             let ev = inst.join("events").join(class.sys).join(class.ftrace);
             let text = match tracefs::read(&ev.join("format")) {
                 Ok(t) => t,
+                // The x86 interrupt vectors (timer, IPIs) exist on x86 only.
+                Err(_) if class.sys == "irq_vectors" => continue,
                 Err(_) if class.name != "sched_switch" => {
                     self.warnings.push(format!(
                         "this kernel has no {}:{} event: {} not recorded",
@@ -528,9 +534,12 @@ impl Drop for Capture {
 /// It runs in its own process group, so a terminal's Ctrl-C does not kill it too.
 fn spawn_guard(paths: &[PathBuf]) -> io::Result<Child> {
     use std::os::unix::process::CommandExt;
+    // rmdir fails (EBUSY) while a file of the instance is open: the dying recorder may
+    // close its pipe to the guard before its trace_pipe_raw files, so it is retried.
     let script = "read _ignored; for d in \"$@\"; do \
                   [ -d \"$d\" ] || continue; echo 0 > \"$d/tracing_on\"; \
-                  echo 0 > \"$d/events/enable\"; echo > \"$d/set_event_pid\"; rmdir \"$d\"; \
+                  echo 0 > \"$d/events/enable\"; echo > \"$d/set_event_pid\"; n=0; \
+                  until rmdir \"$d\" || [ $n -ge 100 ]; do sleep 0.1; n=$((n+1)); done; \
                   done";
     Command::new("/bin/sh")
         .arg("-c")

@@ -390,8 +390,12 @@ fn tsdl_value<'a>(block: &'a str, key: &str) -> Option<&'a str> {
     })
 }
 
+/// What [`read_meta`] returns: the clock, the ftrace clock's name, and the event ids of the
+/// metadata paired with the indexes of their [`CLASSES`].
+pub type Meta = (KernelClock, String, Vec<(u16, u16)>);
+
 /// Reads the metadata of kernel trace `dir`.
-pub fn read_meta(dir: &Path) -> Result<(KernelClock, String, Vec<(u16, u16)>), ReadError> {
+pub fn read_meta(dir: &Path) -> Result<Meta, ReadError> {
     let path = dir.join("metadata");
     let text = std::fs::read_to_string(&path).map_err(|e| err(&path, e.to_string()))?;
     if !text.contains(&format!("producer = \"{PRODUCER}\";")) {

@@ -80,6 +80,8 @@ const WAKE: &[(&str, &str, Ty)] = &[
     ("target_cpu", "target_cpu", Ty::I32),
 ];
 
+const VECTOR: &[(&str, &str, Ty)] = &[("vector", "vector", Ty::I32)];
+
 /// Every class; the CTF event id is the index.
 pub const CLASSES: &[Class] = &[
     Class {
@@ -183,6 +185,76 @@ pub const CLASSES: &[Class] = &[
         fields: &[("vec", "vec", Ty::U32)],
     },
     Class {
+        name: "x86_irq_vectors_local_timer_entry",
+        sys: "irq_vectors",
+        ftrace: "local_timer_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_local_timer_exit",
+        sys: "irq_vectors",
+        ftrace: "local_timer_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_reschedule_entry",
+        sys: "irq_vectors",
+        ftrace: "reschedule_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_reschedule_exit",
+        sys: "irq_vectors",
+        ftrace: "reschedule_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_entry",
+        sys: "irq_vectors",
+        ftrace: "call_function_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_exit",
+        sys: "irq_vectors",
+        ftrace: "call_function_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_single_entry",
+        sys: "irq_vectors",
+        ftrace: "call_function_single_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_single_exit",
+        sys: "irq_vectors",
+        ftrace: "call_function_single_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_irq_work_entry",
+        sys: "irq_vectors",
+        ftrace: "irq_work_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_irq_work_exit",
+        sys: "irq_vectors",
+        ftrace: "irq_work_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
         name: "syscall_entry_unknown",
         sys: "raw_syscalls",
         ftrace: "sys_enter",
@@ -201,6 +273,13 @@ pub const CLASSES: &[Class] = &[
         ],
     },
 ];
+
+#[cfg(test)]
+#[test]
+fn classes_fit_the_decoder() {
+    assert!(CLASSES.iter().all(|c| c.fields.len() <= 8));
+    assert!(CLASSES.len() < usize::from(u16::MAX));
+}
 
 /// The id of the class called `name`.
 pub fn id_of(name: &str) -> Option<u16> {

@@ -3,17 +3,24 @@
 //! * `kernel_workload preempt CYCLES`: a SCHED_FIFO (priority 10) thread runs `rt:cycle` spans
 //!   of 1 ms of CPU time each, sleeping 300 µs between them; a SCHED_FIFO (priority 20) `hog`
 //!   thread on the same CPU (both pinned to CPU 0) wakes every 7 ms and spins 2 ms, preempting
-//!   it. Prints `cycle_tid=`, `hog_tid=` and `measured_offcpu_ns=`: the sum over the cycles of
-//!   wall time minus the thread's CPU time, as the program measures itself. Exit code 3 when
-//!   SCHED_FIFO or the pinning is refused.
+//!   it. Prints `cycle_tid=`, `hog_tid=`, `hog_in_spans_ns=` (the wall time of the hog's
+//!   bursts that began while the cycle thread was inside a span: the delay it caused, as the
+//!   program measures itself) and `wall_minus_cpu_ns=` (the cycles' wall time minus their CPU
+//!   time: that delay plus interrupts plus any time the hypervisor took the CPU away, which
+//!   no kernel trace can see). Exit code 3 when SCHED_FIFO or the pinning is refused.
 //! * `kernel_workload block`: an `io:wait` span around a pipe read that a `writer` thread
 //!   satisfies after sleeping 20 ms. Prints `reader_tid=`, `writer_tid=`, `measured_ns=`.
 //! * `kernel_workload pingpong N`: two threads pass a byte back and forth through two pipes N
 //!   times, each round trip in a `pp:round` span. Prints `ns_per_round=`.
 
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
+
+/// Whether the cycle thread is inside an `rt:cycle` span.
+static IN_SPAN: AtomicBool = AtomicBool::new(false);
+/// Wall time of the hog's bursts that started while the cycle thread was inside a span.
+static HOG_IN_SPANS_NS: AtomicI64 = AtomicI64::new(0);
 
 fn now_ns(clock: libc::clockid_t) -> i64 {
     let mut ts = libc::timespec {
@@ -69,9 +76,16 @@ fn preempt(cycles: u64) -> i32 {
             }
             while !d.load(Ordering::Relaxed) {
                 std::thread::sleep(Duration::from_millis(7));
-                let t0 = Instant::now();
-                while t0.elapsed() < Duration::from_millis(2) {
-                    std::hint::spin_loop();
+                // The cycle thread cannot run while this one does (same CPU, lower priority):
+                // if it is inside a span now, this whole burst delays that span.
+                let in_span = IN_SPAN.load(Ordering::Relaxed);
+                let t0 = now_ns(libc::CLOCK_MONOTONIC);
+                let mut t1 = t0;
+                while t1 - t0 < 2_000_000 {
+                    t1 = now_ns(libc::CLOCK_MONOTONIC);
+                }
+                if in_span {
+                    HOG_IN_SPANS_NS.fetch_add(t1 - t0, Ordering::Relaxed);
                 }
             }
         })
@@ -92,6 +106,7 @@ fn preempt(cycles: u64) -> i32 {
             for _ in 0..cycles {
                 {
                     let _g = hushtrace::span!("rt", "cycle");
+                    IN_SPAN.store(true, Ordering::Relaxed);
                     let (w0, c0) = (
                         now_ns(libc::CLOCK_MONOTONIC),
                         now_ns(libc::CLOCK_THREAD_CPUTIME_ID),
@@ -102,6 +117,7 @@ fn preempt(cycles: u64) -> i32 {
                     }
                     let w1 = now_ns(libc::CLOCK_MONOTONIC);
                     off += (w1 - w0) - (c - c0);
+                    IN_SPAN.store(false, Ordering::Relaxed);
                 }
                 std::thread::sleep(Duration::from_micros(300));
             }
@@ -113,7 +129,10 @@ fn preempt(cycles: u64) -> i32 {
     hog.join().expect("hog thread");
     match res {
         Some((tid, off)) => {
-            println!("cycle_tid={tid}\nhog_tid={hog_tid}\nmeasured_offcpu_ns={off}");
+            println!(
+                "cycle_tid={tid}\nhog_tid={hog_tid}\nhog_in_spans_ns={}\nwall_minus_cpu_ns={off}",
+                HOG_IN_SPANS_NS.load(Ordering::Relaxed)
+            );
             0
         }
         None => 3,
@@ -143,27 +162,28 @@ fn wr(fd: i32) {
 
 fn block() -> i32 {
     let (r, w) = pipe();
-    let (tx, rx) = std::sync::mpsc::channel();
-    let writer = std::thread::Builder::new()
-        .name("writer".into())
-        .spawn(move || {
-            tx.send(gettid()).ok();
-            std::thread::sleep(Duration::from_millis(20));
-            wr(w);
-        })
-        .expect("spawn writer");
-    let writer_tid = rx.recv().expect("writer started");
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel();
     let reader = std::thread::Builder::new()
         .name("reader".into())
         .spawn(move || {
             let _g = hushtrace::span!("io", "wait");
             let t0 = now_ns(libc::CLOCK_MONOTONIC);
+            ready_tx.send(()).ok();
             rd(r);
             (gettid(), now_ns(libc::CLOCK_MONOTONIC) - t0)
         })
         .expect("spawn reader");
+    let writer = std::thread::Builder::new()
+        .name("writer".into())
+        .spawn(move || {
+            ready_rx.recv().ok();
+            std::thread::sleep(Duration::from_millis(20));
+            wr(w);
+            gettid()
+        })
+        .expect("spawn writer");
     let (reader_tid, ns) = reader.join().expect("reader");
-    writer.join().expect("writer");
+    let writer_tid = writer.join().expect("writer");
     println!("reader_tid={reader_tid}\nwriter_tid={writer_tid}\nmeasured_ns={ns}");
     0
 }
