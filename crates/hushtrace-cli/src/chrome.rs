@@ -300,9 +300,8 @@ pub fn convert_with<W: Write>(
             progress(merged.bytes_read(), total);
         }
     }
-    // `record --kernel`: each CPU's running task as slices.
-    let base = if options.relative { t0.unwrap_or(0) } else { 0 };
-    summary.events += crate::kernel_convert::chrome(session, &mut out, &mut first, base)?;
+    // `record --kernel`: each CPU's running task as slices, on the same time origin.
+    summary.events += crate::kernel_convert::chrome(session, &mut out, &mut first, t0)?;
     out.write_all(b"\n]}\n")?;
     out.flush()?;
     summary.processes = processes.len() as u64;
