@@ -560,3 +560,28 @@ fn readme_says_what_the_test_command_installs() {
     }
     assert!(described.contains("cargo-nextest"));
 }
+
+/// Issue 20.6: `record`'s summary names each process (`process 8456 (8456)` before).
+#[test]
+fn record_summary_names_the_process() {
+    let app = example("control_app");
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("t");
+    let o = Command::new(BIN)
+        .args(["record", "-o", out.to_str().unwrap(), "--"])
+        .arg(&app)
+        .arg("0")
+        .output()
+        .unwrap();
+    let stdout = text(&o.stdout);
+    assert!(o.status.success(), "{stdout}{}", text(&o.stderr));
+    let line = stdout
+        .lines()
+        .find(|l| l.trim_start().starts_with("process "))
+        .unwrap_or_else(|| panic!("no process line: {stdout}"));
+    let pid = line.split_whitespace().nth(1).unwrap();
+    assert!(
+        line.contains(&format!("process {pid} (control_app): ")) && line.contains("events written"),
+        "{line}"
+    );
+}
