@@ -7,6 +7,7 @@
 //! * [`flame`]: flame graph SVG of spans via `inferno`.
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
 //! * [`demo`]: the built-in workload traced by the embedded tracer.
+//! * [`kernel`], [`kernel_report`]: `record --kernel` and the off-CPU report.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
 //! * [`interrupt`]: an output still being written is removed when Ctrl-C or SIGTERM ends the
 //!   command.
@@ -41,7 +42,11 @@ pub mod demo;
 pub mod flame;
 #[allow(unsafe_code)] // signal masks and sigwait() for the interrupt watcher
 pub mod interrupt;
+pub mod kernel;
+pub mod kernel_convert;
+pub mod kernel_report;
 pub mod perfetto;
+pub mod pyfuncs;
 pub mod record;
 pub mod recover;
 pub mod report;

@@ -321,7 +321,8 @@ pub fn incomplete_traces(dir: &Path) -> Vec<String> {
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let is_trace = e.file_type().is_ok_and(|t| t.is_dir())
-            && std::fs::symlink_metadata(e.path().join(METADATA_FILE)).is_ok();
+            && std::fs::symlink_metadata(e.path().join(METADATA_FILE)).is_ok()
+            && name != hushtrace_ctf::reader::KERNEL_TRACE_DIR;
         if is_trace && std::fs::symlink_metadata(dir.join(stats::file_name(&name))).is_err() {
             out.push(name);
         }

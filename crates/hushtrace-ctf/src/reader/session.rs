@@ -108,6 +108,10 @@ impl Session {
                     continue;
                 }
                 let name = entry.file_name().to_string_lossy().into_owned();
+                if name == KERNEL_TRACE_DIR {
+                    // The kernel trace of `record --kernel` (hushtrace-kernel reads it).
+                    continue;
+                }
                 if file::exists(&path.join(METADATA_FILE)) {
                     traces.push(open_trace(&path, name, dir, &mut warnings)?);
                 } else if has_streams(&path) {
@@ -166,14 +170,24 @@ impl ProcessTrace {
         self.stats.is_some()
     }
 
-    /// Opens a reader on each stream file.
+    /// Opens a reader on each stream file. Each file is checked, then its descriptor released
+    /// (reopened on the reader's first read), so a process with thousands of streams does not
+    /// hold thousands of descriptors.
     pub fn stream_readers(&self) -> Result<Vec<StreamReader>, Error> {
         self.streams
             .iter()
-            .map(|p| StreamReader::open(self.desc.clone(), p))
+            .map(|p| {
+                let mut r = StreamReader::open(self.desc.clone(), p)?;
+                r.release_file();
+                Ok(r)
+            })
             .collect()
     }
 }
+
+/// The subdirectory of a session directory holding the kernel trace of `record --kernel`
+/// (CTF too, but not in hushtrace's user-space layout): skipped by [`Session::open`].
+pub const KERNEL_TRACE_DIR: &str = "kernel";
 
 fn has_streams(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|rd| {
