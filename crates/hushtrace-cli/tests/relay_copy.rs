@@ -177,16 +177,18 @@ fn relay_copies_read_like_the_local_trace() {
     let local = record("updates", false);
     let copy = relay.session_dir("hushrelay", "updates");
     // The relay's metadata really is a sequence of updates (the parent's callsites became
-    // known in three phases after the header went out).
+    // known in phases after the header went out).
     let metas: Vec<usize> = std::fs::read_dir(&copy)
         .unwrap()
         .flatten()
         .map(|e| signatures(&e.path().join("metadata")))
         .collect();
     assert_eq!(metas.len(), 2, "parent and forked child: {metas:?}");
+    // (Usually 4 in the parent: the header, then one update per phase; a busy machine can merge
+    // phases.)
     assert!(
-        metas.iter().any(|&n| n >= 3),
-        "updates per process: {metas:?}"
+        metas.iter().any(|&n| n >= 2),
+        "no metadata update appended: {metas:?}"
     );
 
     let scratch = tempfile::tempdir().unwrap();
