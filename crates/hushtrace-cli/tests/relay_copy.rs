@@ -220,6 +220,17 @@ fn relay_copies_read_like_the_local_trace() {
         out.contains("only to an LTTng relay") && out.contains("/onlyrelay/"),
         "{out}"
     );
+    // convert says so too, instead of a silently empty output.
+    let json = scratch.path().join("only.json");
+    let o = hushtrace(&[
+        "convert",
+        only.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("only to an LTTng relay"), "{err}");
     let got = counts(&relay.session_dir("hushrelay", "onlyrelay"), scratch.path());
     assert_eq!(got.report[0], want.report[0], "{got:?}");
     assert_eq!(got.folded.lines().count(), want.folded.lines().count());
