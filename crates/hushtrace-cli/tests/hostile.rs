@@ -359,7 +359,10 @@ fn record_of_a_killed_program_says_it_was_killed() {
     assert_eq!(o.status.code(), Some(128 + 15));
     assert!(text(&o.stderr).contains("SIGTERM (15)"));
     let stdout = text(&o.stdout);
-    assert!(stdout.contains("process 63: incomplete trace"), "{stdout}");
+    assert!(
+        stdout.contains("process 63 (p63): incomplete trace"),
+        "{stdout}"
+    );
 }
 
 /// Issue 9.10 and issue 8 point 7: `record` refuses the buffer flags and modes the runtime

@@ -54,7 +54,10 @@ use std::path::{Path, PathBuf};
 pub use crate::error::{Error, ErrorKind, Location};
 
 pub use merge::{Merged, MergedEvent, MAX_OPEN_STREAMS};
-pub use session::{ProcessStats, ProcessTrace, Session};
+pub use session::{
+    Origin, ProcessStats, ProcessTrace, Session, KERNEL_TRACE_DIR, RECOVERED_MARKER,
+    SNAPSHOT_MARKER,
+};
 pub use stream::{
     EventRef, Fields, PacketContext, StreamReader, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,
 };

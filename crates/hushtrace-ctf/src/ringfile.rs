@@ -733,6 +733,12 @@ fn recover_process(td: &Dir) -> Result<Option<ProcessRecovery>, String> {
         } else {
             td.remove_file(LEGACY_RINGS_FILE);
         }
+        // Readers tell a recovered trace (no statistics file, nothing missing) from one whose
+        // process still runs or whose rings are gone.
+        let _ = td.replace_file(
+            crate::reader::RECOVERED_MARKER,
+            format!("{}\n", pr.recovered.events).as_bytes(),
+        );
     }
     Ok(Some(pr))
 }
