@@ -62,14 +62,7 @@ pub const OFF_FLUSH_TS: usize = 160;
 pub const OFF_CLEAN: usize = 192;
 /// Prefix of ring file names (`ring_<instance>`).
 pub const RING_PREFIX: &str = "ring_";
-/// In a process's trace directory: a file naming the directory that holds its ring files
-/// (a private directory on a tmpfs when there is one, else a subdirectory of the trace
-/// directory). Hidden (a leading dot), so that `babeltrace2`, which reads every other regular
-/// file of a directory holding `metadata` as a CTF stream, skips it while the process runs or
-/// after it was killed.
-pub const RINGS_FILE: &str = ".rings";
-/// The pointer file's name in traces of older versions (still read by recovery).
-pub const LEGACY_RINGS_FILE: &str = "rings";
+pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE};
 
 /// In a ring directory: the types mirror (see `hushtrace_core::mirror`).
 pub const TYPES_FILE: &str = "types";
