@@ -55,6 +55,7 @@ fn role() {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    let t_main = Instant::now();
     // Short threads, a few at a time.
     for batch in 0..SHORT_THREADS / 8 {
         let threads: Vec<_> = (0..8)
@@ -70,6 +71,7 @@ fn role() {
             t.join().unwrap();
         }
     }
+    let t_threads = Instant::now();
     // Fork children, one after the other: each traces and exits.
     for _ in 0..FORKS {
         // SAFETY: the tracer's atfork handlers make fork safe; the child traces with two
@@ -93,12 +95,17 @@ fn role() {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
+    let t_forks = Instant::now();
     let stats = session.stop().expect("stop");
+    // (Times for the record, not checked: machines are noisy.)
     println!(
-        "\nresult emitted={} written={} discarded={}",
+        "\nresult emitted={} written={} discarded={} threads_ms={} forks_ms={} stop_ms={}",
         MAIN_EVENTS + SHORT_THREADS * SHORT_EVENTS,
         stats.events_written,
-        stats.events_discarded
+        stats.events_discarded,
+        (t_threads - t_main).as_millis(),
+        (t_forks - t_threads).as_millis(),
+        t_forks.elapsed().as_millis()
     );
 }
 
@@ -188,6 +195,11 @@ fn stalled_relay_leaves_the_local_trace_complete_and_nothing_waits() {
         (v["emitted"], 0),
         "the local trace lost events to the stalled relay: {result}\n{err}"
     );
+    assert!(
+        err.contains("could not be streamed to the relay"),
+        "the relay copy's loss is not reported: {err}"
+    );
+    eprintln!("{result}");
     let text = babeltrace(&out_dir);
     let count = |name: &str| text.lines().filter(|l| l.contains(name)).count() as u64;
     assert_eq!(count("stall:ev"), MAIN_EVENTS);
