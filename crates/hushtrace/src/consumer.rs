@@ -110,20 +110,8 @@ impl Consumer {
             dir
         };
         let mut dir = dir;
-        // Rings in files that outlive the process (`hushtrace recover`): on a tmpfs when there
-        // is one (no write-back, no write-protect faults), else in the trace directory. The
-        // trace directory names the place in its `rings` file.
-        let rings = ring_dir(&pid.to_string()).or_else(|| dir.open_or_create_subdir("rings").ok());
-        if let Some(r) = &rings {
-            let _ = dir.replace_file(
-                hushtrace_ctf::ringfile::RINGS_FILE,
-                format!("{}\n", r.path().display()).as_bytes(),
-            );
-        }
-        let mut rings = rings;
-        if let Some(r) = rings.as_mut() {
-            install_types_mirror(r);
-        }
+        // Rings in files that outlive the process (`hushtrace recover`): see `ringdir.rs`.
+        let rings = crate::ringdir::setup(&mut dir, pid);
         shared.inner.lock().rings = rings;
         let control = control::Server::bind(pid).ok();
         let root = shared.inner.lock().root.path().to_path_buf();
@@ -184,11 +172,6 @@ impl Consumer {
             })?;
         self.types_gen = Some(gen);
         Ok(())
-    }
-
-    /// The TSDL metadata of this process's trace, listing every callsite.
-    fn metadata_text(&self) -> String {
-        to_tsdl(&self.trace_desc())
     }
 
     /// The description of this process's trace, listing every callsite.
@@ -278,29 +261,31 @@ impl Consumer {
             .map_err(|e| err(&parent.path().join(&pid), e))?;
         let path = out.path().to_path_buf();
         let mut files = TraceFiles::new(out);
-        files
+        let desc = self.trace_desc();
+        // Readers do not take a snapshot (no statistics file) for a crashed process's trace.
+        let _ = files
             .dir
-            .replace_file(METADATA_FILE, self.metadata_text().as_bytes())
-            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
+            .replace_file(hushtrace_ctf::reader::SNAPSHOT_MARKER, b"snapshot\n");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         let live = |b: &&Arc<Buffer>| b.state.load(Ordering::Acquire) == BufState::Attached;
-        // Ask every producer to close its open packet, so the newest events are in committed
-        // packets; a thread that is tracing does so within microseconds (an idle one keeps
-        // its open packet, which the snapshot then lacks).
-        for b in bufs.iter().filter(live) {
-            b.request_switch();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        // Every thread's complete events up to now, idle or not: its newest committed packets
+        // and the complete part of its open packet (`ring/snapshot.rs`).
         let mut failed = None;
         for b in bufs.iter().filter(live) {
             let name = format!("{STREAM_PREFIX}{}", b.instance);
-            b.copy_newest(|bytes, _events| {
+            b.copy_newest(&desc, |bytes, _events| {
                 if let Err(e) = files.append(b.instance, &name, bytes) {
                     failed.get_or_insert_with(|| err(&path.join(&name), e));
                 }
             });
         }
         files.close_all();
+        // The metadata last: a callsite whose types were published while the rings were
+        // copied may have events in the copied packets, and `desc` (taken before) lacks it.
+        files
+            .dir
+            .replace_file(METADATA_FILE, to_tsdl(&self.trace_desc()).as_bytes())
+            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
         match failed {
             Some(e) => Err(e),
             None => Ok(path),
@@ -602,9 +587,8 @@ impl Consumer {
             .iter()
             .any(|b| b.state.load(Ordering::Acquire) == BufState::Leaked);
         if !leaked {
-            if let Some(mut r) = self.shared.inner.lock().rings.take() {
-                r.remove_file(hushtrace_ctf::ringfile::TYPES_FILE);
-                r.remove_if_empty();
+            if let Some(r) = self.shared.inner.lock().rings.take() {
+                crate::ringdir::remove(r);
             }
             self.files
                 .dir
@@ -864,38 +848,6 @@ pub(crate) fn ensure_running() {
             s.consumer_failed.store(true, Ordering::Relaxed);
         }
     }
-}
-
-/// Maps `<ring dir>/types` and installs it as hushtrace-core's types mirror (field types and
-/// names of every callsite as soon as they are known, for crash recovery). The mapping is
-/// never unmapped (a publishing thread may write to it at any time); a later session maps a
-/// new one.
-fn install_types_mirror(rings: &mut Dir) {
-    let records = hushtrace_core::all_callsites().count() + hushtrace_core::MAX_REGISTERED;
-    let Ok(fd) = rings.create_rw_file(hushtrace_ctf::ringfile::TYPES_FILE) else {
-        return;
-    };
-    let len = records * hushtrace_core::mirror::RECORD_LEN;
-    if rustix::fs::ftruncate(&fd, len as u64).is_err() {
-        return;
-    }
-    if let Some(p) = platform::map_shared(rustix::fd::AsFd::as_fd(&fd), len) {
-        // SAFETY: `p` maps `len` = records * RECORD_LEN bytes and is never unmapped.
-        unsafe { hushtrace_core::mirror::set_types_mirror(p, records) };
-    }
-}
-
-/// A private directory for this process's ring files on a tmpfs (`/dev/shm/hushtrace-<uid>/
-/// <pid>[.n]`), or `None` when there is no usable one.
-fn ring_dir(pid: &str) -> Option<Dir> {
-    let shm = std::path::Path::new("/dev/shm");
-    if !shm.is_dir() {
-        return None;
-    }
-    let base = shm.join(format!("hushtrace-{}", platform::geteuid()));
-    let mut root = Dir::open_root(&base).ok()?;
-    let mut next = 0;
-    root.create_subdir(pid, &mut next).ok()
 }
 
 /// Above this many undrained buffers of exited threads, registering a new thread waits briefly

@@ -187,12 +187,10 @@ impl Shared {
                 );
                 // A ring file (crash-persistent) when the consumer made a ring directory;
                 // anonymous memory otherwise, or if the file cannot be made.
-                let in_file = inner.rings.as_mut().and_then(|d| {
-                    let fd = d
-                        .create_rw_file(&format!("{}{inst}", hushtrace_ctf::ringfile::RING_PREFIX))
-                        .ok()?;
-                    Buffer::new_in_file(rustix::fd::AsFd::as_fd(&fd), size, n, mode, inst, uuid)
-                });
+                let in_file = inner
+                    .rings
+                    .as_mut()
+                    .and_then(|d| crate::ringdir::new_ring(d, inst, size, n, mode, uuid));
                 match in_file.or_else(|| Buffer::new(size, n, mode, inst, uuid)) {
                     Some(b) => {
                         let b = Arc::new(b);
