@@ -477,6 +477,7 @@ impl Consumer {
                 self.count(instance, events, delivered)
             }
         });
+        r.watch();
         self.relay = Some(r);
     }
 
