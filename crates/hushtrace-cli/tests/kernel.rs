@@ -374,7 +374,10 @@ fn kernel_mono_clock_when_the_runtime_does_not_use_the_cycle_counter() {
     let session = Session::open(&dir).unwrap();
     assert_eq!(kt.clock.uuid, session.traces[0].desc.clock_uuid);
     let (kc, uc) = (&kt.clock.desc, &session.traces[0].desc.clock);
-    assert_eq!((kc.freq, kc.offset_s, kc.offset), (uc.freq, uc.offset_s, uc.offset));
+    assert_eq!(
+        (kc.freq, kc.offset_s, kc.offset),
+        (uc.freq, uc.offset_s, uc.offset)
+    );
     let v = values(&out);
     let k = kernel_report::compute(&session, None, 0).unwrap();
     let row = k
