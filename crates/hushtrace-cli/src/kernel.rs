@@ -48,6 +48,8 @@ pub fn start(
         categories,
         buffer_size_kb: buffer_kb.unwrap_or(Options::default().buffer_size_kb),
     };
+    // Before the capture starts: see `Forwarder::install`.
+    let signals = hushtrace_kernel::signals::Forwarder::install().ok();
     let capture = Capture::start(output, &opts).map_err(|e| {
         eprintln!("hushtrace: error: {e}");
         match e {
@@ -55,9 +57,6 @@ pub fn start(
             hushtrace_kernel::Error::Other(_) => ExitCode::FAILURE,
         }
     })?;
-    let signals =
-        hushtrace_kernel::signals::Forwarder::install(capture.guard_pid().into_iter().collect())
-            .ok();
     Ok(KernelRecording { capture, signals })
 }
 

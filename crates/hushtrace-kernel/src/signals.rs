@@ -30,8 +30,10 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Installs the handlers; `exclude` are child pids never signalled (the guard process).
-    pub fn install(exclude: Vec<u32>) -> std::io::Result<Forwarder> {
+    /// Installs the handlers. Install them before [`crate::Capture::start`]: the thread that
+    /// waits for signals then exists before the system-call instance starts following this
+    /// process's new tasks, and is not traced. The guard process is never signalled.
+    pub fn install() -> std::io::Result<Forwarder> {
         let mut fds = [0; 2];
         // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
         if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
@@ -50,7 +52,7 @@ impl Forwarder {
                     got.push(sig);
                     if sig != libc::SIGINT {
                         for pid in children() {
-                            if !exclude.contains(&pid) {
+                            if !is_guard(pid) {
                                 // SAFETY: sends a signal; no memory is involved.
                                 unsafe { libc::kill(pid as i32, sig) };
                             }
@@ -106,6 +108,14 @@ impl Drop for Forwarder {
     fn drop(&mut self) {
         self.restore();
     }
+}
+
+/// Whether child `pid` is the guard process of [`crate::capture`].
+fn is_guard(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        c.split(|&b| b == 0)
+            .any(|a| a == crate::capture::GUARD_NAME.as_bytes())
+    })
 }
 
 /// This process's children (`/proc/self/task/*/children`).
