@@ -33,6 +33,10 @@ fn tracefs_lock(test: &str) -> Option<std::fs::File> {
     Some(f)
 }
 
+fn tracefs_usable() -> bool {
+    hushtrace_kernel::tracefs::find_or_mount().is_ok()
+}
+
 fn hushtrace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hushtrace"))
         .args(args)
@@ -475,6 +479,24 @@ fn kernel_without_tracefs_access_is_exit_2_before_the_program_runs() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no tracefs there"), "{stderr}");
     assert!(!marker.exists(), "the program ran");
+    // Not root: as `nobody` (where setpriv exists and `nobody` may run the binary).
+    if tracefs_usable() && hushtrace_testsupport::which("setpriv").is_some() {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_hushtrace"))
+            .args(["record", "--kernel", "-o", "/nonexistent/x", "--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("hushtrace: error:") {
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            assert!(stderr.contains("needs write access to tracefs"), "{stderr}");
+            assert!(!marker.exists(), "the program ran");
+        } else {
+            println!("not run as nobody: {stderr}");
+        }
+    }
     let out = hushtrace(&[
         "record",
         "--kernel",

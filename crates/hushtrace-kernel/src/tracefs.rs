@@ -46,6 +46,20 @@ pub fn find_or_mount() -> Result<PathBuf, AccessError> {
             return Ok(PathBuf::from(c));
         }
     }
+    // Mounted, but not readable by this user (tracefs is root-only by default).
+    if let Some(m) = mounted_tracefs() {
+        if let Err(e) = std::fs::read_dir(m.join("instances")) {
+            return Err(AccessError::NoPermission(format!(
+                "--kernel needs write access to tracefs: it is mounted at {} but this user \
+                 cannot use it ({e}); run as root, or give this user access to it (its group \
+                 and mode: `mount -o remount,gid=GROUP,mode=0750 {}`, and write access to \
+                 `instances`)",
+                m.display(),
+                m.display()
+            )));
+        }
+        return Ok(m);
+    }
     let target = CANDIDATES[0];
     let src = c"nodev";
     let fstype = c"tracefs";
@@ -70,6 +84,16 @@ pub fn find_or_mount() -> Result<PathBuf, AccessError> {
          write access to it",
         CANDIDATES.join(" or ")
     )))
+}
+
+/// The first tracefs mount point in `/proc/self/mounts`.
+fn mounted_tracefs() -> Option<PathBuf> {
+    let m = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    m.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, dir, fstype) = (f.next()?, f.next()?, f.next()?);
+        (fstype == "tracefs").then(|| PathBuf::from(dir.replace("\\040", " ")))
+    })
 }
 
 /// Writes `value` to tracefs file `path`, naming the file in the error.
