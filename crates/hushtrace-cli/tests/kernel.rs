@@ -207,6 +207,14 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     let o = hushtrace(&["report", dir.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Off-CPU time per span"), "{s}");
+    let o = hushtrace(&["report", dir.to_str().unwrap(), "--format", "json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kernel"]["spans"][0]["name"], "rt:cycle");
+    assert_eq!(j["kernel"]["spans"][0]["runnable_ns"], row.runnable_ns);
+    assert!(
+        j["spans"].is_array(),
+        "the rest of the report is still there"
+    );
 
     // Alignment: every switch into sleep (the 300 µs pause right after each span's end)
     // falls after that span's end and before the next span's begin: a kernel clock off by a
