@@ -1,25 +1,36 @@
 //! Chrome trace-event JSON, as loaded by the Perfetto UI and chrome://tracing.
 //!
-//! Output shape: `{"displayTimeUnit":"ns","traceEvents":[...]}` (the unit first: Perfetto's
-//! importer flags a `displayTimeUnit` that comes after the events) with
+//! Output shape: `{"displayTimeUnit":"ns","otherData":{...},"traceEvents":[...]}` (the unit
+//! first: Perfetto's importer flags a `displayTimeUnit` that comes after the events; then the
+//! time origin, before the events so that streaming readers see it first) with
 //!
 //! * spans as `B`/`E` pairs, instants as `i` (thread scoped), counters as `C` named
 //!   `"category:name"` with `args: {"value": value}`, so counters of the same name in two
 //!   categories (`net:errors`, `disk:errors`) are two tracks;
+//! * async spans (`async_span!`, the `tracing` bridge's spans) as nestable async events
+//!   `b`/`e`, nested under their parent: a span and all its descendants share the `id`
+//!   (`id2.local`, process scoped) and the `cat` of their root, the span with no (open) parent,
+//!   which is how Chrome and Perfetto key an async tree (as `tracing-chrome` does); each keeps
+//!   its own `name` and `args` (`id` and `parent` among them), and a descendant whose own
+//!   category differs from its root's carries it in `args.category` (unless it has a field of
+//!   that name);
 //! * `M` events `process_name` and `thread_name` for every process and thread, written when it
 //!   first appears;
-//! * `ts` in microseconds since the Unix epoch (the trace's clock, absolute, so a trace lines up
-//!   with a kernel trace or another host's), with three decimals (nanosecond precision in the
-//!   text; readers that parse numbers as `f64` keep about a quarter of a microsecond);
-//!   [`Options::relative`] writes microseconds since the earliest event instead;
+//! * `ts` in microseconds since the trace's earliest event, with three decimals: nanosecond
+//!   precision in the text and in readers that parse numbers as `f64` (absolute microseconds
+//!   since 1970 would keep only about a quarter of a microsecond there). The origin is stated
+//!   in `otherData`: `ts_origin_unix_ns` (that event's time, nanoseconds since the Unix epoch,
+//!   a string so that it survives `f64` readers) and `ts_origin` (the same in RFC 3339), so a
+//!   trace still lines up with a kernel trace or another host's: add the origin.
 //!   `pid`/`tid` from the packet context; `cat` the category and `name` the event name without
 //!   it (counters: the full `category:name`); fields in `args`.
 //!
-//! Events are written as the merge yields them, so memory does not depend on trace size. An end
-//! whose begin is not in the trace (lost in overwrite mode) is left out, so every `E` has its
-//! `B`.
+//! Events are written as the merge yields them, so memory does not depend on trace size (only
+//! on the async spans open at once). An end whose begin is not in the trace (lost in overwrite
+//! mode) is left out, so every `E` has its `B`.
 
 use crate::pyfuncs::PyFuncs;
+use crate::spans::{async_id, async_parent};
 use crate::split_name;
 use hushtrace_ctf::reader::{Error as ReadError, MergedEvent, Session, Value, Warning};
 use hushtrace_ctf::Kind;
@@ -79,7 +90,8 @@ impl From<io::Error> for ConvertError {
 /// How a conversion writes timestamps.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct Options {
-    /// `ts` relative to the earliest event of the session instead of the Unix epoch.
+    /// Kept for compatibility (`--relative-time`): `ts` is always relative to the earliest
+    /// event of the session now, with the absolute origin in `otherData` (see the module docs).
     pub relative: bool,
 }
 
@@ -102,6 +114,12 @@ struct StreamState {
 struct ClassJson {
     /// `{"name":"..","cat":"..","ph":"B","ts":`
     prefix: Vec<u8>,
+    /// For async events: `{"name":".."` (the category depends on the span's root).
+    name: Vec<u8>,
+    /// The category.
+    cat: String,
+    /// Whether a field is named `category`.
+    category_field: bool,
     /// `"field":` per field (for counters: `"<name>":`).
     keys: Vec<Vec<u8>>,
 }
@@ -149,6 +167,7 @@ fn class_json(ev: &MergedEvent<'_>, full_name: Option<&str>) -> ClassJson {
     };
     let mut prefix = b"{\"name\":".to_vec();
     json_str(&mut prefix, if counter { &class.name } else { name });
+    let name_json = prefix.clone();
     prefix.extend_from_slice(b",\"cat\":");
     json_str(&mut prefix, cat);
     prefix.extend_from_slice(format!(",\"ph\":\"{ph}\",\"ts\":").as_bytes());
@@ -163,7 +182,20 @@ fn class_json(ev: &MergedEvent<'_>, full_name: Option<&str>) -> ClassJson {
             v
         })
         .collect();
-    ClassJson { prefix, keys }
+    ClassJson {
+        prefix,
+        name: name_json,
+        cat: cat.to_string(),
+        category_field: class.fields.iter().flatten().any(|(k, _)| k == "category"),
+        keys,
+    }
+}
+
+/// The async tree an open async span belongs to: its root's id and category.
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AsyncRoot {
+    id: u64,
+    cat: std::rc::Rc<str>,
 }
 
 /// Converts `session` to Chrome JSON on `out`. `out` needs no buffering: the many small writes
@@ -195,11 +227,22 @@ pub fn convert_with<W: Write>(
     let mut py = PyFuncs::default();
     let mut processes: HashSet<u32> = HashSet::new();
     let mut threads: HashSet<(u32, u32)> = HashSet::new();
-    let mut t0: Option<i128> = None;
+    let mut async_roots: HashMap<(u32, u64), AsyncRoot> = HashMap::new();
     let mut first = true;
     let mut line = Vec::with_capacity(256);
+    // The time origin: the earliest event (the merge yields events in time order).
+    let t0 = session.merged()?.next()?.map_or(0, |e| e.time_ns);
+    let _ = options; // `ts` is relative whatever `relative` says (see `Options`).
 
-    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"traceEvents\":[")?;
+    out.write_all(b"{\"displayTimeUnit\":\"ns\",\"otherData\":{\"ts_origin_unix_ns\":\"")?;
+    write!(out, "{t0}\",\"ts_origin\":")?;
+    let mut origin = Vec::new();
+    json_str(
+        &mut origin,
+        &crate::report::rfc3339(i64::try_from(t0).unwrap_or(i64::MAX)),
+    );
+    out.write_all(&origin)?;
+    out.write_all(b",\"ts_unit\":\"microseconds since ts_origin\"},\"traceEvents\":[")?;
     while let Some(ev) = merged.next()? {
         line.clear();
         let st = &mut streams[ev.stream];
@@ -240,25 +283,25 @@ pub fn convert_with<W: Write>(
             Kind::SpanEnd => st.depth -= 1,
             _ => {}
         }
-        let t0 = if options.relative {
-            *t0.get_or_insert(ev.time_ns)
-        } else {
-            0
+        let root = match ev.event.class.kind {
+            Kind::AsyncBegin | Kind::AsyncEnd => {
+                async_root(&mut async_roots, &ev, classes.get(&ev))
+            }
+            _ => None,
         };
         let cj = match py.resolve(&ev) {
             Some((f, full)) => classes.get_py(&ev, f, full),
             None => classes.get(&ev),
         };
-        trace_event(&mut line, &ev, cj, &st.ids, ev.time_ns - t0);
+        trace_event(&mut line, &ev, cj, &st.ids, ev.time_ns - t0, root.as_ref());
         write_separated(&mut out, &line, &mut first)?;
         summary.events += 1;
         if summary.events % PROGRESS_EVERY == 0 {
             progress(merged.bytes_read(), total);
         }
     }
-    // `record --kernel`: each CPU's running task as slices.
-    let base = if options.relative { t0.unwrap_or(0) } else { 0 };
-    summary.events += crate::kernel_convert::chrome(session, &mut out, &mut first, base)?;
+    // `record --kernel`: each CPU's running task as slices, on the same time origin.
+    summary.events += crate::kernel_convert::chrome(session, &mut out, &mut first, t0)?;
     out.write_all(b"\n]}\n")?;
     out.flush()?;
     summary.processes = processes.len() as u64;
@@ -298,30 +341,85 @@ fn metadata_event(line: &mut Vec<u8>, what: &str, pid: u32, tid: u32, name: &str
     line.extend_from_slice(b"}}");
 }
 
-fn trace_event(line: &mut Vec<u8>, ev: &MergedEvent<'_>, cj: &ClassJson, ids: &[u8], ts_ns: i128) {
+/// The async tree of an async begin or end: the parent's tree for a begin whose parent is open
+/// in the process, else a new tree rooted at the span; an end leaves its tree (an end whose
+/// begin is missing is its own root). `None` for an event without an id.
+fn async_root(
+    roots: &mut HashMap<(u32, u64), AsyncRoot>,
+    ev: &MergedEvent<'_>,
+    cj: &ClassJson,
+) -> Option<AsyncRoot> {
+    let id = async_id(ev)?;
+    let pid = ev.event.packet.vpid;
+    let own = || AsyncRoot {
+        id,
+        cat: cj.cat.as_str().into(),
+    };
+    if ev.event.class.kind == Kind::AsyncEnd {
+        return Some(roots.remove(&(pid, id)).unwrap_or_else(own));
+    }
+    let parent = async_parent(ev);
+    let root = match roots.get(&(pid, parent)) {
+        Some(r) if parent != 0 && parent != id => r.clone(),
+        _ => own(),
+    };
+    roots.insert((pid, id), root.clone());
+    Some(root)
+}
+
+fn trace_event(
+    line: &mut Vec<u8>,
+    ev: &MergedEvent<'_>,
+    cj: &ClassJson,
+    ids: &[u8],
+    ts_ns: i128,
+    root: Option<&AsyncRoot>,
+) {
     sep(line);
     let kind = ev.event.class.kind;
-    line.extend_from_slice(&cj.prefix);
+    let mut own_cat = None;
+    match root {
+        Some(root) => {
+            // Async slices nest by (category, id) within the process: the root's.
+            line.extend_from_slice(&cj.name);
+            line.extend_from_slice(b",\"cat\":");
+            json_str(line, &root.cat);
+            let ph = if kind == Kind::AsyncBegin { 'b' } else { 'e' };
+            let _ = write!(line, ",\"ph\":\"{ph}\",\"ts\":");
+            if *root.cat != *cj.cat && !cj.category_field {
+                own_cat = Some(cj.cat.as_str());
+            }
+        }
+        None => line.extend_from_slice(&cj.prefix),
+    }
     write_us(line, ts_ns);
     line.extend_from_slice(ids);
     if kind == Kind::Instant {
         line.extend_from_slice(b",\"s\":\"t\"");
     }
-    if let (Kind::AsyncBegin | Kind::AsyncEnd, Some(Value::U64(id))) = (kind, ev.event.field(0)) {
-        // Async slices are matched by category, name and id, within the process.
-        let _ = write!(line, ",\"id2\":{{\"local\":\"0x{id:x}\"}}");
+    if let Some(root) = root {
+        let _ = write!(line, ",\"id2\":{{\"local\":\"0x{:x}\"}}", root.id);
     }
     let mut fields = ev.event.fields().zip(&cj.keys).peekable();
     if kind == Kind::Counter && fields.peek().is_none() {
         line.extend_from_slice(b",\"args\":{}");
-    } else if fields.peek().is_some() {
+    } else if fields.peek().is_some() || own_cat.is_some() {
         line.extend_from_slice(b",\"args\":{");
-        for (i, ((_, v), key)) in fields.enumerate() {
-            if i > 0 {
+        let mut n = 0;
+        for ((_, v), key) in fields {
+            if n > 0 {
                 line.push(b',');
             }
+            n += 1;
             line.extend_from_slice(key);
             json_value(line, v);
+        }
+        if let Some(cat) = own_cat {
+            if n > 0 {
+                line.push(b',');
+            }
+            line.extend_from_slice(b"\"category\":");
+            json_str(line, cat);
         }
         line.push(b'}');
     }

@@ -1,11 +1,15 @@
 //! Flame graphs of spans, drawn by `inferno`.
 //!
-//! Stacks are built per thread from nested spans; a frame's width is its inclusive time (each
-//! folded line carries the span's self time, and inferno sums children into parents). By
-//! default the stacks of all threads and processes are merged; [`Roots::Process`] adds a root
-//! frame per process, [`Roots::Thread`] one per thread (`name (pid/tid)`).
+//! Stacks are built per thread from nested spans, and for async spans (`async_span!`, the
+//! `tracing` bridge's spans) from their recorded parents, whatever threads they ran on; a
+//! frame's width is its inclusive time (each folded line carries the span's self time, and
+//! inferno sums children into parents). An async span's self time is its duration minus its
+//! children's (at least 0: children that ran concurrently may add up to more than their
+//! parent). By default the stacks of all threads and processes are merged; [`Roots::Process`]
+//! adds a root frame per process, [`Roots::Thread`] one per thread (`name (pid/tid)`; async
+//! stacks, which belong to no thread, go under their process's frame, `procname (pid)`).
 
-use crate::spans::{Names, SpanStacks};
+use crate::spans::{AsyncTree, Names, SpanStacks};
 use hushtrace_ctf::reader::{Error, Session};
 use std::collections::HashMap;
 use std::io::Write;
@@ -58,17 +62,18 @@ pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> 
     let mut thread_names: HashMap<(u32, u32), String> = HashMap::new();
     let mut names = Names::default();
     let mut stacks = SpanStacks::default();
+    let mut asyncs = AsyncTree::default();
     // Key: (the process's pid when `per_process`, else None; the stack, root first, as
     // interned names).
     let mut weights: HashMap<(Option<Root>, Vec<u32>), u64> = HashMap::new();
     let mut key = Vec::new();
     while let Some(ev) = merged.next()? {
         let name = names.id(&ev);
-        if let Some(closed) = stacks.feed(&ev, name) {
+        let p = ev.event.packet;
+        let (closed, root) = if let Some(closed) = stacks.feed(&ev, name) {
             key.clear();
             key.extend(stacks.open(ev.stream).iter().map(|s| s.name));
             key.push(closed.name);
-            let p = ev.event.packet;
             let root = match roots {
                 Roots::Merged => None,
                 Roots::Process => Some((p.vpid, None)),
@@ -79,6 +84,19 @@ pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> 
                     Some((p.vpid, Some(p.vtid)))
                 }
             };
+            (closed, root)
+        } else if let Some((closed, path)) = asyncs.feed(&ev, name) {
+            key.clear();
+            key.extend(path);
+            let root = match roots {
+                Roots::Merged => None,
+                Roots::Process | Roots::Thread => Some((p.vpid, None)),
+            };
+            (closed, root)
+        } else {
+            continue;
+        };
+        {
             let w = closed.self_ns.max(0) as u64;
             match weights.get_mut(&(root, key.clone())) {
                 Some(v) => *v += w,

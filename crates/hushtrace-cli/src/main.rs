@@ -148,9 +148,10 @@ enum Cmd {
         /// Session (or single process) trace directory.
         dir: PathBuf,
     },
-    /// Control a running traced program: `ctl TARGET status`, `ctl TARGET enable GLOB`,
-    /// `ctl TARGET disable GLOB`, `ctl TARGET snapshot [-o DIR]`, `ctl TARGET stop`, or
-    /// `ctl list`. TARGET is a pid or a trace directory (all its running processes).
+    /// Control a running traced program: `ctl TARGET status`, `ctl TARGET list` (its
+    /// tracepoints and their state), `ctl TARGET enable GLOB`, `ctl TARGET disable GLOB`,
+    /// `ctl TARGET snapshot [-o DIR]`, `ctl TARGET stop`, `ctl TARGET start` (again, after a
+    /// stop), or `ctl list`. TARGET is a pid or a trace directory (all its traced processes).
     Ctl {
         /// `list`, or TARGET followed by the request.
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -239,13 +240,21 @@ fn ctl(args: &[String]) -> anyhow::Result<ExitCode> {
     use hushtrace_cli::ctl;
     if args.len() == 1 && args[0] == "list" {
         let procs = ctl::list().map_err(|e| anyhow::anyhow!("ctl list: {e}"))?;
-        for (pid, name) in procs {
-            println!("{pid} {name}");
+        if procs.is_empty() {
+            let dir = hushtrace::control::socket_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|e| e.to_string());
+            eprintln!(
+                "hushtrace: no process of this user is traced (no control socket answers in {dir})"
+            );
+        }
+        for p in procs {
+            println!("{} {} {}", p.pid, p.name, p.state);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let usage = "usage: hushtrace ctl TARGET (status | enable GLOB | disable GLOB | snapshot \
-                 [-o DIR] | stop), or hushtrace ctl list";
+    let usage = "usage: hushtrace ctl TARGET (status | list | enable GLOB | disable GLOB | \
+                 snapshot [-o DIR] | stop | start), or hushtrace ctl list";
     let (target, rest) = args.split_first().ok_or_else(|| anyhow::anyhow!(usage))?;
     let line = match rest
         .iter()
@@ -255,6 +264,17 @@ fn ctl(args: &[String]) -> anyhow::Result<ExitCode> {
     {
         ["status"] => "status".to_string(),
         ["stop"] => "stop".to_string(),
+        ["start"] => "start".to_string(),
+        ["list"] => {
+            return match ctl::tracepoints(target) {
+                Ok(true) => Ok(ExitCode::SUCCESS),
+                Ok(false) => Ok(ExitCode::from(1)),
+                Err(e) => {
+                    eprintln!("hushtrace: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
         ["enable", g] => format!("enable {g}"),
         ["disable", g] => format!("disable {g}"),
         ["snapshot"] => "snapshot".to_string(),

@@ -241,3 +241,105 @@ impl AsyncSpans {
         self.open.len() as u64
     }
 }
+
+/// The `id` (field 0) of an async begin or end.
+pub fn async_id(ev: &MergedEvent<'_>) -> Option<u64> {
+    match ev.event.field(0) {
+        Some(hushtrace_ctf::reader::Value::U64(id)) => Some(id),
+        _ => None,
+    }
+}
+
+/// The `parent` of an async begin (its second field, when it is named `parent`: the `id` of
+/// the parent span, 0 for a root); 0 for traces recorded before parents were.
+pub fn async_parent(ev: &MergedEvent<'_>) -> u64 {
+    let named = ev
+        .event
+        .class
+        .fields
+        .as_ref()
+        .and_then(|f| f.get(1))
+        .is_some_and(|(n, _)| n == "parent");
+    match ev.event.field(1) {
+        Some(hushtrace_ctf::reader::Value::U64(p)) if named => p,
+        _ => 0,
+    }
+}
+
+/// An async span that is open, in an [`AsyncTree`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+struct AsyncOpen {
+    name: u32,
+    start_ns: i128,
+    child_ns: i128,
+    /// Its parent's id and begin time, if the parent was open when it began (0: a root). The
+    /// time tells the parent from a later span that reused its id.
+    parent: (u64, i128),
+    /// Interned names from its root to itself.
+    path: Vec<u32>,
+}
+
+/// Async spans with their parents: matched by process and `id` (the end's name must be the
+/// begin's), each placed under its parent (the span whose `id` its begin names as `parent`,
+/// when that span is open in the same process; else it is a root). Memory: the open spans.
+#[derive(Debug, Default)]
+pub struct AsyncTree {
+    open: HashMap<(u32, u64), AsyncOpen>,
+    /// Ends without a begin.
+    pub unmatched_ends: u64,
+}
+
+impl AsyncTree {
+    /// Feeds one event; for the end of an async span, returns it (`self_ns` = its duration
+    /// minus its children's, at least 0) and its stack of names from its root to itself.
+    pub fn feed(&mut self, ev: &MergedEvent<'_>, name: u32) -> Option<(ClosedSpan, Vec<u32>)> {
+        let kind = ev.event.class.kind;
+        if !matches!(kind, Kind::AsyncBegin | Kind::AsyncEnd) {
+            return None;
+        }
+        let id = async_id(ev)?;
+        let pid = ev.event.packet.vpid;
+        if kind == Kind::AsyncBegin {
+            let parent = async_parent(ev);
+            let (parent, mut path) = match self.open.get(&(pid, parent)) {
+                Some(p) if parent != 0 && parent != id => ((parent, p.start_ns), p.path.clone()),
+                _ => ((0, 0), Vec::new()),
+            };
+            path.push(name);
+            self.open.insert(
+                (pid, id),
+                AsyncOpen {
+                    name,
+                    start_ns: ev.time_ns,
+                    child_ns: 0,
+                    parent,
+                    path,
+                },
+            );
+            return None;
+        }
+        if self.open.get(&(pid, id)).is_none_or(|o| o.name != name) {
+            self.unmatched_ends += 1;
+            return None;
+        }
+        let open = self.open.remove(&(pid, id))?;
+        let duration_ns = ev.time_ns - open.start_ns;
+        let (parent, parent_start) = open.parent;
+        match self.open.get_mut(&(pid, parent)) {
+            Some(p) if parent != 0 && p.start_ns == parent_start => p.child_ns += duration_ns,
+            _ => {}
+        }
+        let closed = ClosedSpan {
+            name,
+            start_ns: open.start_ns,
+            duration_ns,
+            self_ns: (duration_ns - open.child_ns).max(0),
+        };
+        Some((closed, open.path))
+    }
+
+    /// Async spans begun and not ended.
+    pub fn unclosed(&self) -> u64 {
+        self.open.len() as u64
+    }
+}

@@ -183,12 +183,21 @@ fn convert_writes_chrome_json_with_pairs_pids_and_fields() {
             ("thread_name", 200, 200, "t200"),
         ]
     );
-    // ts: microseconds since the Unix epoch (absolute), ns precision in the text. The synthetic
-    // clock starts at 1_700_000_000 s; pid 200's first inner step begins at 1_001_400 + 100 ns.
+    // ts: microseconds since the first event (issue 20.4), ns precision in the text, the origin
+    // in otherData. The synthetic clock starts at 1_700_000_000 s; the first event is at
+    // 1_000_700 ns, pid 200's first inner step begins at 1_001_400 + 100 ns.
     let raw = std::fs::read_to_string(&out).unwrap();
     assert!(
-        raw.contains("\"name\":\"step\",\"cat\":\"work\",\"ph\":\"B\",\"ts\":1700000000001001.500,\"pid\":200,"),
-        "absolute, three decimals"
+        raw.contains("\"name\":\"step\",\"cat\":\"work\",\"ph\":\"B\",\"ts\":0.800,\"pid\":200,"),
+        "relative, three decimals"
+    );
+    assert_eq!(
+        json["otherData"]["ts_origin_unix_ns"],
+        "1700000000001000700"
+    );
+    assert_eq!(
+        json["otherData"]["ts_origin"],
+        "2023-11-14T22:13:20.001000700Z"
     );
 }
 
@@ -225,7 +234,7 @@ fn convert_writes_display_time_unit_first() {
     convert_to_json(dir.path(), &out);
     let raw = std::fs::read_to_string(&out).unwrap();
     assert!(
-        raw.starts_with("{\"displayTimeUnit\":\"ns\",\"traceEvents\":["),
+        raw.starts_with("{\"displayTimeUnit\":\"ns\",\"otherData\":{"),
         "{}",
         &raw[..80]
     );

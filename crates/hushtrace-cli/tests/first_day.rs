@@ -207,7 +207,7 @@ fn snapshots_and_recovered_traces_are_not_incomplete() {
             while !done.load(std::sync::atomic::Ordering::Relaxed) {
                 hushtrace::event!("snap", "ev", n = n);
                 n += 1;
-                if n % 64 == 0 {
+                if n.is_multiple_of(64) {
                     std::thread::sleep(Duration::from_micros(50));
                 }
             }
@@ -313,4 +313,236 @@ fn bool_counters_print_as_bools_and_names_sort_naturally() {
         ["main.rs:7", "main.rs:9", "main.rs:10", "main.rs:100"],
         "{out}"
     );
+}
+
+/// An example of the `hushtrace` package, built beside the `hushtrace` binary (same profile and
+/// target directory).
+fn example(name: &str) -> std::path::PathBuf {
+    let dir = Path::new(BIN).parent().unwrap();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => panic!("unexpected binary location {}", dir.display()),
+    };
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args(["build", "--quiet", "-p", "hushtrace", "--example", name])
+        .args(["--profile", profile]);
+    let parent = dir.parent().unwrap();
+    if parent.join("CACHEDIR.TAG").exists() {
+        cmd.arg("--target-dir").arg(parent);
+    } else {
+        cmd.arg("--target").arg(parent.file_name().unwrap());
+        cmd.arg("--target-dir").arg(parent.parent().unwrap());
+    }
+    let out = cmd.output().unwrap();
+    let p = dir.join("examples").join(name);
+    assert!(
+        out.status.success() && p.exists(),
+        "could not build {}: {}",
+        p.display(),
+        text(&out.stderr)
+    );
+    p
+}
+
+/// Issue 20.7: the flight recorder section's commands with its example, `control_app`: it
+/// runs until stopped with its session from the environment, `ctl` finds, describes and
+/// snapshots it, SIGTERM ends it with its session stopped, and both the snapshot and the
+/// session read as complete traces.
+#[test]
+fn flight_recorder_example_runs_until_stopped() {
+    use std::os::unix::process::ExitStatusExt;
+    let app = example("control_app");
+    let dir = tempfile::tempdir().unwrap();
+    let fr = dir.path().join("fr");
+    let mut child = Command::new(&app)
+        .env("HUSHTRACE_OUTPUT", &fr)
+        .env("HUSHTRACE_MODE", "overwrite")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let pid = child.id().to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let o = hushtrace(&["ctl", "list"]);
+        if text(&o.stdout)
+            .lines()
+            .any(|l| l.starts_with(&format!("{pid} ")))
+        {
+            break;
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "control_app ended by itself"
+        );
+        assert!(
+            Instant::now() < deadline,
+            "control_app never showed in ctl list"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let o = hushtrace(&["ctl", &pid, "status"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    assert!(text(&o.stdout).contains("overwrite"), "{}", text(&o.stdout));
+    // Still running a while later: it does not end by itself.
+    std::thread::sleep(Duration::from_millis(300));
+    assert!(
+        child.try_wait().unwrap().is_none(),
+        "control_app ended by itself"
+    );
+    let snap = dir.path().join("snap");
+    let o = hushtrace(&["ctl", &pid, "snapshot", "-o", snap.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let o = hushtrace(&["report", snap.to_str().unwrap()]);
+    let out = text(&o.stdout);
+    assert!(
+        o.status.success() && out.contains("ctl:cycle"),
+        "{out}{}",
+        text(&o.stderr)
+    );
+    assert!(!out.contains("INCOMPLETE"), "{out}");
+
+    let killed = Command::new("kill").args(["-TERM", &pid]).status().unwrap();
+    assert!(killed.success());
+    let o = child.wait_with_output().unwrap();
+    assert!(
+        o.status.success(),
+        "{:?} {}",
+        o.status.signal(),
+        text(&o.stderr)
+    );
+    let summary: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert!(summary["cycles"].as_u64().unwrap() > 0, "{summary}");
+    assert!(summary["written"].as_u64().unwrap() > 0, "{summary}");
+    let o = hushtrace(&["report", fr.to_str().unwrap(), "--format", "json"]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let r: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(r["processes"][0]["complete"], true, "{r}");
+    assert!(r["spans"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|s| s["name"] == "ctl:cycle"));
+}
+
+/// What of a report does not depend on timing or pids: the headers and notes as they are, the
+/// time range's shape, and per row its name and counts (rows sorted: spans are ordered by total
+/// time, which varies).
+fn report_shape(report: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rows = Vec::new();
+    let mut section = "";
+    let rfc3339 = |t: &str| {
+        t.len() == 30 && t.ends_with('Z') && t.as_bytes()[10] == b'T' && t.as_bytes()[19] == b'.'
+    };
+    for line in report.lines() {
+        let words: Vec<&str> = line.split_whitespace().collect();
+        match words.first().copied() {
+            None => continue,
+            Some("Trace") => out.push(format!("Trace {}", words[2..].join(" "))),
+            Some("Time") => {
+                assert!(
+                    words.len() == 7 && rfc3339(words[2]) && rfc3339(words[4]),
+                    "time range: {line}"
+                );
+                out.push("Time range: T .. T (D)".into());
+            }
+            Some("PROCESS") | Some("SPAN") | Some("EVENT") | Some("COUNTER") => {
+                rows.sort();
+                out.append(&mut rows);
+                section = words[0];
+                out.push(words.join(" "));
+            }
+            Some(w) if w.starts_with('(') => out.push(line.to_string()),
+            Some(_) => rows.push(match section {
+                // label, then pid (and tid for threads), then counts
+                "PROCESS" => {
+                    let skip = if words[0] == "process" { 3 } else { 4 };
+                    format!("{} {} | {}", words[0], words[1], words[skip..].join(" "))
+                }
+                // name and count; durations vary
+                "SPAN" => format!("{} {}", words[0], words[1]),
+                "COUNTER" => format!("{} {}", words[0], words[1]),
+                _ => words.join(" "),
+            }),
+        }
+    }
+    rows.sort();
+    out.append(&mut rows);
+    out
+}
+
+/// Issue 20.8: the README's sample report is what `hushtrace demo` prints today, up to times,
+/// durations and pids (the demo's counts are fixed).
+#[test]
+fn readme_sample_report_matches_the_demo() {
+    let readme =
+        std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../../README.md")).unwrap();
+    let start = readme
+        .find("```text\nTrace /tmp/hushtrace-demo")
+        .expect("README's sample report");
+    let sample = &readme[start + 8..];
+    let sample = &sample[..sample.find("```").unwrap()];
+    let dir = tempfile::tempdir().unwrap();
+    let out = dir.path().join("hushtrace-demo");
+    let o = hushtrace(&["demo", "-o", out.to_str().unwrap()]);
+    assert!(o.status.success(), "{}", text(&o.stderr));
+    let printed = text(&o.stdout);
+    let report = &printed[..printed.find("This process wrote").unwrap()];
+    assert_eq!(
+        report_shape(sample),
+        report_shape(report),
+        "README's sample report differs from today's output:\n{report}"
+    );
+}
+
+/// Issue 20.8: the README's description of the test command names every package `.ci/run`
+/// and its `ci/` scripts install (`missing+=(...)`, `rustup ... add`).
+#[test]
+fn readme_says_what_the_test_command_installs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let described = readme
+        .split("What `.ci/run` installs")
+        .nth(1)
+        .expect("README describes what .ci/run installs")
+        .split("\n\n")
+        .next()
+        .unwrap()
+        .replace('\n', " ");
+    let mut scripts = vec![root.join(".ci/run")];
+    for e in std::fs::read_dir(root.join("ci")).unwrap().flatten() {
+        if e.path().extension().is_some_and(|x| x == "sh") {
+            scripts.push(e.path());
+        }
+    }
+    let mut packages = Vec::new();
+    for s in &scripts {
+        for line in std::fs::read_to_string(s).unwrap().lines() {
+            if let Some(list) = line.split("missing+=(").nth(1) {
+                let list = list.split(')').next().unwrap();
+                packages.extend(list.split_whitespace().map(String::from));
+            }
+            if line.contains("rustup component add") || line.contains("rustup target add") {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let after = words.iter().position(|w| *w == "add").unwrap() + 1;
+                packages.extend(
+                    words[after..]
+                        .iter()
+                        .filter(|w| !w.starts_with('-') && !w.starts_with('"') && **w != "nightly")
+                        .map(|w| w.to_string()),
+                );
+            }
+        }
+    }
+    assert!(packages.iter().any(|p| p == "lttng-tools"), "{packages:?}");
+    for p in &packages {
+        assert!(
+            described.contains(p.as_str()),
+            "README does not say .ci/run installs {p}"
+        );
+    }
+    assert!(described.contains("cargo-nextest"));
 }

@@ -7,7 +7,8 @@ never with hushtrace's encoder: interning, sequence flags, packet defaults and t
 sequence clock are resolved the way Perfetto defines them. Both traces are reduced to the same
 model (processes, threads, slices per thread with names, categories, args and absolute
 timestamps in ns, instants, counter tracks with their samples) and compared. The JSON's
-timestamps are parsed as decimals, so nanoseconds are compared exactly.
+timestamps are parsed as decimals and added to the origin its `otherData` states, so
+nanoseconds are compared exactly.
 
 Prints a JSON summary on success; exits 1 naming the first difference otherwise.
 """
@@ -179,6 +180,8 @@ def read_perfetto(path):
 def read_chrome(path):
     with open(path, "rb") as f:
         doc = json.load(f, parse_float=Decimal)
+    # `ts` counts from the origin stated in otherData (nanoseconds since the epoch).
+    origin = int(doc.get("otherData", {}).get("ts_origin_unix_ns", "0"))
     processes, threads = {}, {}
     slices = defaultdict(list)
     stacks = defaultdict(list)
@@ -199,7 +202,7 @@ def read_chrome(path):
             else:
                 threads[key] = e["args"]["name"]
             continue
-        ts = int(Decimal(e["ts"]) * 1000)
+        ts = origin + int(Decimal(e["ts"]) * 1000)
         if ph == "B":
             stacks[key].append([e["name"], e["cat"], ts, None, args_of(e)])
         elif ph == "E":

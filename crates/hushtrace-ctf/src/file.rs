@@ -14,7 +14,7 @@
 //!   to anything but a regular file; [`Dir::replace_file`] writes a file atomically through a
 //!   new (`O_EXCL`) temporary file.
 
-use crate::reader::Error;
+use crate::error::Error;
 use rustix::fd::{AsFd, OwnedFd};
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, CWD};
 use std::fs::File;

@@ -26,10 +26,10 @@
 //! | 136 | flush state: packets added, the packet shipped in part (seq + 1, offset, last time) | consumer |
 //! | 192 | `clean` (u64): 1 once the consumer drained the ring at a clean stop | consumer |
 
+use crate::error::ErrorKind;
 use crate::file::{self, Dir};
 use crate::layout::*;
 use crate::metadata::TraceDesc;
-use crate::reader::ErrorKind;
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;

@@ -294,6 +294,17 @@ pub unsafe fn init_code_extra() -> bool {
 /// The GIL is held; `code` is a live code object; [`init_code_extra`] succeeded.
 #[inline]
 pub unsafe fn of_code(code: *mut ffi::PyObject) -> Option<&'static Func> {
+    // SAFETY: forwarded contract.
+    unsafe { of_code_in(code, None) }
+}
+
+/// [`of_code`], with the module named by the caller when the code is not the running frame's
+/// (an asyncio task's coroutine, seen when the task is created).
+///
+/// # Safety
+/// As for [`of_code`].
+#[inline]
+pub unsafe fn of_code_in(code: *mut ffi::PyObject, module: Option<&str>) -> Option<&'static Func> {
     let idx = EXTRA_INDEX.load(Ordering::Relaxed);
     let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: GIL held, live code object, reserved index (caller).
@@ -302,12 +313,16 @@ pub unsafe fn of_code(code: *mut ffi::PyObject) -> Option<&'static Func> {
         return Some(unsafe { &*(p as *const Func) });
     }
     // SAFETY: forwarded contract.
-    unsafe { intern_code(code, idx) }
+    unsafe { intern_code(code, idx, module) }
 }
 
 #[cold]
 #[inline(never)]
-unsafe fn intern_code(code: *mut ffi::PyObject, idx: ffi::Py_ssize_t) -> Option<&'static Func> {
+unsafe fn intern_code(
+    code: *mut ffi::PyObject,
+    idx: ffi::Py_ssize_t,
+    module: Option<&str>,
+) -> Option<&'static Func> {
     // SAFETY: GIL held and live object (caller); attribute reads of a code object.
     let (qualname, file, line) = unsafe {
         #[cfg(Py_3_11)]
@@ -320,9 +335,12 @@ unsafe fn intern_code(code: *mut ffi::PyObject, idx: ffi::Py_ssize_t) -> Option<
             attr_int(code, c"co_firstlineno"),
         )
     };
-    // SAFETY: GIL held; the globals of the running frame (the one that runs `code` when a hook
-    // sees it first), borrowed.
-    let module = unsafe { module_of_current_frame() };
+    let module = match module {
+        Some(m) => m.to_owned(),
+        // SAFETY: GIL held; the globals of the running frame (the one that runs `code` when a
+        // hook sees it first), borrowed.
+        None => unsafe { module_of_current_frame() },
+    };
     let f = new_func(module, qualname, file, line);
     // SAFETY: GIL held, live code object, reserved index; the pointer is to a leaked `Func`.
     if unsafe { code_set_extra(code, idx, f as *const Func as *mut c_void) } != 0 {

@@ -58,6 +58,37 @@ pub fn exit(f: &Func) {
     });
 }
 
+/// Ends, on this thread, the recorded frames still open on its Python stack (innermost
+/// first): a session stopped from a signal handler or `os._exit()` in the middle of the
+/// program leaves no slice open in the trace. Frames that began before tracing started (or in
+/// the parent before `fork()`) are not counted by the depth counter and get no end.
+///
+/// # Safety
+/// The GIL is held.
+pub unsafe fn close_open_frames() {
+    // SAFETY: GIL held (caller); borrowed current frame, then owned references walked outward
+    // and released.
+    unsafe {
+        let mut frame = ffi::PyEval_GetFrame();
+        if frame.is_null() {
+            return;
+        }
+        ffi::Py_INCREF(frame as *mut ffi::PyObject);
+        while !frame.is_null() {
+            let code = ffi::PyFrame_GetCode(frame) as *mut ffi::PyObject;
+            if let Some(f) = funcs::of_code(code) {
+                if !f.excluded {
+                    exit(f);
+                }
+            }
+            ffi::Py_DECREF(code);
+            let back = ffi::PyFrame_GetBack(frame);
+            ffi::Py_DECREF(frame as *mut ffi::PyObject);
+            frame = back;
+        }
+    }
+}
+
 #[cfg(Py_3_12)]
 pub use monitoring::*;
 

@@ -8,6 +8,17 @@
 //!
 //! Everything runs with the GIL held; the per-call hooks do no Python-level work.
 
+// The runtime under the name the C interface's source uses.
+extern crate hushtrace as hushtrace_rt;
+
+/// The C interface (`ht_*`, the symbols `libhushtrace.so` exports), compiled into this
+/// extension from the very source of `crates/hushtrace-c`: the package loads the extension
+/// with `RTLD_GLOBAL`, so a C library loaded afterwards (linked with `-lhushtrace` or not)
+/// binds its tracepoints and `ht_*` calls to the runtime the Python code records into — one
+/// runtime, one session, one trace per process.
+#[allow(missing_docs, clippy::all)]
+#[path = "../../hushtrace-c/src/lib.rs"]
+mod capi;
 mod funcs;
 mod gil;
 mod hook;
@@ -311,19 +322,122 @@ fn record_fields(
     Ok(cs.record(&values))
 }
 
-/// Records an instant event `cat:name` with keyword fields (int, float, bool, str).
-#[pyfunction]
-#[pyo3(signature = (cat, name, **fields))]
-fn event(
+/// The slow path of `event`: look the group up (or create it), record.
+fn event_slow(
     cat: &Bound<'_, PyString>,
     name: &Bound<'_, PyString>,
     fields: Option<&Bound<'_, PyDict>>,
 ) -> PyResult<bool> {
     let g = group(cat, name, Kind::Instant)?;
+    remember_event_group(cat, name, g);
     if !g.variants.is_empty() && !g.any_enabled() {
         return Ok(false);
     }
     record_fields(cat, name, g, fields)
+}
+
+/// A direct-mapped cache in front of the group map for `event`: (category object, name
+/// object) → group. The groups hold references to both strings, so a matching pair of
+/// addresses is that very pair of objects.
+type EventCacheSlot = (usize, usize, *const Group);
+static EVENT_CACHE: GilCell<[EventCacheSlot; 256]> =
+    GilCell::new([(0, 0, std::ptr::null()); 256]);
+
+#[inline]
+fn event_slot(cat: usize, name: usize) -> usize {
+    ((cat >> 4) ^ (name >> 3)).wrapping_mul(0x9E37_79B9) >> 8 & 255
+}
+
+fn remember_event_group(cat: &Bound<'_, PyString>, name: &Bound<'_, PyString>, g: &Group) {
+    let (c, n) = (cat.as_ptr() as usize, name.as_ptr() as usize);
+    // SAFETY: GIL held (a `Bound`); the borrow ends here.
+    unsafe { EVENT_CACHE.get() }[event_slot(c, n)] = (c, n, g as *const Group);
+}
+
+/// `event(cat, name, **fields)`: records an instant event with keyword fields (int, float,
+/// bool, str). A raw `METH_FASTCALL | METH_KEYWORDS` function: when the tracepoint is
+/// disabled it returns `False` after one cache probe and the interest loads, before any
+/// argument is converted or any dict is built.
+///
+/// # Safety
+/// Called by CPython with the GIL held, `nargs` positional arguments in `args` followed by
+/// one per name in `kwnames` (a tuple, or NULL).
+unsafe extern "C" fn event_fast(
+    _slf: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargs: ffi::Py_ssize_t,
+    kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    // SAFETY: CPython's contract (above); the cache holds pointers to boxed groups that are
+    // never freed.
+    unsafe {
+        if nargs == 2 {
+            let (c, n) = (*args as usize, *args.add(1) as usize);
+            let (sc, sn, g) = EVENT_CACHE.get()[event_slot(c, n)];
+            if sc == c && sn == n && !g.is_null() {
+                let g = &*g;
+                if !g.variants.is_empty() && !g.any_enabled() {
+                    let f = ffi::Py_False();
+                    ffi::Py_INCREF(f);
+                    return f;
+                }
+            }
+        }
+        let py = Python::assume_attached();
+        let r = (|| -> PyResult<bool> {
+            if nargs != 2 {
+                return Err(PyTypeError::new_err(
+                    "event() takes the category and the name, then keyword fields",
+                ));
+            }
+            let cat = Bound::from_borrowed_ptr(py, *args).cast_into::<PyString>()?;
+            let name = Bound::from_borrowed_ptr(py, *args.add(1)).cast_into::<PyString>()?;
+            let fields = if kwnames.is_null() {
+                None
+            } else {
+                let names = Bound::from_borrowed_ptr(py, kwnames);
+                let d = PyDict::new(py);
+                for (i, k) in names.try_iter()?.enumerate() {
+                    d.set_item(k?, Bound::from_borrowed_ptr(py, *args.add(2 + i)))?;
+                }
+                Some(d)
+            };
+            event_slow(&cat, &name, fields.as_ref())
+        })();
+        match r {
+            Ok(b) => {
+                let o = if b { ffi::Py_True() } else { ffi::Py_False() };
+                ffi::Py_INCREF(o);
+                o
+            }
+            Err(e) => {
+                e.restore(py);
+                std::ptr::null_mut()
+            }
+        }
+    }
+}
+
+fn add_fastcall_keywords(
+    m: &Bound<'_, PyModule>,
+    name: &'static std::ffi::CStr,
+    doc: &'static std::ffi::CStr,
+    f: ffi::PyCFunctionFastWithKeywords,
+) -> PyResult<()> {
+    let def = Box::leak(Box::new(ffi::PyMethodDef {
+        ml_name: name.as_ptr(),
+        ml_meth: ffi::PyMethodDefPointer {
+            PyCFunctionFastWithKeywords: f,
+        },
+        ml_flags: ffi::METH_FASTCALL | ffi::METH_KEYWORDS,
+        ml_doc: doc.as_ptr(),
+    }));
+    // SAFETY: GIL held (module init); `def` is leaked ('static) as CPython requires.
+    let obj = unsafe {
+        let p = ffi::PyCFunction_NewEx(def, std::ptr::null_mut(), std::ptr::null_mut());
+        Bound::from_owned_ptr_or_err(m.py(), p)?
+    };
+    m.add(name.to_str().expect("ASCII name"), obj)
 }
 
 /// Records a counter sample `cat:name` (an int or a float).
@@ -490,7 +604,7 @@ fn _prepare_functions(
 /// Records the begin of an asyncio task's async slice (`py:task`, id `task_id`, named after
 /// the coroutine's code object).
 #[pyfunction]
-fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
+fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64, module: Option<&str>) -> bool {
     let Some(cs) = funcs_ready() else {
         return false;
     };
@@ -499,14 +613,14 @@ fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
         if ffi::PyCode_Check(code.as_ptr()) == 0 {
             return false;
         }
-        funcs::of_code(code.as_ptr())
+        funcs::of_code_in(code.as_ptr(), module)
     };
     match f {
-        Some(f) => {
+        Some(f) if !f.excluded => {
             funcs::ensure_defined(f);
             cs.task_begin.record_typed((task_id, f.id))
         }
-        None => false,
+        _ => false,
     }
 }
 
@@ -524,8 +638,24 @@ fn _task_end(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
         funcs::of_code(code.as_ptr())
     };
     match f {
-        Some(f) => cs.task_end.record_typed((task_id, f.id)),
-        None => false,
+        Some(f) if !f.excluded => cs.task_end.record_typed((task_id, f.id)),
+        _ => false,
+    }
+}
+
+/// Stops recording C calls (before the hooks are removed: the call that removes them would
+/// otherwise begin a slice whose end is never seen).
+#[pyfunction]
+fn _stop_c_calls() {
+    hook::C_CALLS.store(false, Ordering::Relaxed);
+}
+
+/// Ends this thread's recorded frames still open (see [`hook::close_open_frames`]).
+#[pyfunction]
+fn _close_open_frames(_py: Python<'_>) {
+    if funcs_ready().is_some() {
+        // SAFETY: GIL held (the `Python` token).
+        unsafe { hook::close_open_frames() };
     }
 }
 
@@ -579,7 +709,12 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(enable, m)?)?;
     m.add_function(wrap_pyfunction!(disable, m)?)?;
     m.add_function(wrap_pyfunction!(snapshot, m)?)?;
-    m.add_function(wrap_pyfunction!(event, m)?)?;
+    add_fastcall_keywords(
+        m,
+        c"event",
+        c"event(cat, name, **fields): records an instant event (fields: int, float, bool, str); returns whether it was written.",
+        event_fast,
+    )?;
     m.add_function(wrap_pyfunction!(counter, m)?)?;
     m.add_function(wrap_pyfunction!(span, m)?)?;
     m.add_class::<Span>()?;
@@ -587,6 +722,8 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_prepare_functions, m)?)?;
     m.add_function(wrap_pyfunction!(_task_begin, m)?)?;
     m.add_function(wrap_pyfunction!(_task_end, m)?)?;
+    m.add_function(wrap_pyfunction!(_close_open_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(_stop_c_calls, m)?)?;
     #[cfg(Py_3_12)]
     {
         m.add("MONITORING", true)?;

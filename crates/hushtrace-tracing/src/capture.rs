@@ -12,6 +12,8 @@ use tracing_core::field::{Field, Visit};
 
 /// The most fields of a `tracing` callsite (tracing's own limit).
 pub(crate) const MAX_FIELDS: usize = 32;
+/// The most values the bridge puts before the callsite's fields (a span's id and parent).
+pub(crate) const MAX_PREFIX: usize = 2;
 /// Bytes of strings kept per record.
 const BUF: usize = 4096;
 
@@ -21,7 +23,7 @@ const BUF: usize = 4096;
 pub(crate) struct Scratch {
     /// Values of any lifetime (`Value<'b>` has the same layout for every `'b`); the capture
     /// writes and reads them as `Value<'b>` for the lifetime `'b` of its borrow.
-    vals: [MaybeUninit<Value<'static>>; MAX_FIELDS + 1],
+    vals: [MaybeUninit<Value<'static>>; MAX_FIELDS + MAX_PREFIX],
     strs: [MaybeUninit<u8>; BUF],
 }
 
@@ -29,18 +31,20 @@ impl Scratch {
     #[inline(always)]
     pub(crate) fn new() -> Scratch {
         Scratch {
-            vals: [const { MaybeUninit::uninit() }; MAX_FIELDS + 1],
+            vals: [const { MaybeUninit::uninit() }; MAX_FIELDS + MAX_PREFIX],
             strs: [MaybeUninit::uninit(); BUF],
         }
     }
 }
 
-/// The values of one record: a prefix value (the event's `level`, the span's `id`), then the
-/// callsite's fields by index.
+/// The values of one record: the prefix values (the event's `level`; the span's `id` and
+/// `parent`; a record's `span_id`), then the callsite's fields by index.
 pub(crate) struct Capture<'b> {
-    /// `scratch.vals`. Invariant: `vals[..=n]` are initialized (at [`Capture::new`]: the
+    /// `scratch.vals`. Invariant: `vals[..p + n]` are initialized (at [`Capture::new`]: the
     /// prefix, then empty strings).
     vals: NonNull<Value<'b>>,
+    /// Number of prefix values; at most [`MAX_PREFIX`].
+    p: usize,
     /// Number of fields; at most [`MAX_FIELDS`].
     n: usize,
     /// `scratch.strs`. Invariant: its first `used` bytes are initialized, and every
@@ -55,9 +59,15 @@ pub(crate) struct Capture<'b> {
 }
 
 impl<'b> Capture<'b> {
-    /// A capture of `first` and `n` empty fields (at most [`MAX_FIELDS`]) in `scratch`.
+    /// A capture of the `prefix` values and `n` empty fields (at most [`MAX_FIELDS`]) in
+    /// `scratch`.
     #[inline(always)]
-    pub(crate) fn new(first: Value<'static>, n: usize, scratch: &'b mut Scratch) -> Capture<'b> {
+    pub(crate) fn new<const P: usize>(
+        prefix: [Value<'static>; P],
+        n: usize,
+        scratch: &'b mut Scratch,
+    ) -> Capture<'b> {
+        const { assert!(P <= MAX_PREFIX) };
         let n = n.min(MAX_FIELDS);
         let p: *mut Scratch = scratch;
         // SAFETY: `p` comes from a live exclusive borrow; taking field addresses reads nothing.
@@ -67,16 +77,19 @@ impl<'b> Capture<'b> {
                 NonNull::new_unchecked(std::ptr::addr_of_mut!((*p).strs).cast::<u8>()),
             )
         };
-        // SAFETY: `vals` points to `MAX_FIELDS + 1 > n` values of the scratch, exclusively
-        // ours for `'b`; `MaybeUninit<Value<'static>>` has the layout of `Value<'b>`.
+        // SAFETY: `vals` points to `MAX_FIELDS + MAX_PREFIX >= P + n` values of the scratch,
+        // exclusively ours for `'b`; `MaybeUninit<Value<'static>>` has the layout of `Value<'b>`.
         unsafe {
-            vals.as_ptr().write(first);
-            for i in 1..=n {
+            for (i, v) in prefix.into_iter().enumerate() {
+                vals.as_ptr().add(i).write(v);
+            }
+            for i in P..P + n {
                 vals.as_ptr().add(i).write(Value::Str(""));
             }
         }
         Capture {
             vals,
+            p: P,
             n,
             buf,
             used: 0,
@@ -87,10 +100,10 @@ impl<'b> Capture<'b> {
     /// The prefix then the field values (an absent value is the empty string).
     #[inline(always)]
     pub(crate) fn values(&self) -> &[Value<'b>] {
-        debug_assert!(self.n <= MAX_FIELDS);
-        // SAFETY: `vals[..=n]` are initialized (see the field) and only written through
+        debug_assert!(self.n <= MAX_FIELDS && self.p <= MAX_PREFIX);
+        // SAFETY: `vals[..p + n]` are initialized (see the field) and only written through
         // `&mut self`, which this shared borrow excludes.
-        unsafe { std::slice::from_raw_parts(self.vals.as_ptr(), self.n + 1) }
+        unsafe { std::slice::from_raw_parts(self.vals.as_ptr(), self.p + self.n) }
     }
 
     /// The wire types of [`Capture::values`].
@@ -103,9 +116,9 @@ impl<'b> Capture<'b> {
     #[inline(always)]
     fn set(&mut self, i: usize, v: Value<'b>) {
         if i < self.n {
-            // SAFETY: `i + 1 <= n <= MAX_FIELDS`: a value of the scratch, exclusively ours
-            // (`&mut self`); `Value` is `Copy`, so overwriting drops nothing.
-            unsafe { self.vals.as_ptr().add(i + 1).write(v) };
+            // SAFETY: `p + i < p + n <= MAX_PREFIX + MAX_FIELDS`: a value of the scratch,
+            // exclusively ours (`&mut self`); `Value` is `Copy`, so overwriting drops nothing.
+            unsafe { self.vals.as_ptr().add(self.p + i).write(v) };
         }
     }
 
@@ -171,7 +184,7 @@ impl<'b> Capture<'b> {
     /// variant); the prefix stays.
     pub(crate) fn stringify_all(&mut self) {
         for i in 0..self.n {
-            match self.values()[i + 1] {
+            match self.values()[self.p + i] {
                 Value::Str(_) => {}
                 Value::Bool(v) => self.set_str(i, if v { "true" } else { "false" }),
                 Value::U8(v) => self.set_fmt(i, format_args!("{v}")),
@@ -254,7 +267,7 @@ mod tests {
     use super::*;
 
     fn field_str<'a>(c: &'a Capture<'_>, i: usize) -> &'a str {
-        match c.values()[i + 1] {
+        match c.values()[c.p + i] {
             Value::Str(s) => s,
             v => panic!("{v:?}"),
         }
@@ -263,7 +276,7 @@ mod tests {
     #[test]
     fn strings_are_capped_on_char_boundaries() {
         let mut buf = Scratch::new();
-        let mut c = Capture::new(Value::Str("INFO"), 2, &mut buf);
+        let mut c = Capture::new([Value::Str("INFO")], 2, &mut buf);
         c.set_str(0, &"é".repeat(200));
         c.set_fmt(1, format_args!("{:?}", vec![1u8; 1000]));
         assert_eq!(field_str(&c, 0).len(), 254);
@@ -276,8 +289,8 @@ mod tests {
     #[test]
     fn the_buffer_bounds_all_strings() {
         let mut buf = Scratch::new();
-        let mut c = Capture::new(Value::U64(1), MAX_FIELDS + 5, &mut buf);
-        assert_eq!(c.values().len(), MAX_FIELDS + 1);
+        let mut c = Capture::new([Value::U64(1), Value::U64(0)], MAX_FIELDS + 5, &mut buf);
+        assert_eq!(c.values().len(), MAX_FIELDS + 2);
         for i in 0..MAX_FIELDS + 5 {
             c.set_str(i, &"x".repeat(300));
         }
@@ -286,14 +299,15 @@ mod tests {
         c.set(0, Value::U64(7));
         c.set(1, Value::Bool(true));
         c.stringify_all();
-        assert!(matches!(c.values()[1], Value::Str(_)));
+        assert_eq!(c.values()[..2], [Value::U64(1), Value::U64(0)]);
         assert!(matches!(c.values()[2], Value::Str(_)));
+        assert!(matches!(c.values()[3], Value::Str(_)));
     }
 
     #[test]
     fn absent_fields_are_empty_and_later_strings_keep_earlier_ones() {
         let mut buf = Scratch::new();
-        let mut c = Capture::new(Value::Str("WARN"), 4, &mut buf);
+        let mut c = Capture::new([Value::Str("WARN")], 4, &mut buf);
         c.set_str(2, "first");
         c.set(0, Value::I64(-3));
         c.set_fmt(3, format_args!("{}-{}", "second", 2));

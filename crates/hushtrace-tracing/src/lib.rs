@@ -20,11 +20,14 @@
 //! * An **event** is an instant with the field `level` (`"TRACE"` .. `"ERROR"`), then every
 //!   field of the callsite in `tracing`'s order, `message` included.
 //! * A **span** is an async slice keyed by its `tracing` id (`Kind::AsyncBegin`/`AsyncEnd`,
-//!   field `id`): it begins when the span is created (with `id` and every field) and ends when it
-//!   is closed (the last handle dropped), on whichever threads that happens. A span that a
-//!   tokio task carries from worker to worker is therefore one slice with its real duration,
-//!   and no thread's begin/end nesting is affected. Entering and exiting (each poll of an
-//!   instrumented future) are not recorded.
+//!   field `id`): it begins when the span is created (with `id`, `parent` and every field) and
+//!   ends when it is closed (the last handle dropped), on whichever threads that happens. A span
+//!   that a tokio task carries from worker to worker is therefore one slice with its real
+//!   duration, and no thread's begin/end nesting is affected. Entering and exiting (each poll of
+//!   an instrumented future) are not recorded. `parent` is the `id` of the span's parent as
+//!   `tracing` defines it (the explicit `parent:`, else the current span when the span is
+//!   created; 0 for a root), so `hushtrace convert` and `hushtrace flamegraph` nest a request's
+//!   spans under it.
 //! * [`Span::record`](https://docs.rs/tracing/latest/tracing/struct.Span.html#method.record)
 //!   is an instant with the span's name, the field `span_id` (the span's `id`) and every field
 //!   of the span, the ones not recorded by this call empty (`""`).
@@ -47,7 +50,8 @@
 //! stack). (`tracing` may hand the layer a record of a callsite that another thread is still
 //! registering; the layer then registers it itself, once, except on a no-syscall thread, which
 //! drops that record.) Field names that are not identifiers are rewritten (`http.method` → `http_method`),
-//! and a field named like a field the bridge adds (`level`, `id`, `span_id`) gets a `_` suffix.
+//! and a field named like a field the bridge adds (`level`, `id`, `parent`, `span_id`) gets a `_`
+//! suffix.
 //!
 //! # Filters
 //!
@@ -60,13 +64,24 @@
 //! category. Disabling a span's callsite while the span is open loses its end (the converter
 //! reports the slice as unclosed).
 //!
+//! # Limits
+//!
+//! hushtrace's registry holds [`hushtrace_core::MAX_REGISTERED`] (32,768) callsites registered
+//! at run time, and a `tracing` callsite uses one or two of them (the all-strings variant and
+//! the typed one): 16,000 to 32,000 `tracing` callsites fit, and the layer knows at most
+//! 28,672. Past the limit nothing is lost silently: a warning says so once on stderr; a
+//! callsite whose typed variant finds no room records every field as a string; the events of
+//! a callsite that could not be registered at all are counted as discarded (in the trace's
+//! discarded count and the session's statistics). Registering stays fast as the registry
+//! grows (a hash index, no scan).
+//!
 //! # Cost
 //!
 //! An enabled event costs `tracing`'s dispatch, a lock-free lookup of the callsite (a multiply
 //! and two loads), visiting its fields into an uninitialized stack scratch (only the values
 //! the record uses are written) and a hushtrace record; nothing allocates or locks after the
 //! first record of a callsite. Small shapes — a level and up to two fields, a level, a
-//! message and two fields, a span's id and up to two fields — are recorded by a function
+//! message and two fields, a span's id, parent and up to two fields — are recorded by a function
 //! monomorphized for the variant's types ([`hushtrace::Registered::record_typed`], the native
 //! macros' write path); longer ones with [`hushtrace::Registered::record`], which checks each
 //! value's type at run time. A span costs its creation and its close in the registry, one
@@ -138,12 +153,12 @@ where
         }
         let mut scratch = Scratch::new();
         let level = Value::Str(level_str(event.metadata().level()));
-        let mut cap = Capture::new(level, info.fields.len(), &mut scratch);
+        let mut cap = Capture::new([level], info.fields.len(), &mut scratch);
         event.record(&mut cap);
         schema.record(&mut cap);
     }
 
-    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, _ctx: Context<'_, S>) {
+    fn on_new_span(&self, attrs: &Attributes<'_>, id: &Id, ctx: Context<'_, S>) {
         let Some(info) = lookup(attrs.metadata()) else {
             return;
         };
@@ -153,8 +168,18 @@ where
         if !end.is_enabled() {
             return;
         }
+        // tracing's parent: the explicit one, else (contextual) the current span, else none.
+        let parent = match attrs.parent() {
+            Some(p) => p.into_u64(),
+            None if attrs.is_contextual() => ctx.current_span().id().map_or(0, Id::into_u64),
+            None => 0,
+        };
         let mut scratch = Scratch::new();
-        let mut cap = Capture::new(Value::U64(id.into_u64()), info.fields.len(), &mut scratch);
+        let mut cap = Capture::new(
+            [Value::U64(id.into_u64()), Value::U64(parent)],
+            info.fields.len(),
+            &mut scratch,
+        );
         attrs.record(&mut cap);
         begin.record(&mut cap);
     }
@@ -170,7 +195,7 @@ where
             return;
         }
         let mut scratch = Scratch::new();
-        let mut cap = Capture::new(Value::U64(id.into_u64()), info.fields.len(), &mut scratch);
+        let mut cap = Capture::new([Value::U64(id.into_u64())], info.fields.len(), &mut scratch);
         values.record(&mut cap);
         record.record(&mut cap);
     }
@@ -185,13 +210,21 @@ where
     }
 }
 
-/// The layer's state for `meta`. Normally registered by `register_callsite`; but `tracing`
-/// dispatches the events of a callsite that another thread is registering right now before
-/// that registration reaches the layer: such a record registers it here (once, cold), except
-/// on a no-syscall thread, which drops it.
+/// The layer's state for `meta`, for one record. Normally registered by `register_callsite`;
+/// but `tracing` dispatches the events of a callsite that another thread is registering right
+/// now before that registration reaches the layer: such a record registers it here (once,
+/// cold), except on a no-syscall thread, which drops it. A record that cannot be recorded
+/// (dropped so, or of a callsite hushtrace could not register: the registry is full) is
+/// counted as discarded, never lost silently.
 #[inline]
 fn lookup(meta: &'static Metadata<'static>) -> Option<&'static Info> {
-    table::get(meta).or_else(|| register_late(meta))
+    match table::get(meta).or_else(|| register_late(meta)) {
+        Some(info) if !matches!(info.role, Role::Unregistered) => Some(info),
+        _ => {
+            hushtrace::discard_unregistered();
+            None
+        }
+    }
 }
 
 #[cold]
@@ -241,9 +274,9 @@ impl Info {
         let category = clean_name(meta.target());
         let name = clean_name(meta.name());
         let role = if meta.is_span() {
-            let fields = field_names(meta, &["id", "span_id"]);
-            let begin = Schema::new(&category, &name, Kind::AsyncBegin, "id", &fields);
-            let record = Schema::new(&category, &name, Kind::Instant, "span_id", &fields);
+            let fields = field_names(meta, &["id", "parent", "span_id"]);
+            let begin = Schema::new(&category, &name, Kind::AsyncBegin, BEGIN_PREFIX, &fields);
+            let record = Schema::new(&category, &name, Kind::Instant, RECORD_PREFIX, &fields);
             let end = hushtrace::register_callsite(
                 &category,
                 &name,
@@ -261,7 +294,7 @@ impl Info {
             }
         } else {
             let fields = field_names(meta, &["level"]);
-            match Schema::new(&category, &name, Kind::Instant, "level", &fields) {
+            match Schema::new(&category, &name, Kind::Instant, EVENT_PREFIX, &fields) {
                 Some(schema) => {
                     return Info {
                         fields,
@@ -277,6 +310,12 @@ impl Info {
         }
     }
 }
+
+/// The fields the bridge puts before a callsite's own: an event's level; a span begin's id and
+/// parent; a `Span::record`'s span id.
+const EVENT_PREFIX: &[(&str, FieldType)] = &[("level", FieldType::Str)];
+const BEGIN_PREFIX: &[(&str, FieldType)] = &[("id", FieldType::U64), ("parent", FieldType::U64)];
+const RECORD_PREFIX: &[(&str, FieldType)] = &[("span_id", FieldType::U64)];
 
 /// A name the trace metadata can hold: NUL, quotes, backslashes and newlines become `_`.
 fn clean_name(s: &str) -> String {
@@ -322,13 +361,13 @@ fn field_names(meta: &Metadata<'_>, reserved: &[&str]) -> Vec<String> {
 /// lock; in practice a callsite records one set of types).
 const VARIANTS: usize = 8;
 
-/// The hushtrace callsites of one record shape: a prefix field then the tracing fields.
+/// The hushtrace callsites of one record shape: the prefix fields then the tracing fields.
 #[derive(Debug)]
 struct Schema {
     category: String,
     name: String,
     kind: Kind,
-    prefix: &'static str,
+    prefix: &'static [(&'static str, FieldType)],
     /// Every field a string (plus the prefix): registered with the tracing callsite; its
     /// enabled state is the callsite's, and no-syscall threads record it when no typed variant
     /// fits.
@@ -366,15 +405,10 @@ impl Schema {
         category: &str,
         name: &str,
         kind: Kind,
-        prefix: &'static str,
+        prefix: &'static [(&'static str, FieldType)],
         fields: &[String],
     ) -> Option<Schema> {
-        let prefix_ty = if prefix == "level" {
-            FieldType::Str
-        } else {
-            FieldType::U64
-        };
-        let mut desc: Vec<(&str, FieldType)> = vec![(prefix, prefix_ty)];
+        let mut desc: Vec<(&str, FieldType)> = prefix.to_vec();
         desc.extend(fields.iter().map(|f| (f.as_str(), FieldType::Str)));
         let fallback = hushtrace::register_callsite(category, name, kind, &desc).ok()?;
         Some(Schema {
@@ -422,8 +456,15 @@ impl Schema {
             return;
         }
         let sig = signature(cap.values());
-        if let Some(v) = self.register(sig, cap) {
-            let _ = v.try_record(cap.values(), &mut Some(sig));
+        match self.register(sig, cap) {
+            Some(v) => {
+                let _ = v.try_record(cap.values(), &mut Some(sig));
+            }
+            // No room for the typed variant (the registry is full): every field as a string.
+            None => {
+                cap.stringify_all();
+                self.fallback.record(cap.values());
+            }
         }
     }
 
@@ -444,7 +485,8 @@ impl Schema {
                 return Some(*v);
             }
         }
-        let names = std::iter::once(self.prefix).chain(self.fields.iter().map(String::as_str));
+        let names =
+            (self.prefix.iter().map(|&(n, _)| n)).chain(self.fields.iter().map(String::as_str));
         let desc: Vec<(&str, FieldType)> = names.zip(cap.types()).collect();
         let reg =
             hushtrace::register_callsite(&self.category, &self.name, self.kind, &desc).ok()?;

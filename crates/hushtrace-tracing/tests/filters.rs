@@ -8,8 +8,13 @@ use tracing::{debug, info, info_span, trace, warn};
 use tracing_subscriber::filter::{EnvFilter, LevelFilter};
 use tracing_subscriber::prelude::*;
 
+/// The two tests share the process's one session under `cargo test` (nextest runs each in its
+/// own process).
+static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
 #[test]
 fn filters_and_globs_apply() {
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::trace_dir("filters");
     let session = hushtrace::Session::builder()
         .output_dir(&dir)
@@ -56,12 +61,31 @@ fn filters_and_globs_apply() {
 
 #[test]
 fn without_session_nothing_is_recorded_and_nothing_breaks() {
-    // (Runs in its own process under nextest; with `cargo test` the other test's subscriber
-    // may be the global one, which is fine too.)
+    let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let subscriber = tracing_subscriber::registry().with(hushtrace_tracing::layer());
     tracing::subscriber::with_default(subscriber, || {
-        let span = info_span!("no_session", x = tracing::field::Empty);
-        span.record("x", 3u64);
-        span.in_scope(|| info!(a = 1.5, b = ?Some(2), "no session"));
+        for i in 0..100u64 {
+            let span = info_span!(target: "nosession", "no_session", x = tracing::field::Empty);
+            span.record("x", i);
+            span.in_scope(|| info!(target: "nosession", a = 1.5, b = ?Some(i), "no session"));
+        }
     });
+    // The layer saw the callsites: it registered them with hushtrace (the span's begin, record
+    // and end, the event; at least one variant each) ...
+    assert!(hushtrace::enable("nosession:*") >= 4);
+    // ... and recorded nothing: no trace was written, and a session started afterwards finds
+    // nothing left over from them.
+    let dir = common::trace_dir("no-session");
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .start()
+        .unwrap();
+    let stats = session.stop().unwrap();
+    assert_eq!(stats.events_written, 0);
+    assert_eq!(stats.events_discarded, 0);
+    if let Ok(s) = hushtrace_ctf::reader::Session::open(&dir) {
+        let mut merged = s.merged().unwrap();
+        assert!(merged.next().unwrap().is_none(), "an event was recorded");
+    }
+    let _ = std::fs::remove_dir_all(&dir);
 }

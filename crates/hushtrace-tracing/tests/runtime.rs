@@ -108,8 +108,9 @@ fn tokio_program_is_recorded_right() {
         if ph != "b" && ph != "e" {
             continue;
         }
-        let id = e["id2"]["local"]
-            .as_str()
+        assert!(e["id2"]["local"].is_string(), "async event without id: {e}");
+        let id = e["args"]["id"]
+            .as_u64()
             .expect("async event without id")
             .to_string();
         let key = (
@@ -166,6 +167,42 @@ fn tokio_program_is_recorded_right() {
     let native = spans_named("native", "request");
     assert_eq!(native.len() as u64, TASKS);
     assert!(native.iter().all(|a| a["task"].is_number()));
+
+    // Parents (issue 20.3): an inner span's parent is the outer span of its task, blocking's
+    // inner span's is blocking; outer, blocking and the native spans are roots.
+    let outer_of_task: HashMap<u64, u64> = outer_spans
+        .iter()
+        .map(|a| (a["task"].as_u64().unwrap(), a["id"].as_u64().unwrap()))
+        .collect();
+    for a in &inner_spans {
+        let task = a["task"].as_u64().unwrap();
+        assert_eq!(a["parent"], outer_of_task[&task], "{a}");
+    }
+    let blocking_ids: Vec<u64> = spans_named("app", "blocking")
+        .iter()
+        .map(|a| a["id"].as_u64().unwrap())
+        .collect();
+    assert!(spans_named("app", "blocking_inner")
+        .iter()
+        .all(|a| blocking_ids.contains(&a["parent"].as_u64().unwrap())));
+    for a in outer_spans.iter().chain(&native) {
+        assert_eq!(a["parent"], 0, "{a}");
+    }
+    // In Chrome JSON a child shares its root's async id (nestable async events).
+    let chrome_id = |name: &str, id: u64| {
+        events
+            .iter()
+            .find(|e| e["ph"] == "b" && e["name"] == name && e["args"]["id"] == id)
+            .map(|e| e["id2"]["local"].as_str().unwrap().to_string())
+            .unwrap()
+    };
+    for a in &inner_spans {
+        let parent = a["parent"].as_u64().unwrap();
+        assert_eq!(
+            chrome_id("inner", a["id"].as_u64().unwrap()),
+            chrome_id("outer", parent)
+        );
+    }
     assert!(
         moved > 0,
         "no span ended on another thread than it began on"

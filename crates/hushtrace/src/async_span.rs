@@ -4,15 +4,23 @@
 //! A [`SpanGuard`](crate::SpanGuard) is not `Send`: its begin and end nest on one thread's
 //! track. A future on a multi-thread executor (tokio's) is polled on one worker, awaits, and
 //! resumes on another, so a span held across an `.await` cannot be a thread span. An
-//! [`AsyncSpan`] is one: its begin (`Kind::AsyncBegin`, fields `id` then the given fields) is
-//! recorded on the thread that creates it, its end (`Kind::AsyncEnd`, field `id`) on the thread
-//! that drops it. Readers match the two by process, name and `id` (unique in the process), never
-//! by thread nesting, so per-thread begin/end nesting stays valid and the span is one async slice
-//! (`hushtrace convert --to chrome` writes Chrome `b`/`e` events with the id; the report counts
-//! it once with its real duration).
+//! [`AsyncSpan`] is one: its begin (`Kind::AsyncBegin`, fields `id`, `parent`, then the given
+//! fields) is recorded on the thread that creates it, its end (`Kind::AsyncEnd`, field `id`) on
+//! the thread that drops it. Readers match the two by process, name and `id` (unique in the
+//! process), never by thread nesting, so per-thread begin/end nesting stays valid and the span
+//! is one async slice (`hushtrace convert --to chrome` writes Chrome `b`/`e` events nested under
+//! their root; the report counts it once with its real duration).
+//!
+//! **Parents.** `parent` is the `id` of the span this one belongs to, 0 for a root. By default
+//! it is the *current* async span: the one whose future [`InSpanExt::in_span`] is polling on
+//! this thread right now (so a span created inside an instrumented future is its child, on
+//! whichever worker the future runs). `async_span!(parent: &span, ...)` names it explicitly
+//! (an [`AsyncSpan`], an `id`, or `None` for a root). The converters and `hushtrace flamegraph`
+//! nest children under their parents.
 //!
 //! The cost is that of a `span!` plus a thread-local id counter (a shared counter is touched
-//! once per 4096 spans per thread); nothing allocates.
+//! once per 4096 spans per thread) and a thread-local read of the current span; nothing
+//! allocates.
 //!
 //! ```
 //! fn needs_send<T: Send>(_: T) {}
@@ -37,6 +45,45 @@ static NEXT_BLOCK: AtomicU64 = AtomicU64::new(1 << 63);
 std::thread_local! {
     /// (next id, end of this thread's block). Const-initialized, no destructor.
     static IDS: Cell<(u64, u64)> = const { Cell::new((0, 0)) };
+    /// The id of the async span whose future [`InSpan`] is polling on this thread (0: none).
+    /// Const-initialized, no destructor.
+    static CURRENT: Cell<u64> = const { Cell::new(0) };
+}
+
+/// What `async_span!(parent: p, ...)` takes as a parent: an [`AsyncSpan`] (its id; 0 when it
+/// is not recording, which makes a root), an `Option<&AsyncSpan>` (`None` for an explicit root)
+/// or a span id (`u64`, as [`AsyncSpan::id`] returns it).
+pub trait AsParent {
+    /// The parent's id, 0 for none.
+    fn parent_id(&self) -> u64;
+}
+
+impl AsParent for AsyncSpan {
+    #[inline]
+    fn parent_id(&self) -> u64 {
+        self.id
+    }
+}
+
+impl<T: AsParent + ?Sized> AsParent for &T {
+    #[inline]
+    fn parent_id(&self) -> u64 {
+        (**self).parent_id()
+    }
+}
+
+impl AsParent for Option<&AsyncSpan> {
+    #[inline]
+    fn parent_id(&self) -> u64 {
+        self.map_or(0, |s| s.id)
+    }
+}
+
+impl AsParent for u64 {
+    #[inline]
+    fn parent_id(&self) -> u64 {
+        *self
+    }
 }
 
 /// An async span: begun when created, ended when dropped, on any thread (see the module docs).
@@ -45,6 +92,8 @@ std::thread_local! {
 /// ```
 /// let span = hushtrace::async_span!("net", "fetch", bytes = 512u64);
 /// assert_eq!(span.is_recording(), span.id() != 0);
+/// let child = hushtrace::async_span!(parent: &span, "net", "parse");
+/// assert_eq!(child.parent(), span.id());
 /// drop(span); // records the end
 /// ```
 #[must_use = "an async span ends when dropped; bind it with `let _span = async_span!(...)`"]
@@ -54,12 +103,29 @@ pub struct AsyncSpan {
     end: Option<&'static Callsite>,
     /// The span's id: non-zero when recording.
     id: u64,
+    /// The parent's id (0: a root); 0 when not recording.
+    parent: u64,
 }
 
 impl AsyncSpan {
     #[doc(hidden)]
-    pub fn __new(end: Option<&'static Callsite>, id: u64) -> AsyncSpan {
-        AsyncSpan { end, id }
+    #[inline]
+    pub fn __new(end: Option<&'static Callsite>, id: u64, parent: u64) -> AsyncSpan {
+        AsyncSpan { end, id, parent }
+    }
+
+    /// The id of the current async span on this thread (the one whose future
+    /// [`InSpanExt::in_span`] is polling), 0 when there is none: the default parent of a new
+    /// span. A thread-local read.
+    #[inline]
+    pub fn current_id() -> u64 {
+        CURRENT.try_with(Cell::get).unwrap_or(0)
+    }
+
+    #[doc(hidden)]
+    #[inline]
+    pub fn __parent_of<P: AsParent>(p: P) -> u64 {
+        p.parent_id()
     }
 
     /// A process-unique id for a new span (top bit set). No lock, no system call; a shared
@@ -90,6 +156,11 @@ impl AsyncSpan {
     pub fn is_recording(&self) -> bool {
         self.end.is_some()
     }
+
+    /// The id of the parent recorded with the begin (0: a root, or not recording).
+    pub fn parent(&self) -> u64 {
+        self.parent
+    }
 }
 
 impl Drop for AsyncSpan {
@@ -110,7 +181,9 @@ impl Drop for AsyncSpan {
 }
 
 /// Runs a future inside an [`AsyncSpan`]: the span ends when the future completes (or is
-/// dropped unfinished), on whichever thread that happens. Implemented for every future.
+/// dropped unfinished), on whichever thread that happens. While the future is polled, the span
+/// is the thread's current async span: the default parent of the spans created in it.
+/// Implemented for every future.
 ///
 /// ```
 /// use hushtrace::InSpanExt;
@@ -162,7 +235,13 @@ impl<F: Future> Future for InSpan<F> {
         let this = unsafe { self.get_unchecked_mut() };
         // SAFETY: as above; `this.fut` stays where it is for as long as `self` is pinned.
         let fut = unsafe { Pin::new_unchecked(&mut this.fut) };
-        let out = fut.poll(cx);
+        let id = this.span.as_ref().map_or(0, |s| s.id);
+        let out = if id == 0 {
+            fut.poll(cx)
+        } else {
+            let _current = Current::enter(id);
+            fut.poll(cx)
+        };
         if out.is_ready() {
             this.span = None;
         }
@@ -170,11 +249,36 @@ impl<F: Future> Future for InSpan<F> {
     }
 }
 
+/// Makes `id` the thread's current async span until dropped (then restores the previous one,
+/// also when the poll panics).
+struct Current {
+    prev: u64,
+}
+
+impl Current {
+    #[inline]
+    fn enter(id: u64) -> Current {
+        Current {
+            prev: CURRENT.try_with(|c| c.replace(id)).unwrap_or(0),
+        }
+    }
+}
+
+impl Drop for Current {
+    #[inline]
+    fn drop(&mut self) {
+        let _ = CURRENT.try_with(|c| c.set(self.prev));
+    }
+}
+
 /// Begins an [`AsyncSpan`], a span that may end on another thread:
-/// `let span = async_span!("category", "name", field = expr, ...)` (at most 11 fields).
+/// `let span = async_span!("category", "name", field = expr, ...)` (at most 10 fields), or
+/// `async_span!(parent: p, "category", "name", ...)` with an explicit parent `p` (see
+/// [`AsParent`]: `&span`, an id, or `None` for a root).
 ///
-/// Its begin records `id` and the fields; dropping it records the end with `id`. Field
-/// expressions are evaluated only when the callsite is enabled.
+/// Its begin records `id`, `parent` (the explicit one, else the current async span, else 0)
+/// and the fields; dropping it records the end with `id`. Field and parent expressions are
+/// evaluated only when the callsite is enabled.
 ///
 /// ```
 /// use hushtrace::InSpanExt;
@@ -188,16 +292,33 @@ impl<F: Future> Future for InSpan<F> {
 #[cfg(feature = "enable")]
 #[macro_export]
 macro_rules! async_span {
-    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
-        $crate::__callsite!(__HT_BEGIN, AsyncBegin, $cat, $name, ["id" $(, stringify!($k))*]);
+    (parent: $parent:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {
+        $crate::__async_span!(
+            ($crate::AsyncSpan::__parent_of($parent)), $cat, $name $(, $k = $v)*
+        )
+    };
+    ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {
+        $crate::__async_span!(($crate::AsyncSpan::current_id()), $cat, $name $(, $k = $v)*)
+    };
+}
+
+#[cfg(feature = "enable")]
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __async_span {
+    (($parent:expr), $cat:expr, $name:expr $(, $k:ident = $v:expr)*) => {{
+        $crate::__callsite!(
+            __HT_BEGIN, AsyncBegin, $cat, $name, ["id", "parent" $(, stringify!($k))*]
+        );
         $crate::__callsite!(__HT_END, AsyncEnd, $cat, $name, ["id"]);
         let interest = __HT_BEGIN.state.interest();
         if interest.is_enabled() {
             let id = $crate::AsyncSpan::__next_id();
-            $crate::__private::emit(&__HT_BEGIN, interest, (id, $($v,)*));
-            $crate::AsyncSpan::__new(Some(&__HT_END), id)
+            let parent: u64 = $parent;
+            $crate::__private::emit(&__HT_BEGIN, interest, (id, parent, $($v,)*));
+            $crate::AsyncSpan::__new(Some(&__HT_END), id, parent)
         } else {
-            $crate::AsyncSpan::__new(None, 0)
+            $crate::AsyncSpan::__new(None, 0, 0)
         }
     }};
 }
@@ -206,10 +327,16 @@ macro_rules! async_span {
 #[cfg(not(feature = "enable"))]
 #[macro_export]
 macro_rules! async_span {
+    (parent: $parent:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _ = ($crate::AsyncSpan::__parent_of($parent), $cat, $name, $($v,)*);
+        }
+        $crate::AsyncSpan::__new(None, 0, 0)
+    }};
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
         if false {
             let _ = ($cat, $name, $($v,)*);
         }
-        $crate::AsyncSpan::__new(None, 0)
+        $crate::AsyncSpan::__new(None, 0, 0)
     }};
 }

@@ -608,9 +608,9 @@ impl Consumer {
     fn answer(&mut self, req: Request) -> String {
         let pid = self.shared.pid.load(Ordering::Relaxed);
         match req {
-            Request::Ping => format!("{{\"ok\":true,\"pid\":{pid}}}"),
+            Request::Ping => format!("{{\"ok\":true,\"pid\":{pid},\"state\":\"running\"}}"),
             Request::Status => self.status_json(),
-            Request::List => ctl::list_json(pid),
+            Request::List => ctl::list_json(pid, "running"),
             Request::Start => control::error_answer("the session is running"),
             Request::Enable(g) => ctl::enable(&g, true),
             Request::Disable(g) => ctl::enable(&g, false),

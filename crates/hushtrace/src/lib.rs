@@ -74,8 +74,8 @@ mod tracedir;
 pub mod verify;
 mod write;
 
-pub use async_span::{AsyncSpan, InSpan, InSpanExt};
-pub use callsites::{register_callsite, Registered};
+pub use async_span::{AsParent, AsyncSpan, InSpan, InSpanExt};
+pub use callsites::{discard_unregistered, register_callsite, Registered};
 pub use config::{
     Error, Policy, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,
 };

@@ -357,6 +357,7 @@ impl RelaySink {
 fn send_loop(mut conn: Conn, link: &Link) {
     let mut desc: Option<Arc<TraceDesc>> = None;
     let mut desc_gen = 0;
+    let mut sent_gen = 0;
     let mut wanted: HashSet<u64> = HashSet::new();
     let mut connections = conn.connections;
     let mut results = Vec::new();
@@ -389,8 +390,12 @@ fn send_loop(mut conn: Conn, link: &Link) {
             }
             (std::mem::take(&mut st.queue), st.closing)
         };
-        if let Some(d) = &desc {
-            conn.metadata(d);
+        // New event classes (a new connection sends them all itself).
+        if sent_gen != desc_gen {
+            if let Some(d) = &desc {
+                conn.metadata(d);
+            }
+            sent_gen = desc_gen;
         }
         let mut bytes_done = 0;
         for msg in batch {

@@ -19,8 +19,9 @@
 //! At session start ([`clean_stale`]) the ring directories that processes of this user left
 //! on the tmpfs when they were killed are looked at: a directory whose process is gone and
 //! that no trace points to any more (its trace was deleted or recovered) is removed; one that
-//! a trace still points to is left for `hushtrace recover`, and a warning says so. Nothing of
-//! a process that may still run is ever touched.
+//! a trace still points to is left for `hushtrace recover` (which `hushtrace report` runs),
+//! and a warning says so when such rings take more than a quarter of the tmpfs. Nothing of a
+//! process that may still run is ever touched.
 
 use crate::platform;
 use crate::ring::{Buffer, Mode};
@@ -180,6 +181,8 @@ pub(crate) struct Stale {
     pub removed: usize,
     /// Ring directories left for `hushtrace recover`: the trace directories they belong to.
     pub recoverable: Vec<PathBuf>,
+    /// Bytes of the ring files in them.
+    pub recoverable_bytes: u64,
 }
 
 /// Session start: removes the ring directories of this user's processes that are gone and
@@ -194,31 +197,27 @@ pub(crate) fn clean_stale() {
         return;
     };
     let stale = clean_stale_in(&mut root);
-    if !stale.recoverable.is_empty() {
-        let shown: Vec<String> = stale
-            .recoverable
-            .iter()
-            .take(3)
-            .map(|p| p.display().to_string())
-            .collect();
-        let more = if stale.recoverable.len() > 3 {
-            ", ..."
-        } else {
-            ""
-        };
-        eprintln!(
-            "hushtrace: {} ring director{} of killed processes in {} wait for `hushtrace \
-             recover` on their trace ({}{more}); they hold memory until then",
-            stale.recoverable.len(),
-            if stale.recoverable.len() == 1 {
-                "y"
-            } else {
-                "ies"
-            },
-            base.display(),
-            shown.join(", ")
-        );
+    // Said only when they take a good part of the tmpfs (a quarter): a few crashed traces
+    // waiting for `recover` are normal, and `hushtrace report` recovers them.
+    if platform::fs_size(&base).is_none_or(|size| stale.recoverable_bytes <= size / 4) {
+        return;
     }
+    let n = stale.recoverable.len();
+    let shown: Vec<String> = stale
+        .recoverable
+        .iter()
+        .take(3)
+        .map(|p| p.display().to_string())
+        .collect();
+    let more = if n > 3 { ", ..." } else { "" };
+    let plural = if n == 1 { "y" } else { "ies" };
+    eprintln!(
+        "hushtrace: {n} ring director{plural} of killed processes ({} MiB) in {} wait for \
+         `hushtrace recover` on their trace ({}{more}); they hold memory until then",
+        stale.recoverable_bytes >> 20,
+        base.display(),
+        shown.join(", ")
+    );
 }
 
 /// [`clean_stale`] on the base directory `root` (a directory private to this user).
@@ -253,6 +252,12 @@ pub(crate) fn clean_stale_in(root: &mut Dir) -> Stale {
             // The trace still names these rings: `recover` needs them.
             (true, Some(t)) if pointed_to => {
                 out.recoverable.push(t);
+                out.recoverable_bytes += files
+                    .iter()
+                    .filter(|(f, _)| f.starts_with(RING_PREFIX))
+                    .filter_map(|(f, _)| std::fs::symlink_metadata(d.path().join(f)).ok())
+                    .map(|m| m.len())
+                    .sum::<u64>();
                 continue;
             }
             // Rings of an older version (no back pointer): `recover` of their trace may still

@@ -338,16 +338,24 @@ fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Err
 
 /// Refuses an output directory that holds a trace (a process trace directory with a
 /// `metadata` file, or a statistics file), as `hushtrace record` does without `--force` or
-/// `--append`.
+/// `--append`. Traces named after this process's pid (`<pid>`, `<pid>.<n>`) are its own: an
+/// earlier session of the program before it `exec`ed itself.
 fn refuse_existing_trace(root: &mut Dir) -> Result<(), Error> {
     let entries = root.entries().map_err(|source| Error::Io {
         path: root.path().to_path_buf(),
         source,
     })?;
+    let me = platform::getpid().to_string();
+    let mine = |name: &str| {
+        let trace = hushtrace_ctf::stats::trace_name(name).unwrap_or(name);
+        trace.split('.').next() == Some(me.as_str())
+    };
     let mut found: Vec<String> = entries
         .into_iter()
         .filter(|(name, is_dir)| {
-            if *is_dir {
+            if mine(name) {
+                false
+            } else if *is_dir {
                 std::fs::symlink_metadata(
                     root.path()
                         .join(name)

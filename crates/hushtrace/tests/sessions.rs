@@ -19,6 +19,7 @@ fn my_ring_dirs() -> Vec<PathBuf> {
     };
     rd.flatten()
         .map(|e| e.path())
+        .filter(|p| p.is_dir())
         .filter(|p| {
             let n = p.file_name().unwrap().to_string_lossy().into_owned();
             n == me || n.starts_with(&format!("{me}."))
@@ -165,6 +166,21 @@ fn a_directory_holding_a_trace_is_refused_unless_appending() {
         .unwrap();
     s.stop().unwrap();
     assert_eq!(entries(&dir).len(), 6);
+
+    // A trace named after this process's pid is its own (written before it exec'ed itself).
+    let own = temp_dir("existing-own");
+    let mine = own.join(format!("{}.7", std::process::id()));
+    std::fs::create_dir_all(&mine).unwrap();
+    std::fs::write(mine.join("metadata"), "/* CTF 1.8 */").unwrap();
+    std::fs::set_permissions(&own, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+    let s = hushtrace::Session::builder()
+        .output_dir(&own)
+        .subbuf_size(4096)
+        .num_subbufs(2)
+        .start()
+        .unwrap();
+    s.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&own);
 
     // Sessions from the environment add to the directory.
     let other = temp_dir("existing-env");

@@ -454,7 +454,10 @@ mod tests {
     #[test]
     fn relay_metadata_updates_are_concatenated() {
         let (a, b, c) = (class(0, "a:x"), class(1, "b:y"), class(2, "c:z"));
-        let text = relay_text(&[a.clone()], &[&[c.clone()], &[b.clone()], &[]]);
+        let text = relay_text(
+            std::slice::from_ref(&a),
+            &[std::slice::from_ref(&c), std::slice::from_ref(&b), &[]],
+        );
         let got = parse_metadata(text.as_bytes(), "m".as_ref()).unwrap();
         assert_eq!(got, desc(vec![a.clone(), b.clone(), c.clone()]));
         // A header alone, then everything in updates.
@@ -462,7 +465,7 @@ mod tests {
         let got = parse_metadata(text.as_bytes(), "m".as_ref()).unwrap();
         assert_eq!(got, desc(vec![a.clone(), b.clone()]));
         // Ends right after a signature line, without a newline.
-        let text = relay_text(&[a.clone()], &[]) + "/* CTF 1.8 */";
+        let text = relay_text(std::slice::from_ref(&a), &[]) + "/* CTF 1.8 */";
         let got = parse_metadata(text.as_bytes(), "m".as_ref()).unwrap();
         assert_eq!(got, desc(vec![a.clone()]));
     }
@@ -470,7 +473,7 @@ mod tests {
     #[test]
     fn relay_metadata_update_errors_name_the_line() {
         let a = class(0, "a:x");
-        let text = relay_text(&[a.clone()], &[&[a.clone()]]);
+        let text = relay_text(std::slice::from_ref(&a), &[std::slice::from_ref(&a)]);
         let lines: Vec<&str> = text.lines().collect();
         let update_line = lines.iter().rposition(|l| *l == SIGNATURE).unwrap() + 1;
         let err = parse_metadata(text.as_bytes(), "m".as_ref())
@@ -481,7 +484,8 @@ mod tests {
             "{err}"
         );
         // Something other than event blocks in an update: the line that differs.
-        let text = relay_text(&[a.clone()], &[]) + "/* CTF 1.8 */\nevent {\n\tname = \"q\";\n";
+        let text =
+            relay_text(std::slice::from_ref(&a), &[]) + "/* CTF 1.8 */\nevent {\n\tname = \"q\";\n";
         let err = parse_metadata(text.as_bytes(), "m".as_ref())
             .unwrap_err()
             .to_string();

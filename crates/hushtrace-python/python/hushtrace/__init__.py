@@ -19,8 +19,18 @@ installed (its ``hushtrace.pth`` starts tracing when ``HUSHTRACE_OUTPUT`` is set
 
 import functools as _functools
 import inspect as _inspect
+import os as _os
+import sys as _sys
 
-from . import _hushtrace as _h
+# The extension also exports the C interface (the ht_* symbols of libhushtrace.so): loaded
+# with RTLD_GLOBAL, it is what C libraries loaded later bind to, so C tracepoints and Python
+# record into one runtime, one session, one trace.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
+try:
+    from . import _hushtrace as _h
+finally:
+    _sys.setdlopenflags(_flags)
 from . import _functions, _process
 from ._hushtrace import counter, disable, enable, event, snapshot, span
 
@@ -70,6 +80,8 @@ def start(
 def stop():
     """Stops function tracing and the session; returns its statistics as a dict
     (``events_written``, ``events_discarded``, ``trace_dir``), or None if none was running."""
+    if _functions.active():
+        _h._close_open_frames()
     _functions.stop()
     return _h.stop()
 

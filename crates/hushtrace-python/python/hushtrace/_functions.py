@@ -67,6 +67,7 @@ def stop():
     if not _active:
         return
     _active = False
+    _h._stop_c_calls()
     if _h.MONITORING:
         mon = sys.monitoring
         if _tool is not None:
@@ -106,7 +107,9 @@ def _patch(base_events):
         task = orig(self, coro, *args, **kwargs)
         if _active:
             code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-            if code is not None and _h._task_begin(code, id(task)):
+            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
+            module = frame.f_globals.get("__name__") if frame is not None else None
+            if code is not None and _h._task_begin(code, id(task), module):
                 task.add_done_callback(functools.partial(_end_task, code))
         return task
 

@@ -26,6 +26,8 @@ _real_exit = os._exit
 def shutdown():
     """Stops function tracing and the session, if running (idempotent)."""
     try:
+        if _functions.active():
+            _h._close_open_frames()
         _functions.stop()
     except Exception:
         pass

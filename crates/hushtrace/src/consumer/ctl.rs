@@ -18,9 +18,12 @@ const PARKED_POLL: Duration = Duration::from_millis(20);
 /// after it keeps the control socket served ([`park`]).
 static STOPPED_BY_CTL: AtomicU32 = AtomicU32::new(0);
 
-/// The socket file served by the stopped process's thread: (pid, path, file id). Removed at
-/// process exit if it is still that one.
-static PARKED: Mutex<Option<(u32, std::path::PathBuf, (u64, u64))>> = Mutex::new(None);
+/// A socket file served for a stopped process: (pid, path, (device, inode)).
+type ParkedSocket = (u32, std::path::PathBuf, (u64, u64));
+
+/// The socket file served by the stopped process's thread. Removed at process exit if it is
+/// still that one.
+static PARKED: Mutex<Option<ParkedSocket>> = Mutex::new(None);
 
 /// Notes that `ctl stop` is stopping the session of process `pid`.
 pub(super) fn stop_requested(pid: u32) {
@@ -89,7 +92,7 @@ fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
             s.push_str(",\"threads\":[]}");
             s
         }
-        Request::List => list_json(pid),
+        Request::List => list_json(pid, "stopped"),
         Request::Enable(g) => enable(&g, true),
         Request::Disable(g) => enable(&g, false),
         Request::Snapshot(_) => control::error_answer(
@@ -126,9 +129,10 @@ pub(super) fn enable(glob: &str, on: bool) -> String {
     format!("{{\"ok\":true,\"matched\":{n}}}")
 }
 
-/// `list`: every tracepoint of the process with its kind, state and place in the source.
-pub(super) fn list_json(pid: u32) -> String {
-    let mut s = format!("{{\"ok\":true,\"pid\":{pid},\"tracepoints\":[");
+/// `list`: every tracepoint of the process with its kind, state and place in the source;
+/// `state`: the session's (`running` or `stopped`).
+pub(super) fn list_json(pid: u32, state: &str) -> String {
+    let mut s = format!("{{\"ok\":true,\"pid\":{pid},\"state\":\"{state}\",\"tracepoints\":[");
     for (i, cs) in hushtrace_core::all_callsites().enumerate() {
         if i > 0 {
             s.push(',');

@@ -319,3 +319,8 @@ pub fn reserve_file(_fd: std::os::fd::BorrowedFd<'_>, _len: u64) -> io::Result<(
 pub fn process_gone(_pid: u32) -> bool {
     false
 }
+
+/// Unknown here.
+pub fn fs_size(_path: &std::path::Path) -> Option<u64> {
+    None
+}

@@ -432,7 +432,9 @@ pub fn reserve_file(fd: std::os::fd::BorrowedFd<'_>, len: u64) -> io::Result<()>
             Err(e) => return Err(e.into()),
         }
     }
-    let zeros = [0u8; 64 * 1024];
+    // Static: rings are made on threads with small stacks too.
+    static ZEROS: [u8; 16 * 1024] = [0; 16 * 1024];
+    let zeros = &ZEROS;
     let mut off = 0u64;
     while off < len {
         let n = (len - off).min(zeros.len() as u64) as usize;
@@ -457,4 +459,10 @@ pub fn process_gone(pid: u32) -> bool {
         return false;
     };
     rustix::process::test_kill_process(p) == Err(rustix::io::Errno::SRCH)
+}
+
+/// The size in bytes of the file system holding `path` (`statvfs`), or `None`.
+pub fn fs_size(path: &std::path::Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some(st.f_blocks.saturating_mul(st.f_frsize))
 }

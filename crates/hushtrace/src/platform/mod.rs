@@ -51,6 +51,7 @@
 //! | [`map_shared`] | yes (`mmap(MAP_SHARED)`, `madvise(MADV_DONTFORK)`) | raw | `None`; fallback always `None` (rings stay in process memory) |
 //! | [`reserve_file`] | yes (`fallocate`; `pwrite` of zeros where it is unsupported) | raw | `Err(errno)` (`ENOSPC`...); fallback `Err(Unsupported)` |
 //! | [`process_gone`] | yes (`kill(pid, 0)`) | raw | `false` (counts as alive); fallback always `false` |
+//! | [`fs_size`] | yes (`statvfs`) | raw | `None`; fallback always `None` |
 //! | [`remap_private`] | yes (`mmap(MAP_FIXED)`) | raw | `false`; fallback always `false` |
 //! | [`advise_hugepages`] | yes (`madvise`) | raw | ignored; fallback: no-op |
 //! | [`unmap`] | yes (`munmap`) | raw | ignored |
