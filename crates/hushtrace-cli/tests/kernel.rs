@@ -170,19 +170,16 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         .find(|r| r.name == "rt:cycle")
         .expect("rt:cycle row");
     assert_eq!(row.count, 150);
-    let err = (row.runnable_ns - measured).abs() as f64 / measured as f64;
-    assert!(
-        err < 0.05,
-        "runnable {} ns vs measured {measured} ns ({:.1}% off)\n{}",
-        row.runnable_ns,
-        err * 100.0,
-        k.to_text()
-    );
+    // The cycles' runnable time goes to the hog first, as much as the program measured its
+    // bursts inside them. (Anything else that ran instead, a threaded interrupt handler at
+    // a higher real-time priority for instance, is listed after it.)
     let (top, ns) = &row.ran_instead[0];
     assert_eq!(top, &format!("hog/{hog}"), "{}", k.to_text());
+    let err = (*ns - measured).abs() as f64 / measured as f64;
     assert!(
-        *ns as f64 >= 0.95 * row.runnable_ns as f64,
-        "{}",
+        err < 0.05,
+        "hog ran {ns} ns inside the cycles, the program measured {measured} ns ({:.1}% off)\n{}",
+        err * 100.0,
         k.to_text()
     );
     assert!(row.blocked_ns < row.runnable_ns / 20, "{}", k.to_text());
