@@ -569,7 +569,10 @@ fn read_stream(
         discarded = rd_u64(h, 72);
         let cpu = u32::from_le_bytes(h[80..84].try_into().expect("4"));
         cpu_seen = Some(cpu);
-        if content < PACKET_HEADER_LEN || size < content || pos + size > data.len() {
+        if content < PACKET_HEADER_LEN
+            || size < content
+            || pos.checked_add(size).is_none_or(|end| end > data.len())
+        {
             return Err(err(
                 path,
                 format!("byte offset {pos}: packet size {size} / content {content} out of bounds"),
@@ -695,6 +698,42 @@ mod tests {
         assert_eq!(t.events[1].ts, 100);
         assert_eq!(t.clock.desc.offset_s, 5);
         assert_eq!(t.trace_clock, "x86-tsc");
+    }
+
+    #[test]
+    fn random_and_truncated_streams_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = meta();
+        std::fs::write(dir.path().join("metadata"), to_tsdl(&m)).unwrap();
+        let path = dir.path().join("channel0_0");
+        let mut w = StreamWriter::create(&path, m.uuid, 0, 0).unwrap();
+        for i in 0..20 {
+            w.event(
+                id_of("sched_waking").unwrap(),
+                i,
+                &[Out::Text(b"x"), Out::Int(1), Out::Int(2), Out::Int(3)],
+            )
+            .unwrap();
+        }
+        w.flush().unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let mut seed = 7u64;
+        for round in 0..3000 {
+            let mut b = good.clone();
+            if round % 3 == 0 {
+                b.truncate(round % good.len());
+            } else {
+                for _ in 0..1 + round % 4 {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let at = (seed >> 33) as usize % b.len();
+                    b[at] = (seed >> 24) as u8;
+                }
+            }
+            std::fs::write(&path, &b).unwrap();
+            let _ = KernelTrace::open(dir.path());
+        }
     }
 
     #[test]
