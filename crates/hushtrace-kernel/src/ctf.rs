@@ -718,7 +718,7 @@ mod tests {
         w.flush().unwrap();
         let good = std::fs::read(&path).unwrap();
         let mut seed = 7u64;
-        for round in 0..3000 {
+        for round in 0..800 {
             let mut b = good.clone();
             if round % 3 == 0 {
                 b.truncate(round % good.len());
