@@ -351,7 +351,8 @@ fn event_slot(cat: usize, name: usize) -> usize {
 fn remember_event_group(cat: &Bound<'_, PyString>, name: &Bound<'_, PyString>, g: &Group) {
     let (c, n) = (cat.as_ptr() as usize, name.as_ptr() as usize);
     // SAFETY: GIL held (a `Bound`); the borrow ends here.
-    unsafe { EVENT_CACHE.get() }[event_slot(c, n)] = (c, n, g as *const Group);
+    let cache = unsafe { EVENT_CACHE.get() };
+    cache[event_slot(c, n)] = (c, n, g as *const Group);
 }
 
 /// `event(cat, name, **fields)`: records an instant event with keyword fields (int, float,

@@ -463,9 +463,17 @@ pub fn request(pid: u32, line: &str) -> io::Result<String> {
     conn.write_all(line.as_bytes())?;
     conn.write_all(b"\n")?;
     conn.shutdown(std::net::Shutdown::Write)?;
+    // One answer line: read up to its newline, not to the end of the connection (a fork
+    // child of the process may hold the connection open after the process closed it).
     let mut out = String::new();
-    conn.read_to_string(&mut out)
+    io::BufRead::read_line(&mut io::BufReader::new(&conn), &mut out)
         .map_err(|e| io::Error::new(e.kind(), format!("process {pid} did not answer: {e}")))?;
+    if out.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("process {pid} closed the connection without an answer"),
+        ));
+    }
     Ok(out.trim_end().to_string())
 }
 

@@ -7,9 +7,9 @@
 //!   write-protect faults); the file `<pid>[.n].trace` next to it names the trace directory
 //!   back (outside the ring directory, which `recover` removes once it is empty);
 //! * else in the trace directory's [`FALLBACK_DIR`] subdirectory, named apart from the
-//!   trace directory's `rings` pointer file.
+//!   trace directory's pointer file ([`RINGS_FILE`]).
 //!
-//! The trace directory's `rings` file names the ring directory. Its write is checked: rings
+//! The trace directory's pointer file names the ring directory. Its write is checked: rings
 //! that `recover` could not find would be useless, so without it they go to private memory.
 //!
 //! Every ring file is allocated in full when it is created ([`platform::reserve_file`]): a
@@ -47,7 +47,7 @@ fn shm_base() -> PathBuf {
 }
 
 /// Makes this process's ring directory (a new one per session and per fork child), points the
-/// trace directory's `rings` file at it, and installs the types mirror there. `None`: rings in
+/// trace directory's pointer file at it, and installs the types mirror there. `None`: rings in
 /// private memory (not crash-persistent), with a warning saying why.
 pub(crate) fn setup(trace_dir: &mut Dir, pid: u32) -> Option<Dir> {
     WARNED.store(false, Ordering::Relaxed);
@@ -291,7 +291,7 @@ pub(crate) fn clean_stale_in(root: &mut Dir) -> Stale {
 }
 
 /// Whether the trace directory `trace` may still want the ring directory `ring_dir`: false
-/// only when it is known not to (the trace directory or its `rings` file is gone, or the file
+/// only when it is known not to (the trace directory or its pointer file is gone, or the file
 /// names another directory); any other doubt keeps the rings.
 fn points_to(trace: &Path, ring_dir: &Path) -> bool {
     use std::io::Read;

@@ -462,6 +462,15 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
             Some(cur) if Arc::ptr_eq(cur, s) => {}
             _ => {
                 drop(reg);
+                // Another thread (`hushtrace ctl PID stop`, exit) is stopping this session:
+                // its statistics are there once it is done.
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while s.inner.lock().final_stats.is_none()
+                    && state::stops_in_progress() > 1
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 return s.inner.lock().final_stats.clone().ok_or(Error::Config {
                     var: None,
                     value: "stop".into(),

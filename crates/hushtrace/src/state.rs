@@ -389,6 +389,11 @@ pub(crate) fn stop_in_progress() -> bool {
     STOPPING.load(Ordering::Acquire) != 0
 }
 
+/// How many threads are inside a stop.
+pub(crate) fn stops_in_progress() -> usize {
+    STOPPING.load(Ordering::Acquire)
+}
+
 /// Adds to the session's lost count. Lock-free: tracepoints call it, possibly from a signal
 /// handler that interrupted the registry lock's holder (cold paths only).
 pub(crate) fn count_lost(n: u64) {

@@ -339,8 +339,9 @@ fn role_bench(out: &Path, relay: &str) {
     );
 }
 
-/// One 2 s trial of the `bench` role at `rate` events/s: whether nothing was discarded.
-/// `relay`: the relay's URL or "" (local disk only).
+/// One 2 s trial of the `bench` role at `rate` events/s: whether nothing was discarded, nor
+/// missing from the relay's copy (reported on stderr). `relay`: the relay's URL or "" (local
+/// disk only).
 fn lossless_trial(rate: u64, relay: &str, relay_only: bool) -> bool {
     let out = temp_dir("relay-bench");
     let mut env = vec![
@@ -353,10 +354,17 @@ fn lossless_trial(rate: u64, relay: &str, relay_only: bool) -> bool {
     }
     let mut p = spawn_role("bench", &env);
     let rx = lines(&mut p);
+    let mut stderr = p.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
     let r = wait_line(&rx, "result ", Duration::from_secs(120));
     wait_exit(&mut p, Duration::from_secs(60), "bench");
+    let err = err.join().unwrap();
     let _ = std::fs::remove_dir_all(&out);
-    r.contains("discarded=0")
+    r.contains("discarded=0") && !err.contains("could not be streamed to the relay")
 }
 
 /// Sustained lossless rate streaming to a relay over loopback, as a ratio to the local disk
@@ -657,10 +665,14 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
         err.contains("could not be streamed to the relay"),
         "no relay loss reported although the relay died: {result}\nstderr: {err:?}"
     );
-    let local = babeltrace(&out);
-    let in_trace = count(&local, "relaytest:main").values().sum::<u64>()
-        + count(&local, "relaytest:rt").values().sum::<u64>();
-    assert_eq!(in_trace, v["written"], "the local trace: {result}");
+    // (The rings may have discarded events, which babeltrace2 reports as warnings.)
+    if let Some((local, _)) = common::babeltrace_raw(&out) {
+        let in_trace = local
+            .lines()
+            .filter(|l| l.contains("relaytest:main") || l.contains("relaytest:rt"))
+            .count() as u64;
+        assert_eq!(in_trace, v["written"], "the local trace: {result}");
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 

@@ -52,7 +52,7 @@ fn role() {
     for seq in 0..MAIN_EVENTS {
         hushtrace::event!("stall", "ev", seq = seq);
         if seq % 500 == 499 {
-            std::thread::sleep(Duration::from_millis(2));
+            std::thread::sleep(Duration::from_millis(5));
         }
     }
     // Short threads, a few at a time.
