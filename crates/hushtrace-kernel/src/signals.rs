@@ -5,7 +5,7 @@
 //! be caught: then the guard process removes the instances, see [`crate::capture`].)
 
 use std::io::Read;
-use std::os::unix::io::FromRawFd;
+use std::os::unix::io::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 
@@ -34,14 +34,9 @@ impl Forwarder {
     /// waits for signals then exists before the system-call instance starts following this
     /// process's new tasks, and is not traced. The guard process is never signalled.
     pub fn install() -> std::io::Result<Forwarder> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fds[0] is a freshly created descriptor that nothing else owns.
-        let mut rd = unsafe { std::fs::File::from_raw_fd(fds[0]) };
-        PIPE_W.store(fds[1], Ordering::Relaxed);
+        // Both ends close-on-exec: the traced program inherits neither.
+        let (mut rd, wr) = std::io::pipe()?;
+        PIPE_W.store(wr.into_raw_fd(), Ordering::Relaxed);
         let thread = std::thread::Builder::new()
             .name("hushtrace-sig".into())
             .spawn(move || {

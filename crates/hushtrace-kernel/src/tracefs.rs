@@ -61,29 +61,47 @@ pub fn find_or_mount() -> Result<PathBuf, AccessError> {
         return Ok(m);
     }
     let target = CANDIDATES[0];
-    let src = c"nodev";
-    let fstype = c"tracefs";
-    let tgt = std::ffi::CString::new(target).expect("no NUL");
-    // SAFETY: all pointers are valid NUL-terminated strings for the call; data may be null.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            tgt.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
+    let e = match mount_tracefs(target) {
+        Ok(()) if Path::new(target).join("instances").is_dir() => return Ok(PathBuf::from(target)),
+        Ok(()) => io::Error::other("mounted, but it has no `instances` directory"),
+        Err(e) => e,
     };
-    if r == 0 && Path::new(target).join("instances").is_dir() {
-        return Ok(PathBuf::from(target));
-    }
-    let e = io::Error::last_os_error();
     Err(AccessError::NotMounted(format!(
         "--kernel needs tracefs: it is not mounted at {} and mounting it failed ({e}); run as \
          root, or mount it (`mount -t tracefs nodev /sys/kernel/tracing`) and give this user \
          write access to it",
         CANDIDATES.join(" or ")
     )))
+}
+
+/// `mount -t tracefs nodev TARGET`.
+#[cfg(target_os = "linux")]
+fn mount_tracefs(target: &str) -> io::Result<()> {
+    let tgt = std::ffi::CString::new(target).map_err(io::Error::other)?;
+    // SAFETY: all pointers are valid NUL-terminated strings for the call; data may be null.
+    let r = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            tgt.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// tracefs is Linux's.
+#[cfg(not(target_os = "linux"))]
+fn mount_tracefs(_target: &str) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "tracefs exists on Linux only",
+    ))
 }
 
 /// The first tracefs mount point in `/proc/self/mounts`.
