@@ -51,6 +51,8 @@ pub fn start(
     // Before the capture starts: see `Forwarder::install`.
     let signals = hushtrace_kernel::signals::Forwarder::install().ok();
     let capture = Capture::start(output, &opts).map_err(|e| {
+        // Nothing of a failed start stays behind (the directory did not exist before).
+        let _ = std::fs::remove_dir_all(&kdir);
         eprintln!("hushtrace: error: {e}");
         match e {
             hushtrace_kernel::Error::Access(_) => ExitCode::from(2),
