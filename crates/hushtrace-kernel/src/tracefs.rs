@@ -228,9 +228,20 @@ pub fn remove_stale(root: &Path) -> Vec<String> {
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(pid) = owner_pid(&name) {
+            // A recorder in another pid namespace looks dead from here but keeps its
+            // trace_pipe_raw files open: rmdir then fails with EBUSY, and its instance is left
+            // alone (not even turned off).
             if !alive(pid) {
-                remove_dir(&e.path());
-                out.push(name);
+                match std::fs::remove_dir(e.path()) {
+                    Ok(()) => out.push(name),
+                    Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {}
+                    Err(_) => {
+                        remove_dir(&e.path());
+                        if !e.path().exists() {
+                            out.push(name);
+                        }
+                    }
+                }
             }
         }
     }
