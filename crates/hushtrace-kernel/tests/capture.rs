@@ -109,3 +109,30 @@ fn dropping_a_capture_removes_its_instance() {
     assert!(!instance_exists());
     assert!(!tmp.path().join("kernel/metadata").exists());
 }
+
+#[test]
+fn stale_instances_are_removed_unless_in_use() {
+    let Some(_l) = lock("stale_instances_are_removed_unless_in_use") else {
+        return;
+    };
+    let root = hushtrace_kernel::tracefs::find_or_mount().unwrap();
+    let mut dead = Command::new("true").spawn().unwrap();
+    let pid = dead.id();
+    dead.wait().unwrap();
+    let name = format!("hushtrace-{pid}");
+    let path = root.join("instances").join(&name);
+    std::fs::create_dir(&path).unwrap();
+    // In use (as by a recorder in another pid namespace): left alone, still on.
+    let open = std::fs::File::open(path.join("per_cpu/cpu0/trace_pipe_raw")).unwrap();
+    assert!(!hushtrace_kernel::tracefs::remove_stale(&root).contains(&name));
+    assert!(path.exists());
+    assert_eq!(
+        std::fs::read_to_string(path.join("tracing_on"))
+            .unwrap()
+            .trim(),
+        "1"
+    );
+    drop(open);
+    assert!(hushtrace_kernel::tracefs::remove_stale(&root).contains(&name));
+    assert!(!path.exists());
+}
