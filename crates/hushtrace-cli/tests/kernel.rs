@@ -237,7 +237,10 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     let user = &session.traces[0].desc;
     assert_eq!(kt.clock.uuid, user.clock_uuid);
     let (kc, uc) = (&kt.clock.desc, &user.clock);
-    assert_eq!((kc.freq, kc.offset_s, kc.offset), (uc.freq, uc.offset_s, uc.offset));
+    assert_eq!(
+        (kc.freq, kc.offset_s, kc.offset),
+        (uc.freq, uc.offset_s, uc.offset)
+    );
     let (mut inside, mut between, mut sleeps) = (0, 0, 0);
     for e in kt.events.iter().filter(|e| e.name() == "sched_switch") {
         if e.int("prev_tid") != cycle {
