@@ -581,6 +581,16 @@ fn kernel_instances_are_removed_after_signals_and_sigkill() {
     );
     KernelTrace::open(&tmp.path().join("term/kernel")).unwrap();
 
+    // The program crashes: record reports it, and the kernel trace is complete all the same.
+    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(["record", "--kernel", "-o"])
+        .arg(tmp.path().join("crash"))
+        .args(["--", "sh", "-c", "kill -SEGV $$"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGSEGV));
+    KernelTrace::open(&tmp.path().join("crash/kernel")).unwrap();
+
     // SIGKILL to record: its guard process removes the instance at once.
     let mut c = spawn("kill", "3");
     let pid = c.id();
