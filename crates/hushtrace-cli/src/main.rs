@@ -430,7 +430,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     out.write_all(k.to_text().as_bytes())?;
                 }
                 ReportFormat::Json => {
-                    serde_json::to_writer_pretty(&mut out, &r)?;
+                    let k = hushtrace_cli::kernel_report::compute(&session, None, 0)?;
+                    serde_json::to_writer_pretty(
+                        &mut out,
+                        &k.with_json(serde_json::to_value(&r)?),
+                    )?;
                     writeln!(out)?;
                 }
             }
