@@ -68,11 +68,23 @@ typedef struct {
 #define HT_ERR_PANIC (-3)   /* an internal error (a bug: please report it) */
 
 /** Starts a session writing a CTF trace under `dir` (created if needed; must belong to the
- *  user and not be writable by others), with the default ring sizes. NULL on error. */
+ *  user and not be writable by others), with the default ring sizes. NULL on error. Like
+ *  `hushtrace record` without --force or --append, it refuses a directory that already holds
+ *  a trace of other processes (ht_last_error() says "already holds a trace"): use a new
+ *  directory, remove the old trace, or ht_session_append(). A directory this process wrote a
+ *  session to before is accepted (each session gets its own <pid>.<n> directory). Of two
+ *  threads starting at once, one gets the session and the other NULL ("already running"),
+ *  having created nothing. */
 ht_session *ht_session_start(const char *dir);
 
-/** Stops the session and frees it (also on error): writes every packet, the metadata and
- *  the statistics. Fills `*out` when `out` is not NULL. 0 on success. */
+/** Like ht_session_start(), but adds this process's trace to a directory that already holds
+ *  a trace (as `hushtrace record --append`). */
+ht_session *ht_session_append(const char *dir);
+
+/** Stops the session: writes every packet, the metadata and the statistics. Fills `*out`
+ *  when `out` is not NULL. 0 on success. A handle stays valid after the stop (its few bytes
+ *  are never freed): stopping it again, or passing a pointer that is not a session handle,
+ *  returns HT_ERR_INVALID ("stopped already", "not a session handle"), in every build. */
 int ht_session_stop(ht_session *s, ht_stats *out);
 
 /** Starts a session when HUSHTRACE_OUTPUT=<dir> is set, configured by HUSHTRACE_MODE,
@@ -120,7 +132,8 @@ int ht_verify_trap_syscalls_on_this_thread(void);
 uint64_t ht_verify_trapped_syscalls(void);
 
 /** Ends the calling thread with a raw exit system call (allowed by the filter); the thread
- *  can be joined with pthread_join(). */
+ *  can be joined with pthread_join(). No cleanup handler or destructor runs and the thread's
+ *  stack is released: nothing on it may still be in use by another thread. */
 void ht_verify_exit_thread(void) __attribute__((noreturn));
 
 /* ---------------------------------------------------------------------------------------- */

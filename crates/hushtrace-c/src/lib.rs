@@ -53,9 +53,37 @@ pub struct HtStats {
     pub events_discarded: u64,
 }
 
-/// `ht_session`: a running session, owned by the C caller until `ht_session_stop`.
+/// `ht_session`: a session handle. Handles are never freed (a few bytes per session started)
+/// and every one is listed in [`HANDLES`]: a second `ht_session_stop` of the same handle finds
+/// it stopped and returns an error, and a pointer that is not a handle is refused before it
+/// is read, instead of a double free.
 #[derive(Debug)]
-pub struct HtSession(hushtrace_rt::Session);
+pub struct HtSession {
+    /// The session until it is stopped.
+    session: std::sync::Mutex<Option<hushtrace_rt::Session>>,
+}
+
+/// Every handle `ht_session_start`/`ht_session_append` returned.
+static HANDLES: std::sync::Mutex<Vec<&'static HtSession>> = std::sync::Mutex::new(Vec::new());
+
+/// The handle `s` points to, if it is one.
+fn handle(s: *const HtSession) -> Option<&'static HtSession> {
+    HANDLES
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .copied()
+        .find(|h| ptr::eq(*h, s))
+}
+
+/// A new handle for `session`.
+fn new_handle(session: hushtrace_rt::Session) -> *mut HtSession {
+    let h: &'static HtSession = Box::leak(Box::new(HtSession {
+        session: std::sync::Mutex::new(Some(session)),
+    }));
+    HANDLES.lock().unwrap_or_else(|e| e.into_inner()).push(h);
+    h as *const HtSession as *mut HtSession
+}
 
 /// `ht__callsite`: the static descriptor the header's macros define for each tracepoint.
 ///
@@ -192,6 +220,23 @@ pub extern "C" fn ht_last_error() -> *const c_char {
 /// `dir` is NULL or a NUL-terminated string.
 #[no_mangle]
 pub unsafe extern "C" fn ht_session_start(dir: *const c_char) -> *mut HtSession {
+    // SAFETY: forwarded contract.
+    unsafe { start(dir, false) }
+}
+
+/// `ht_session *ht_session_append(const char *dir)`.
+///
+/// # Safety
+/// `dir` is NULL or a NUL-terminated string.
+#[no_mangle]
+pub unsafe extern "C" fn ht_session_append(dir: *const c_char) -> *mut HtSession {
+    // SAFETY: forwarded contract.
+    unsafe { start(dir, true) }
+}
+
+/// # Safety
+/// `dir` is NULL or a NUL-terminated string.
+unsafe fn start(dir: *const c_char, append: bool) -> *mut HtSession {
     guard(ptr::null_mut(), || {
         // SAFETY: forwarded contract.
         let Ok(dir) = (unsafe { arg(dir, "the output directory") }) else {
@@ -203,8 +248,12 @@ pub unsafe extern "C" fn ht_session_start(dir: *const c_char) -> *mut HtSession 
         }
         use std::os::unix::ffi::OsStrExt;
         let path = std::path::Path::new(std::ffi::OsStr::from_bytes(dir));
-        match hushtrace_rt::Session::builder().output_dir(path).start() {
-            Ok(s) => Box::into_raw(Box::new(HtSession(s))),
+        match hushtrace_rt::Session::builder()
+            .output_dir(path)
+            .append(append)
+            .start()
+        {
+            Ok(s) => new_handle(s),
             Err(e) => {
                 set_error(e.to_string());
                 ptr::null_mut()
@@ -216,8 +265,9 @@ pub unsafe extern "C" fn ht_session_start(dir: *const c_char) -> *mut HtSession 
 /// `int ht_session_stop(ht_session *s, ht_stats *out)`.
 ///
 /// # Safety
-/// `s` is NULL or a session from `ht_session_start` not stopped yet; `out` is NULL or
-/// writable.
+/// `out` is NULL or writable. `s` may be anything: a pointer that is not a handle from
+/// `ht_session_start`/`ht_session_append`, or a handle stopped already, is an error
+/// (`HT_ERR_INVALID`), never read or freed.
 #[no_mangle]
 pub unsafe extern "C" fn ht_session_stop(s: *mut HtSession, out: *mut HtStats) -> c_int {
     guard(ERR_PANIC, || {
@@ -225,8 +275,14 @@ pub unsafe extern "C" fn ht_session_stop(s: *mut HtSession, out: *mut HtStats) -
             set_error("the session is NULL");
             return ERR_INVALID;
         }
-        // SAFETY: the caller hands back the box `ht_session_start` leaked, once.
-        let session = unsafe { Box::from_raw(s) };
+        let Some(h) = handle(s) else {
+            set_error("not a session handle from ht_session_start or ht_session_append");
+            return ERR_INVALID;
+        };
+        let Some(session) = h.session.lock().unwrap_or_else(|e| e.into_inner()).take() else {
+            set_error("this session was stopped already");
+            return ERR_INVALID;
+        };
         let put = |st: &hushtrace_rt::Stats| {
             if !out.is_null() {
                 // SAFETY: the caller promises `out` is writable when not NULL.
@@ -238,7 +294,7 @@ pub unsafe extern "C" fn ht_session_stop(s: *mut HtSession, out: *mut HtStats) -
                 };
             }
         };
-        match session.0.stop() {
+        match session.stop() {
             Ok(st) => {
                 put(&st);
                 0
@@ -405,7 +461,9 @@ pub extern "C" fn ht_verify_trapped_syscalls() -> u64 {
 /// `void ht_verify_exit_thread(void)`.
 #[no_mangle]
 pub extern "C" fn ht_verify_exit_thread() -> ! {
-    hushtrace_rt::verify::exit_thread()
+    // SAFETY: called from C, which has no destructors: the C caller's contract (header) is
+    // that nothing on this thread's stack is still in use by another thread.
+    unsafe { hushtrace_rt::verify::exit_thread() }
 }
 
 // ---------------------------------------------------------------------------------------------

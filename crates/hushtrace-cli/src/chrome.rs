@@ -29,6 +29,7 @@
 //! on the async spans open at once). An end whose begin is not in the trace (lost in overwrite
 //! mode) is left out, so every `E` has its `B`.
 
+use crate::pyfuncs::PyFuncs;
 use crate::spans::{async_id, async_parent};
 use crate::split_name;
 use hushtrace_ctf::reader::{Error as ReadError, MergedEvent, Session, Value, Warning};
@@ -127,6 +128,8 @@ struct ClassJson {
 #[derive(Debug, Default)]
 struct ClassCache {
     by_trace: Vec<Vec<Option<ClassJson>>>,
+    /// Events of traced Python functions, by (trace, event id, function id).
+    py: HashMap<(usize, u16, u32), ClassJson>,
 }
 
 impl ClassCache {
@@ -139,13 +142,20 @@ impl ClassCache {
         if per.len() <= id {
             per.resize(id + 1, None);
         }
-        per[id].get_or_insert_with(|| class_json(ev))
+        per[id].get_or_insert_with(|| class_json(ev, None))
+    }
+
+    /// The JSON of a traced Python function's event, named `full` (`"module:qualname"`).
+    fn get_py(&mut self, ev: &MergedEvent<'_>, f: u32, full: &str) -> &ClassJson {
+        self.py
+            .entry((ev.trace, ev.event.class.id, f))
+            .or_insert_with(|| class_json(ev, Some(full)))
     }
 }
 
-fn class_json(ev: &MergedEvent<'_>) -> ClassJson {
+fn class_json(ev: &MergedEvent<'_>, full_name: Option<&str>) -> ClassJson {
     let class = ev.event.class;
-    let (cat, name) = split_name(&class.name);
+    let (cat, name) = split_name(full_name.unwrap_or(&class.name));
     let counter = class.kind == Kind::Counter;
     let ph = match class.kind {
         Kind::SpanBegin => "B",
@@ -214,6 +224,7 @@ pub fn convert_with<W: Write>(
     let mut summary = Summary::default();
     let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
     let mut classes = ClassCache::default();
+    let mut py = PyFuncs::default();
     let mut processes: HashSet<u32> = HashSet::new();
     let mut threads: HashSet<(u32, u32)> = HashSet::new();
     let mut async_roots: HashMap<(u32, u64), AsyncRoot> = HashMap::new();
@@ -257,6 +268,11 @@ pub fn convert_with<W: Write>(
                 metadata_event(&mut line, "thread_name", p.vpid, p.vtid, &p.procname);
             }
         }
+        if py.observe(&ev) {
+            // A Python function's definition names its calls; it is not an event to show.
+            write_separated(&mut out, &line, &mut first)?;
+            continue;
+        }
         match ev.event.class.kind {
             Kind::SpanBegin => st.depth += 1,
             Kind::SpanEnd if st.depth == 0 => {
@@ -273,20 +289,19 @@ pub fn convert_with<W: Write>(
             }
             _ => None,
         };
-        trace_event(
-            &mut line,
-            &ev,
-            classes.get(&ev),
-            &st.ids,
-            ev.time_ns - t0,
-            root.as_ref(),
-        );
+        let cj = match py.resolve(&ev) {
+            Some((f, full)) => classes.get_py(&ev, f, full),
+            None => classes.get(&ev),
+        };
+        trace_event(&mut line, &ev, cj, &st.ids, ev.time_ns - t0, root.as_ref());
         write_separated(&mut out, &line, &mut first)?;
         summary.events += 1;
         if summary.events % PROGRESS_EVERY == 0 {
             progress(merged.bytes_read(), total);
         }
     }
+    // `record --kernel`: each CPU's running task as slices, on the same time origin.
+    summary.events += crate::kernel_convert::chrome(session, &mut out, &mut first, t0)?;
     out.write_all(b"\n]}\n")?;
     out.flush()?;
     summary.processes = processes.len() as u64;

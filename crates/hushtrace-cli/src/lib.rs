@@ -7,7 +7,10 @@
 //! * [`flame`]: flame graph SVG of spans via `inferno`.
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
 //! * [`demo`]: the built-in workload traced by the embedded tracer.
+//! * [`kernel`], [`kernel_report`]: `record --kernel` and the off-CPU report.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
+//! * [`interrupt`]: an output still being written is removed when Ctrl-C or SIGTERM ends the
+//!   command.
 //!
 //! Outputs derived from a trace are created with mode 0600 ([`create_private`]), like the trace.
 //!
@@ -37,7 +40,13 @@ pub mod ctl;
 #[allow(unsafe_code)] // fork() and waitpid() for the forked worker process
 pub mod demo;
 pub mod flame;
+#[allow(unsafe_code)] // signal masks and sigwait() for the interrupt watcher
+pub mod interrupt;
+pub mod kernel;
+pub mod kernel_convert;
+pub mod kernel_report;
 pub mod perfetto;
+pub mod pyfuncs;
 pub mod record;
 pub mod recover;
 pub mod report;

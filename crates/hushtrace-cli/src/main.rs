@@ -15,7 +15,12 @@ use std::process::ExitCode;
 
 /// hushtrace: record, convert and summarise traces of the hushtrace userspace tracer.
 #[derive(Parser, Debug)]
-#[command(name = "hushtrace", version, about, propagate_version = true)]
+#[command(
+    name = "hushtrace",
+    version,
+    about = "The hushtrace command: record, convert, report, flamegraph, recover, ctl, demo.",
+    propagate_version = true
+)]
 struct Cli {
     #[command(subcommand)]
     command: Cmd,
@@ -64,6 +69,14 @@ enum Cmd {
         /// the metadata and statistics): `HUSHTRACE_RELAY_ONLY=1`.
         #[arg(long, requires = "relay")]
         relay_only: bool,
+        /// Also record the kernel's scheduling (`sched`, the default), interrupts (`irq`) and
+        /// the program's system calls (`syscalls`), comma-separated, from a private ftrace
+        /// instance into DIR/kernel (root, or write access to tracefs; exit code 2 otherwise).
+        #[arg(long, value_name = "CATS", num_args = 0..=1, default_missing_value = "sched")]
+        kernel: Option<String>,
+        /// Per-CPU ftrace buffer size for --kernel, in KiB (default 4096).
+        #[arg(long, value_name = "KB", requires = "kernel")]
+        kernel_buffer_kb: Option<u32>,
         /// The command to run, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -96,6 +109,18 @@ enum Cmd {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: ReportFormat,
+        /// List the longest instances of this span (`rt:cycle`) with, when the trace has
+        /// kernel events (`record --kernel`), their off-CPU stretches and what took the CPU.
+        #[arg(long, value_name = "SPAN")]
+        slowest: Option<String>,
+        /// How many instances --slowest lists.
+        #[arg(
+            short = 'n',
+            value_name = "N",
+            default_value_t = 10,
+            requires = "slowest"
+        )]
+        n: usize,
     },
     /// Draw the spans of a trace as a flame graph SVG (widths by inclusive time).
     Flamegraph {
@@ -123,9 +148,10 @@ enum Cmd {
         /// Session (or single process) trace directory.
         dir: PathBuf,
     },
-    /// Control a running traced program: `ctl TARGET status`, `ctl TARGET enable GLOB`,
-    /// `ctl TARGET disable GLOB`, `ctl TARGET snapshot [-o DIR]`, `ctl TARGET stop`, or
-    /// `ctl list`. TARGET is a pid or a trace directory (all its running processes).
+    /// Control a running traced program: `ctl TARGET status`, `ctl TARGET list` (its
+    /// tracepoints and their state), `ctl TARGET enable GLOB`, `ctl TARGET disable GLOB`,
+    /// `ctl TARGET snapshot [-o DIR]`, `ctl TARGET stop`, `ctl TARGET start` (again, after a
+    /// stop), or `ctl list`. TARGET is a pid or a trace directory (all its traced processes).
     Ctl {
         /// `list`, or TARGET followed by the request.
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
@@ -162,6 +188,10 @@ enum ReportFormat {
 fn main() -> ExitCode {
     // Usage errors exit 2 (clap's default), --help/--version exit 0.
     let cli = Cli::parse();
+    if matches!(cli.command, Cmd::Convert { .. } | Cmd::Flamegraph { .. }) {
+        // Before any thread starts: an interruption removes the output being written.
+        hushtrace_cli::interrupt::watch();
+    }
     match run(cli) {
         Ok(code) => code,
         // The reader of our stdout went away (`hushtrace convert -o - | head`): nothing left to
@@ -188,13 +218,27 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn open_session(dir: &Path) -> anyhow::Result<Session> {
+/// Opens the trace at `dir` (recovering dead processes' rings first) and prints the reader's
+/// warnings; with `say_elsewhere`, also where the events are when the directory holds none
+/// although its processes wrote some (a relay-only session).
+fn open_session(dir: &Path, say_elsewhere: bool) -> anyhow::Result<Session> {
+    // Said once, and without advising `hushtrace recover` on a path that is not there.
+    if let Err(e) = std::fs::symlink_metadata(dir) {
+        if e.kind() == std::io::ErrorKind::NotFound {
+            anyhow::bail!("{}: no such file or directory", dir.display());
+        }
+    }
     // Rings of processes that died without stopping hold their newest events: recover first.
     hushtrace_cli::recover::before_reading(dir);
     // The reader's errors name the directory or file already.
     let s = Session::open(dir)?;
     for w in &s.warnings {
         eprintln!("hushtrace: warning: {w}");
+    }
+    if say_elsewhere {
+        if let Some(msg) = report::elsewhere(&s) {
+            eprintln!("hushtrace: warning: {msg}");
+        }
     }
     Ok(s)
 }
@@ -204,13 +248,21 @@ fn ctl(args: &[String]) -> anyhow::Result<ExitCode> {
     use hushtrace_cli::ctl;
     if args.len() == 1 && args[0] == "list" {
         let procs = ctl::list().map_err(|e| anyhow::anyhow!("ctl list: {e}"))?;
-        for (pid, name) in procs {
-            println!("{pid} {name}");
+        if procs.is_empty() {
+            let dir = hushtrace::control::socket_dir()
+                .map(|d| d.display().to_string())
+                .unwrap_or_else(|e| e.to_string());
+            eprintln!(
+                "hushtrace: no process of this user is traced (no control socket answers in {dir})"
+            );
+        }
+        for p in procs {
+            println!("{} {} {}", p.pid, p.name, p.state);
         }
         return Ok(ExitCode::SUCCESS);
     }
-    let usage = "usage: hushtrace ctl TARGET (status | enable GLOB | disable GLOB | snapshot \
-                 [-o DIR] | stop), or hushtrace ctl list";
+    let usage = "usage: hushtrace ctl TARGET (status | list | enable GLOB | disable GLOB | \
+                 snapshot [-o DIR] | stop | start), or hushtrace ctl list";
     let (target, rest) = args.split_first().ok_or_else(|| anyhow::anyhow!(usage))?;
     let line = match rest
         .iter()
@@ -220,6 +272,17 @@ fn ctl(args: &[String]) -> anyhow::Result<ExitCode> {
     {
         ["status"] => "status".to_string(),
         ["stop"] => "stop".to_string(),
+        ["start"] => "start".to_string(),
+        ["list"] => {
+            return match ctl::tracepoints(target) {
+                Ok(true) => Ok(ExitCode::SUCCESS),
+                Ok(false) => Ok(ExitCode::from(1)),
+                Err(e) => {
+                    eprintln!("hushtrace: {e}");
+                    Ok(ExitCode::from(1))
+                }
+            }
+        }
         ["enable", g] => format!("enable {g}"),
         ["disable", g] => format!("disable {g}"),
         ["snapshot"] => "snapshot".to_string(),
@@ -256,6 +319,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             relay_session,
             relay_host,
             relay_only,
+            kernel,
+            kernel_buffer_kb,
             command,
         } => {
             if !enable.is_empty() {
@@ -296,7 +361,21 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 }
                 record::remove_trace(&opts.output, &existing)?;
             }
-            let status = record::run_status(&opts)?;
+            let krec = match kernel.as_deref() {
+                Some(cats) => {
+                    match hushtrace_cli::kernel::start(&opts.output, cats, kernel_buffer_kb, force)
+                    {
+                        Ok(k) => Some(k),
+                        Err(code) => return Ok(code),
+                    }
+                }
+                None => None,
+            };
+            let status = record::run_status(&opts);
+            if let Some(k) = krec {
+                k.finish(&opts.output);
+            }
+            let status = status?;
             print_record_summary(&opts, status);
             Ok(ExitCode::from(record::exit_code(status).clamp(0, 255) as u8))
         }
@@ -307,7 +386,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             quiet,
             relative_time,
         } => {
-            let session = open_session(&dir)?;
+            let session = open_session(&dir, true)?;
             let options = chrome::Options {
                 relative: relative_time,
             };
@@ -317,6 +396,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Recover { dir } => {
             let lines =
                 hushtrace_cli::recover::run(&dir).map_err(|e| anyhow::anyhow!("recover: {e}"))?;
+            let lines: Vec<String> = lines
+                .into_iter()
+                .chain(hushtrace_cli::kernel::remove_stale())
+                .collect();
             if lines.is_empty() {
                 println!("{}: nothing to recover", dir.display());
             }
@@ -326,12 +409,26 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
         Cmd::Ctl { args } => ctl(&args),
-        Cmd::Report { dir, format } => {
-            let session = open_session(&dir)?;
+        Cmd::Report {
+            dir,
+            format,
+            slowest,
+            n,
+        } => {
+            let session = open_session(&dir, false)?;
+            if let Some(span) = slowest.as_deref() {
+                let k = hushtrace_cli::kernel_report::compute(&session, Some(span), n)?;
+                print!("{}", k.slowest_text());
+                return Ok(ExitCode::SUCCESS);
+            }
             let r = report::compute(&session)?;
             let mut out = std::io::stdout().lock();
             match format {
-                ReportFormat::Text => out.write_all(r.to_text().as_bytes())?,
+                ReportFormat::Text => {
+                    out.write_all(r.to_text().as_bytes())?;
+                    let k = hushtrace_cli::kernel_report::compute(&session, None, 0)?;
+                    out.write_all(k.to_text().as_bytes())?;
+                }
                 ReportFormat::Json => {
                     serde_json::to_writer_pretty(&mut out, &r)?;
                     writeln!(out)?;
@@ -346,7 +443,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             per_thread,
             folded,
         } => {
-            let session = open_session(&dir)?;
+            let session = open_session(&dir, true)?;
             let roots = if per_thread {
                 flame::Roots::Thread
             } else if per_process {
@@ -431,7 +528,10 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
         match s {
             Some(s) => println!(
                 "  process {} ({}): {} events written, {} discarded",
-                s.pid, name, s.written, s.discarded
+                s.pid,
+                record::process_name(dir, &name),
+                s.written,
+                s.discarded
             ),
             None => println!(
                 "  process {name}: unreadable stats file {} (malformed, or not a regular file)",
@@ -441,7 +541,8 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
     }
     for name in incomplete {
         println!(
-            "  process {name}: incomplete trace: it did not stop tracing (no stats file){}",
+            "  process {name} ({}): incomplete trace: it did not stop tracing (no stats file){}",
+            record::process_name(dir, &name),
             if killed.is_some() {
                 ""
             } else {
@@ -481,6 +582,9 @@ fn write_atomically(
     if std::fs::symlink_metadata(&tmp).is_ok_and(|m| m.is_file() || m.is_symlink()) {
         let _ = std::fs::remove_file(&tmp);
     }
+    // Ctrl-C or SIGTERM while writing removes the temporary file (it can be as large as the
+    // output) and ends the command by that signal.
+    let _registered = hushtrace_cli::interrupt::remove_on_interrupt(&tmp);
     let result = (|| {
         let file = hushtrace_cli::create_private(&tmp)
             .with_context(|| format!("cannot create {}", tmp.display()))?;

@@ -46,6 +46,7 @@
 //! output with the Python modules generated from Perfetto's own `.proto` files.
 
 use crate::chrome::{ConvertError, Summary};
+use crate::pyfuncs::PyFuncs;
 use crate::split_name;
 use hushtrace_ctf::reader::{MergedEvent, Session, Value};
 use hushtrace_ctf::Kind;
@@ -401,6 +402,8 @@ struct Writer<W: Write> {
     value_refs: Vec<u64>,
     counter_names: Interner,
     classes: Vec<Vec<Option<Rc<ClassInfo>>>>,
+    /// Events of traced Python functions, by (trace, event id, function id).
+    py_classes: HashMap<(usize, u16, u32), Rc<ClassInfo>>,
     class_count: usize,
     /// The encoded `TrackEvent` of the current event (its allocation survives events).
     te_buf: Vec<u8>,
@@ -529,8 +532,25 @@ impl<W: Write> Writer<W> {
         if let Some(c) = &self.classes[ev.trace][id] {
             return Rc::clone(c);
         }
+        let info = self.new_class(ev, None);
+        self.classes[ev.trace][id] = Some(Rc::clone(&info));
+        info
+    }
+
+    /// The class of a traced Python function's event, named `full` (`"module:qualname"`).
+    fn py_class(&mut self, ev: &MergedEvent<'_>, f: u32, full: &str) -> Rc<ClassInfo> {
+        let key = (ev.trace, ev.event.class.id, f);
+        if let Some(c) = self.py_classes.get(&key) {
+            return Rc::clone(c);
+        }
+        let info = self.new_class(ev, Some(full));
+        self.py_classes.insert(key, Rc::clone(&info));
+        info
+    }
+
+    fn new_class(&mut self, ev: &MergedEvent<'_>, full_name: Option<&str>) -> Rc<ClassInfo> {
         let class = ev.event.class;
-        let (cat, name) = split_name(&class.name);
+        let (cat, name) = split_name(full_name.unwrap_or(&class.name));
         let index = self.class_count;
         self.class_count += 1;
         let mut info = ClassInfo {
@@ -565,9 +585,7 @@ impl<W: Write> Writer<W> {
                 uint64::encode(tag::CATEGORY_IIDS, &info.cat_iid, h);
             }
         }
-        let info = Rc::new(info);
-        self.classes[ev.trace][id] = Some(Rc::clone(&info));
-        info
+        Rc::new(info)
     }
 
     fn counter_track(&mut self, pid: u32, name_iid: u64) -> io::Result<u64> {
@@ -979,11 +997,13 @@ pub fn convert<W: Write>(
         value_refs: Vec::new(),
         counter_names: Interner::default(),
         classes: Vec::new(),
+        py_classes: HashMap::new(),
         class_count: 0,
         te_buf: Vec::new(),
     };
     let mut summary = Summary::default();
     let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
+    let mut py = PyFuncs::default();
     w.packet(&TracePacket {
         trusted_packet_sequence_id: Some(DESCRIPTOR_SEQUENCE),
         clock_snapshot: Some(ClockSnapshot {
@@ -1009,6 +1029,9 @@ pub fn convert<W: Write>(
                 depth: 0,
             };
         }
+        if py.observe(&ev) {
+            continue; // a Python function's definition: names its calls, not an event
+        }
         let st = &mut streams[ev.stream];
         match ev.event.class.kind {
             Kind::SpanBegin => st.depth += 1,
@@ -1020,7 +1043,10 @@ pub fn convert<W: Write>(
             _ => {}
         }
         let seq = st.seq;
-        let info = w.class(&ev);
+        let info = match py.resolve(&ev) {
+            Some((f, full)) => w.py_class(&ev, f, full),
+            None => w.class(&ev),
+        };
         if !w.event(seq, &ev, &info)? {
             summary.unmatched_ends += 1;
             continue;
@@ -1030,6 +1056,8 @@ pub fn convert<W: Write>(
             progress(merged.bytes_read(), total);
         }
     }
+    // `record --kernel`: the kernel's events as per-CPU ftrace bundles.
+    summary.events += crate::kernel_convert::perfetto(session, &mut w.out)?;
     w.out.flush()?;
     summary.processes = w.processes.len() as u64;
     summary.threads = w.threads.len() as u64;

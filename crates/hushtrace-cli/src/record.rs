@@ -302,6 +302,14 @@ pub fn session_stats(dir: &Path) -> Vec<(String, Option<ProcessStats>)> {
     out
 }
 
+/// The name of the process whose trace is `<dir>/<name>/` (the `procname` of its metadata), or
+/// `?` if its metadata cannot be read.
+pub fn process_name(dir: &Path, name: &str) -> String {
+    hushtrace_ctf::reader::read_metadata(&dir.join(name).join(METADATA_FILE))
+        .map(|d| d.procname)
+        .unwrap_or_else(|_| "?".into())
+}
+
 /// The process traces of a session directory (`<dir>/<name>/metadata` exists) that have no
 /// statistics file: processes that did not stop tracing (killed, crashed, still running), by
 /// name.
@@ -313,7 +321,8 @@ pub fn incomplete_traces(dir: &Path) -> Vec<String> {
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         let is_trace = e.file_type().is_ok_and(|t| t.is_dir())
-            && std::fs::symlink_metadata(e.path().join(METADATA_FILE)).is_ok();
+            && std::fs::symlink_metadata(e.path().join(METADATA_FILE)).is_ok()
+            && name != hushtrace_ctf::reader::KERNEL_TRACE_DIR;
         if is_trace && std::fs::symlink_metadata(dir.join(stats::file_name(&name))).is_err() {
             out.push(name);
         }

@@ -6,7 +6,7 @@
 //! total, min and max are exact. Everything else is constant per name or thread.
 
 use crate::spans::{AsyncSpans, Names, SpanStacks};
-use hushtrace_ctf::reader::{Error, Session};
+use hushtrace_ctf::reader::{Error, Origin, Session};
 use hushtrace_ctf::Kind;
 use serde::Serialize;
 use std::collections::BTreeMap;
@@ -42,6 +42,9 @@ pub struct Report {
     pub unclosed_spans: u64,
     /// Span ends whose begin is not in the trace.
     pub unmatched_ends: u64,
+    /// Where the events are when this directory holds none although its processes wrote
+    /// some (a relay-only session: they went to the relay).
+    pub elsewhere: Option<String>,
     /// Reader warnings.
     pub warnings: Vec<String>,
 }
@@ -60,9 +63,14 @@ pub struct ProcessReport {
     /// Whole packets missing from the trace, from packet sequence numbers: overwritten in
     /// overwrite mode (a stream starting after sequence number 0) or lost to a failed write.
     pub lost_packets: u64,
-    /// Whether the process stopped tracing and wrote its statistics file. `false`: it crashed,
-    /// was killed or still runs, and the events still in its buffers are missing.
+    /// Whether the trace holds everything: the process stopped tracing and wrote its
+    /// statistics file, or the directory never has one (a relay's copy, a snapshot, a
+    /// recovered trace: see `origin`). `false`: it crashed, was killed or still runs, and the
+    /// events still in its buffers are missing.
     pub complete: bool,
+    /// Who wrote the directory: `recorded` (the process), `relay copy`, `snapshot` or
+    /// `recovered`.
+    pub origin: String,
     /// Events written, from the statistics file (absent if the process did not stop cleanly).
     pub stats_written: Option<u64>,
     /// Events discarded, from the statistics file.
@@ -133,6 +141,8 @@ pub struct CounterReport {
     pub max: f64,
     /// Last value in time order.
     pub last: f64,
+    /// Whether the counter's values are `bool` (min, max and last are then 0 or 1).
+    pub boolean: bool,
 }
 
 #[derive(Default)]
@@ -266,17 +276,16 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         match ev.event.class.kind {
             Kind::Instant => *instants.entry(name).or_default() += 1,
             Kind::Counter => {
-                let v = ev
-                    .event
-                    .field(0)
-                    .and_then(|v| v.as_f64())
-                    .unwrap_or(f64::NAN);
+                let field = ev.event.field(0);
+                let boolean = matches!(field, Some(hushtrace_ctf::reader::Value::Bool(_)));
+                let v = field.and_then(|v| v.as_f64()).unwrap_or(f64::NAN);
                 let c = counters.entry(name).or_insert_with(|| CounterReport {
                     name: names.name(name).to_string(),
                     count: 0,
                     min: v,
                     max: v,
                     last: v,
+                    boolean,
                 });
                 c.count += 1;
                 c.min = c.min.min(v);
@@ -326,7 +335,8 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 events: 0,
                 discarded: 0,
                 lost_packets: 0,
-                complete: trace.map(|t| t.is_complete()).unwrap_or(true),
+                complete: trace.map(complete).unwrap_or(true),
+                origin: origin_name(trace.map_or(Origin::Recorded, |t| t.origin)).into(),
                 stats_written: trace.and_then(|t| t.stats).map(|s| s.written),
                 stats_discarded: trace.and_then(|t| t.stats).map(|s| s.discarded),
                 threads: Vec::new(),
@@ -354,7 +364,8 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
                 events: 0,
                 discarded: 0,
                 lost_packets: 0,
-                complete: t.is_complete(),
+                complete: complete(t),
+                origin: origin_name(t.origin).into(),
                 stats_written: t.stats.map(|s| s.written),
                 stats_discarded: t.stats.map(|s| s.discarded),
                 threads: Vec::new(),
@@ -383,7 +394,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     spans.sort_by(|a, b| {
         b.total_ns
             .cmp(&a.total_ns)
-            .then_with(|| a.name.cmp(&b.name))
+            .then_with(|| natural_cmp(&a.name, &b.name))
     });
     let mut instants: Vec<InstantReport> = instants
         .into_iter()
@@ -392,9 +403,10 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
             count,
         })
         .collect();
-    instants.sort_by(|a, b| a.name.cmp(&b.name));
+    instants.sort_by(|a, b| natural_cmp(&a.name, &b.name));
     let mut counters: Vec<CounterReport> = counters.into_values().collect();
-    counters.sort_by(|a, b| a.name.cmp(&b.name));
+    counters.sort_by(|a, b| natural_cmp(&a.name, &b.name));
+    let elsewhere = (events == 0).then(|| elsewhere(session)).flatten();
 
     let mut warnings: Vec<String> = session.warnings.iter().map(|w| w.to_string()).collect();
     warnings.extend(merged.take_warnings().iter().map(|w| w.to_string()));
@@ -418,8 +430,95 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         counters,
         unclosed_spans: stacks.unclosed,
         unmatched_ends: stacks.unmatched_ends,
+        elsewhere,
         warnings,
     })
+}
+
+fn complete(t: &hushtrace_ctf::reader::ProcessTrace) -> bool {
+    t.is_complete() || t.origin != Origin::Recorded
+}
+
+fn origin_name(o: Origin) -> &'static str {
+    match o {
+        Origin::Recorded => "recorded",
+        Origin::RelayCopy => "relay copy",
+        Origin::Snapshot => "snapshot",
+        Origin::Recovered => "recovered",
+    }
+}
+
+/// Where the events of a session that holds none went, when its processes wrote some: a
+/// relay-only session keeps the metadata and statistics here and sends the event streams to
+/// the relay only. `None` when the directory holds events, or its processes wrote none.
+pub fn elsewhere(session: &Session) -> Option<String> {
+    let written: u64 = session
+        .traces
+        .iter()
+        .filter(|t| t.streams.is_empty())
+        .filter_map(|t| t.stats.map(|s| s.written))
+        .sum();
+    if written == 0 || session.traces.iter().any(|t| !t.streams.is_empty()) {
+        return None;
+    }
+    let host = session
+        .traces
+        .first()
+        .map(|t| t.desc.hostname.clone())
+        .unwrap_or_default();
+    // The session directory, not a process's (`report <dir>/<pid>`).
+    let dir = match session.traces.as_slice() {
+        [t] if t.dir == session.dir => session.dir.parent().unwrap_or(&session.dir),
+        _ => &session.dir,
+    };
+    let name = std::path::absolute(dir)
+        .ok()
+        .and_then(|d| d.file_name().map(|n| n.to_string_lossy().into_owned()))
+        .unwrap_or_default();
+    Some(format!(
+        "This directory holds no events, but its statistics files say {written} were written: \
+         the session sent its event streams only to an LTTng relay (--relay-only, \
+         HUSHTRACE_RELAY_ONLY). Read the relay's copy: `hushtrace report \
+         <relay output dir>/{host}/{name}/` (lttng-relayd's -o directory, by default \
+         ~/lttng-traces; host and session as given by --relay-host/--relay-session or \
+         HUSHTRACE_RELAY_HOST/HUSHTRACE_RELAY_SESSION, if set)."
+    ))
+}
+
+/// Compares names with their digit runs as numbers: `main.rs:7` before `main.rs:10`.
+///
+/// ```
+/// use hushtrace_cli::report::natural_cmp;
+/// let mut v = vec!["main.rs:10", "main.rs:7", "a:b", "main.rs:007x", "main.rs:7"];
+/// v.sort_by(|a, b| natural_cmp(a, b));
+/// assert_eq!(v, ["a:b", "main.rs:7", "main.rs:7", "main.rs:007x", "main.rs:10"]);
+/// ```
+pub fn natural_cmp(a: &str, b: &str) -> std::cmp::Ordering {
+    use std::cmp::Ordering;
+    let (mut x, mut y) = (a, b);
+    loop {
+        let (Some(cx), Some(cy)) = (x.chars().next(), y.chars().next()) else {
+            return x.len().cmp(&y.len()).then_with(|| a.cmp(b));
+        };
+        if cx.is_ascii_digit() && cy.is_ascii_digit() {
+            let nx = x.len() - x.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let ny = y.len() - y.trim_start_matches(|c: char| c.is_ascii_digit()).len();
+            let (dx, dy) = (&x[..nx], &y[..ny]);
+            let (tx, ty) = (dx.trim_start_matches('0'), dy.trim_start_matches('0'));
+            let o = tx.len().cmp(&ty.len()).then_with(|| tx.cmp(ty));
+            if o != Ordering::Equal {
+                return o;
+            }
+            x = &x[nx..];
+            y = &y[ny..];
+        } else {
+            if cx != cy {
+                return cx.cmp(&cy);
+            }
+            x = &x[cx.len_utf8()..];
+            y = &y[cy.len_utf8()..];
+        }
+    }
 }
 
 /// Formats a duration for people: `850 ns`, `12.345 µs`, `3.200 ms`, `1.500 s`.
@@ -507,7 +606,12 @@ impl Report {
                     fmt_duration(self.duration_ns)
                 );
             }
-            _ => s.push_str("The trace is empty: it holds no events.\n\n"),
+            _ => match &self.elsewhere {
+                Some(e) => {
+                    let _ = writeln!(s, "{e}\n");
+                }
+                None => s.push_str("The trace is empty: it holds no events.\n\n"),
+            },
         }
 
         let mut rows = Vec::new();
@@ -548,13 +652,28 @@ impl Report {
             ],
             &rows,
         ));
-        s.push_str("(* from the process's stats file; - if it did not stop cleanly)\n");
+        s.push_str("(* from the process's stats file; - without one)\n");
         if self.processes.iter().any(|p| p.lost_packets > 0) {
             s.push_str(
                 "LOST PKTS: whole packets missing from the trace (gaps in packet_seq_num: \
                  overwritten in overwrite mode, or lost to a failed write); their events are \
                  not in EVENTS\n",
             );
+        }
+        for p in &self.processes {
+            let note = match p.origin.as_str() {
+                "relay copy" => {
+                    "the relay's copy: the relay does not store statistics files; \
+                                 the traced machine's trace directory has them"
+                }
+                "snapshot" => "a snapshot: the newest contents of its buffers when it was taken",
+                "recovered" => {
+                    "recovered: it ended without stopping, and `hushtrace recover` \
+                                added what its buffers held"
+                }
+                _ => continue,
+            };
+            let _ = writeln!(s, "process {} ({}): {note}", p.pid, p.name);
         }
         for p in self.processes.iter().filter(|p| !p.complete) {
             let _ = writeln!(
@@ -606,12 +725,19 @@ impl Report {
                 .counters
                 .iter()
                 .map(|r| {
+                    let v = |v: f64| {
+                        if r.boolean {
+                            (v != 0.0).to_string()
+                        } else {
+                            num(v)
+                        }
+                    };
                     vec![
                         r.name.clone(),
                         r.count.to_string(),
-                        num(r.min),
-                        num(r.max),
-                        num(r.last),
+                        v(r.min),
+                        v(r.max),
+                        v(r.last),
                     ]
                 })
                 .collect();

@@ -4,6 +4,7 @@
 //! stream. Spans still open when their thread's stream ends (or changes thread) are *unclosed*;
 //! ends with no open begin of that name (their begin was lost) are *unmatched*.
 
+use crate::pyfuncs::PyFuncs;
 use hushtrace_ctf::reader::MergedEvent;
 use hushtrace_ctf::Kind;
 use std::collections::HashMap;
@@ -15,11 +16,27 @@ pub struct Names {
     names: Vec<String>,
     /// `cache[trace][class id]` = name id + 1 (0 = not cached).
     cache: Vec<Vec<u32>>,
+    /// Python function names (`py:call` events are named after their function).
+    py: PyFuncs,
+    /// (trace, Python function id) → name id.
+    py_cache: HashMap<(usize, u32), u32>,
 }
 
 impl Names {
-    /// The id of the event's `"category:name"`.
+    /// The id of the event's `"category:name"` (for a traced Python function's events, its
+    /// `"module:qualname"`: see [`crate::pyfuncs`]).
     pub fn id(&mut self, ev: &MergedEvent<'_>) -> u32 {
+        if !self.py.observe(ev) {
+            if let Some((f, name)) = self.py.resolve(ev) {
+                if let Some(&id) = self.py_cache.get(&(ev.trace, f)) {
+                    return id;
+                }
+                let name = name.to_owned();
+                let id = self.intern(&name);
+                self.py_cache.insert((ev.trace, f), id);
+                return id;
+            }
+        }
         let class = ev.event.class;
         let slot = self
             .cache
@@ -47,6 +64,16 @@ impl Names {
             c.resize(class.id as usize + 1, 0);
         }
         c[class.id as usize] = id + 1;
+        id
+    }
+
+    fn intern(&mut self, name: &str) -> u32 {
+        if let Some(&id) = self.by_name.get(name) {
+            return id;
+        }
+        let id = self.names.len() as u32;
+        self.names.push(name.to_owned());
+        self.by_name.insert(name.to_owned(), id);
         id
     }
 

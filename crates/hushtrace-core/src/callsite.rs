@@ -1,7 +1,6 @@
 //! Static tracepoint descriptors, collected at link time.
 
-use crate::field::FieldType;
-use crate::glob_match;
+use crate::field::{FieldType, MAX_FIELDS};
 use core::sync::atomic::{AtomicU16, AtomicU64, AtomicU8, Ordering};
 
 /// Every tracepoint in the program (all linked crates), gathered by the linker. A callsite's
@@ -320,14 +319,15 @@ impl Callsite {
             Ordering::Acquire,
         ) {
             Ok(_) => {
-                let mut bytes = [0u8; crate::registry::MAX_FIELDS];
+                let mut bytes = [0u8; MAX_FIELDS];
                 for (i, (slot, t)) in self.field_types.iter().zip(types).enumerate() {
                     slot.store(*t as u8, Ordering::Relaxed);
                     if let Some(b) = bytes.get_mut(i) {
                         *b = *t as u8;
                     }
                 }
-                crate::mirror::record(self, self.id(), &bytes[..types.len().min(bytes.len())]);
+                let n = types.len().min(bytes.len());
+                crate::record::write(self.id(), &bytes[..n], self.field_names);
                 st.signature.store(sig, Ordering::Release);
                 TYPES_GENERATION.fetch_add(1, Ordering::AcqRel);
                 let _ = st.interest.compare_exchange(
@@ -363,35 +363,6 @@ impl Callsite {
         } else {
             st.interest.store(Interest::DISABLED.0, Ordering::Relaxed);
         }
-    }
-}
-
-/// Enables (`on = true`) or disables every callsite whose `"category:name"` matches the glob
-/// `pattern`; returns how many matched. Safe to call at any time from any thread.
-///
-/// ```
-/// let matched = hushtrace_core::set_enabled("no-such-category:*", false);
-/// assert_eq!(matched, 0);
-/// ```
-pub fn set_enabled(pattern: &str, on: bool) -> usize {
-    crate::registry::with_lock(|| {
-        crate::registry::remember_rule(pattern, on);
-        let mut n = 0;
-        for cs in crate::all_callsites() {
-            if matches(pattern, cs) {
-                cs.set_enabled_internal(on);
-                n += 1;
-            }
-        }
-        n
-    })
-}
-
-/// Whether `pattern` (`category:name` glob, or a glob over the full name) selects `cs`.
-pub(crate) fn matches(pattern: &str, cs: &Callsite) -> bool {
-    match pattern.split_once(':') {
-        Some((pc, pn)) => glob_match(pc, cs.category) && glob_match(pn, cs.name),
-        None => glob_match(pattern, &cs.full_name()),
     }
 }
 

@@ -8,6 +8,9 @@
 /// first NUL byte because CTF strings are NUL-terminated.
 pub const STR_CAP: usize = 255;
 
+/// The most fields of a callsite registered at run time (and of a types-mirror record).
+pub const MAX_FIELDS: usize = 32;
+
 /// The wire type of one field, as declared in the trace metadata.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 #[repr(u8)]

@@ -21,19 +21,20 @@ mod field;
 mod glob;
 pub mod mirror;
 mod mode;
+mod record;
 mod registry;
 
 pub use callsite::{
-    assign_ids, callsites, reset_interrupted_publications, set_enabled, types_generation, Callsite,
+    assign_ids, callsites, reset_interrupted_publications, types_generation, Callsite,
     CallsiteState, Interest, Kind, CALLSITES, INTEREST_DISABLED, INTEREST_ENABLED,
     INTEREST_NEEDS_TYPES,
 };
-pub use field::{Field, FieldType, STR_CAP};
+pub use field::{Field, FieldType, MAX_FIELDS, STR_CAP};
 pub use glob::glob_match;
 pub use mode::{Mode, ParseModeError};
 pub use registry::{
     all_callsites, lock_for_fork, register_callsite, register_callsite_with_state, registered,
-    unlock_after_fork, RegisterError, MAX_FIELDS, MAX_REGISTERED,
+    set_enabled, unlock_after_fork, RegisterError, MAX_REGISTERED,
 };
 
 #[doc(hidden)]

@@ -11,15 +11,9 @@
 //! Record `id` is [`RECORD_LEN`] bytes at `id * RECORD_LEN`: `u8` field count (0: unknown),
 //! [`MAX_FIELDS`](crate::MAX_FIELDS) type bytes, then the field names NUL-separated.
 
-use crate::callsite::Callsite;
-use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
-
-/// Bytes per callsite record.
-pub const RECORD_LEN: usize = 256;
-const NAMES_OFF: usize = 1 + crate::registry::MAX_FIELDS;
-
-static MIRROR: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
-static RECORDS: AtomicUsize = AtomicUsize::new(0);
+use crate::field::FieldType;
+use crate::record::NAMES_OFF;
+pub use crate::record::RECORD_LEN;
 
 /// Installs (or, with null, removes) the types mirror: `records` records of [`RECORD_LEN`]
 /// bytes at `ptr`, and fills it with every callsite whose types are already known.
@@ -28,14 +22,13 @@ static RECORDS: AtomicUsize = AtomicUsize::new(0);
 /// `ptr` must stay valid for writes of `records * RECORD_LEN` bytes for the rest of the
 /// process's life (it is never unmapped), or be null.
 pub unsafe fn set_types_mirror(ptr: *mut u8, records: usize) {
-    RECORDS.store(0, Ordering::Relaxed);
-    MIRROR.store(ptr, Ordering::Release);
-    RECORDS.store(records, Ordering::Release);
+    // SAFETY: the caller's guarantee, passed on.
+    unsafe { crate::record::install(ptr, records) };
     if !ptr.is_null() {
-        for cs in crate::all_callsites() {
+        for cs in crate::registry::all_callsites() {
             if let Some(types) = cs.types() {
                 let t: Vec<u8> = types.iter().map(|t| *t as u8).collect();
-                record(cs, cs.id(), &t);
+                crate::record::write(cs.id(), &t, cs.field_names);
             }
         }
     }
@@ -44,46 +37,11 @@ pub unsafe fn set_types_mirror(ptr: *mut u8, records: usize) {
 /// Forgets the mirror without touching it (the child of a `fork()`, which did not inherit
 /// the mapping). Async-signal-safe.
 pub fn forget_types_mirror() {
-    RECORDS.store(0, Ordering::Relaxed);
-    MIRROR.store(core::ptr::null_mut(), Ordering::Relaxed);
-}
-
-/// Writes callsite `id`'s record: `types` (as `FieldType as u8`) and the field names.
-pub(crate) fn record(cs: &Callsite, id: u16, types: &[u8]) {
-    let n = RECORDS.load(Ordering::Acquire);
-    let base = MIRROR.load(Ordering::Acquire);
-    if base.is_null() || id as usize >= n || types.len() > crate::registry::MAX_FIELDS {
-        return;
-    }
-    let put = |off: usize, b: u8| {
-        // SAFETY: `off < RECORD_LEN` inside record `id < n`, within the mapping the installer
-        // guaranteed; bytes are written atomically (relaxed), as other threads may publish
-        // other records of the same page.
-        unsafe { AtomicU8::from_ptr(base.add(id as usize * RECORD_LEN + off)) }
-            .store(b, Ordering::Relaxed);
-    };
-    for (i, t) in types.iter().enumerate() {
-        put(1 + i, *t);
-    }
-    let mut off = NAMES_OFF;
-    for name in cs.field_names {
-        for &b in name.as_bytes() {
-            if off >= RECORD_LEN - 1 {
-                return; // names too long for the record: leave it unknown
-            }
-            put(off, b);
-            off += 1;
-        }
-        put(off, 0);
-        off += 1;
-    }
-    // The count last: a reader that sees it sees a complete record (for a crashed process,
-    // whatever was stored before the death is in the shared mapping).
-    put(0, types.len() as u8 | 0x80);
+    crate::record::forget();
 }
 
 /// Decodes record `id` from a mirror's bytes: the field names and types, if known.
-pub fn read_record(bytes: &[u8], id: u16) -> Option<Vec<(String, crate::FieldType)>> {
+pub fn read_record(bytes: &[u8], id: u16) -> Option<Vec<(String, FieldType)>> {
     let r = bytes.get(id as usize * RECORD_LEN..(id as usize + 1) * RECORD_LEN)?;
     if r[0] & 0x80 == 0 {
         return None;
@@ -97,7 +55,7 @@ pub fn read_record(bytes: &[u8], id: u16) -> Option<Vec<(String, crate::FieldTyp
         .map(|i| {
             Some((
                 String::from_utf8(names[i].to_vec()).ok()?,
-                crate::FieldType::from_u8(r[1 + i])?,
+                FieldType::from_u8(r[1 + i])?,
             ))
         })
         .collect()

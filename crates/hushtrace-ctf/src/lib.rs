@@ -19,6 +19,7 @@
 #![cfg_attr(docsrs, feature(doc_cfg))]
 #![deny(unsafe_op_in_unsafe_fn)]
 
+mod error;
 mod file;
 pub mod layout;
 pub mod metadata;

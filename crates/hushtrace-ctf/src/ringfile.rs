@@ -26,10 +26,13 @@
 //! | 136 | flush state: packets added, the packet shipped in part (seq + 1, offset, last time) | consumer |
 //! | 192 | `clean` (u64): 1 once the consumer drained the ring at a clean stop | consumer |
 
+use crate::error::ErrorKind;
+use crate::file::{self, Dir};
 use crate::layout::*;
 use crate::metadata::TraceDesc;
 use std::fs::File;
-use std::io::{self, Read, Seek, SeekFrom, Write};
+use std::io;
+use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 /// Bytes before the first slot (one page).
@@ -59,9 +62,7 @@ pub const OFF_FLUSH_TS: usize = 160;
 pub const OFF_CLEAN: usize = 192;
 /// Prefix of ring file names (`ring_<instance>`).
 pub const RING_PREFIX: &str = "ring_";
-/// In a process's trace directory: a file naming the directory that holds its ring files
-/// (a private directory on a tmpfs when there is one, else the trace directory itself).
-pub const RINGS_FILE: &str = "rings";
+pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE};
 
 /// In a ring directory: the types mirror (see `hushtrace_core::mirror`).
 pub const TYPES_FILE: &str = "types";
@@ -150,24 +151,112 @@ pub struct Recovered {
 /// cut at its last complete event, its header completed (sizes, end time, discarded count).
 /// Packets are appended in sequence order; in overwrite mode only the newest contiguous ones
 /// exist.
+///
+/// Both files are opened through the safe-open layer: never through a symbolic link, only
+/// regular files (a FIFO or device is an error naming it), the stream created 0600 and
+/// refused if it has other hard links. The ring is read slot by slot (one packet in memory at
+/// a time), and a header that declares more slots than the file holds is an error.
 pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Recovered, String> {
-    let err = |e: io::Error| format!("{}: {e}", ring.display());
-    let mut f = File::open(ring).map_err(err)?;
-    let mut hdr = vec![0u8; HEADER_LEN];
-    f.read_exact(&mut hdr).map_err(err)?;
-    let h = RingHeader::parse(&hdr).map_err(|e| format!("{}: {e}", ring.display()))?;
-    let n = h.num_subbufs as u64;
-    let mut slots = Vec::with_capacity(h.num_subbufs);
-    for i in 0..h.num_subbufs {
-        let mut s = vec![0u8; h.subbuf_size];
-        f.seek(SeekFrom::Start((HEADER_LEN + i * h.subbuf_size) as u64))
-            .map_err(err)?;
-        f.read_exact(&mut s).map_err(err)?;
-        slots.push(s);
+    let ring_file = file::open_regular(ring).map_err(|e| e.to_string())?;
+    let (parent, name) = split(stream)?;
+    let out_dir = Dir::open(parent).map_err(|e| e.to_string())?;
+    recover_ring_file(&ring_file, ring, desc, &out_dir, name)
+}
+
+/// Appends packets to a stream file at `at`, remembering the last one's header.
+struct Appender<'a> {
+    file: &'a File,
+    path: &'a Path,
+    at: u64,
+    last: Option<[u8; PACKET_HEADER_LEN]>,
+}
+
+impl Appender<'_> {
+    fn append(&mut self, p: &[u8]) -> Result<(), String> {
+        self.file
+            .write_all_at(p, self.at)
+            .map_err(|e| format!("{}: {e}", self.path.display()))?;
+        self.at += p.len() as u64;
+        let mut ph = [0u8; PACKET_HEADER_LEN];
+        ph.copy_from_slice(&p[..PACKET_HEADER_LEN]);
+        self.last = Some(ph);
+        Ok(())
     }
-    // Committed packets: a valid header, the sequence number of its slot, sizes set.
+}
+
+/// `path`'s directory and file name.
+fn split(path: &Path) -> Result<(&Path, &str), String> {
+    let name = path
+        .file_name()
+        .and_then(|n| n.to_str())
+        .ok_or_else(|| format!("{}: not a file name", path.display()))?;
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    Ok((parent, name))
+}
+
+/// Reads `len` bytes at `off` of the ring, with a fallible allocation (a clear error, never an
+/// abort, whatever size a header claims).
+fn read_exact_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>, String> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(len).map_err(|_| {
+        format!(
+            "{}: cannot allocate {len} bytes for a packet at byte offset {off}",
+            path.display()
+        )
+    })?;
+    v.resize(len, 0);
+    f.read_exact_at(&mut v, off)
+        .map_err(|e| format!("{}: byte offset {off}: {e}", path.display()))?;
+    Ok(v)
+}
+
+fn recover_ring_file(
+    f: &File,
+    ring: &Path,
+    desc: &TraceDesc,
+    out_dir: &Dir,
+    stream_name: &str,
+) -> Result<Recovered, String> {
+    let err = |e: io::Error| format!("{}: {e}", ring.display());
+    let file_len = f.metadata().map_err(err)?.len();
+    if file_len < HEADER_LEN as u64 {
+        return Err(format!(
+            "{}: not a hushtrace ring file ({file_len} bytes, shorter than its header)",
+            ring.display()
+        ));
+    }
+    let hdr = read_exact_at(f, ring, 0, HEADER_LEN)?;
+    let h = RingHeader::parse(&hdr).map_err(|e| format!("{}: {e}", ring.display()))?;
+    let declared = (h.num_subbufs as u64)
+        .checked_mul(h.subbuf_size as u64)
+        .and_then(|b| b.checked_add(HEADER_LEN as u64));
+    if declared.is_none_or(|d| d > file_len) {
+        return Err(format!(
+            "{}: the ring header declares {} slots of {} bytes, but the file holds only {} \
+             bytes: not a complete ring file",
+            ring.display(),
+            h.num_subbufs,
+            h.subbuf_size,
+            file_len
+        ));
+    }
+    let slot_off = |i: usize| (HEADER_LEN + i * h.subbuf_size) as u64;
+    let n = h.num_subbufs as u64;
+    // Pass 1, packet headers only. Committed packets: a valid header, the sequence number of
+    // its slot, sizes set.
+    let mut heads: Vec<[u8; PACKET_HEADER_LEN]> = Vec::new();
+    heads
+        .try_reserve_exact(h.num_subbufs)
+        .map_err(|_| format!("{}: too many slots", ring.display()))?;
     let mut committed: Vec<(u64, usize)> = Vec::new();
-    for (i, s) in slots.iter().enumerate() {
+    for i in 0..h.num_subbufs {
+        let mut ph = [0u8; PACKET_HEADER_LEN];
+        f.read_exact_at(&mut ph, slot_off(i)).map_err(err)?;
+        heads.push(ph);
+        let s = &ph[..];
         if read_u32(s, OFF_MAGIC) != Some(MAGIC) {
             continue;
         }
@@ -190,11 +279,16 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         committed.drain(..start);
         debug_assert_eq!(committed.last().map(|c| c.0), Some(last));
     }
+    let stream = out_dir.join(stream_name);
+    let serr = |e: io::Error| format!("{}: {e}", stream.display());
+    let out = out_dir
+        .open_output(stream_name)
+        .map_err(|e| e.to_string())?;
     // The stream file may end with a packet cut by the crash, and may already hold packets the
     // consumer wrote just before it could record them as consumed: cut the former, skip the
     // latter.
-    let (valid, last_seq) =
-        stream_tail(stream).map_err(|e| format!("{}: {e}", stream.display()))?;
+    let (valid, last_hdr) = stream_tail(&out).map_err(serr)?;
+    let last_seq = last_hdr.map(|h| u64_at(&h, OFF_PACKET_SEQ_NUM));
     // The flush of idle threads raised the stream's sequence numbers by `extra` and may have
     // shipped the start of one packet already.
     let extra = u64_at(&hdr, OFF_FLUSH_EXTRA);
@@ -207,30 +301,29 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         )),
     };
     committed.retain(|c| last_seq.is_none_or(|l| c.0 + extra > l));
-    let mut out = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(stream)
-        .map_err(|e| format!("{}: {e}", stream.display()))?;
-    out.set_len(valid)
-        .and_then(|()| out.seek(SeekFrom::Start(valid)).map(drop))
-        .map_err(|e| format!("{}: {e}", stream.display()))?;
+    // Cut on our own descriptor: the file opened is the stream file itself, never a link.
+    out.set_len(valid).map_err(serr)?;
+    let mut w = Appender {
+        file: &out,
+        path: &stream,
+        at: valid,
+        last: last_hdr,
+    };
     let mut r = Recovered {
         discarded: h.discarded,
         overwritten: h.overwritten,
         ..Recovered::default()
     };
     let mut write = |bytes: &[u8], r: &mut Recovered| -> Result<(), String> {
-        out.write_all(bytes)
-            .map_err(|e| format!("{}: {e}", stream.display()))?;
+        w.append(bytes)?;
         r.packets += 1;
         Ok(())
     };
     for &(seq, i) in &committed {
-        let s = &slots[i];
-        let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
-        let p = rest_of(&s[..len], seq, extra, shipped);
+        let len = (u64_at(&heads[i], OFF_CONTENT_SIZE) / 8) as usize;
+        let s = read_exact_at(f, ring, slot_off(i), len)?;
+        let p = rest_of(&s, seq, extra, shipped);
+        drop(s);
         r.events += desc
             .walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN))
             .events;
@@ -238,16 +331,18 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
     }
     // The open packet, up to its last complete event.
     let slot = (h.open_seq % n) as usize;
-    let s = &slots[slot];
+    let head = &heads[slot][..];
     let done = h.done as usize;
 
     if done > PACKET_HEADER_LEN
         && done <= h.subbuf_size
-        && read_u32(s, OFF_MAGIC) == Some(MAGIC)
-        && u64_at(s, OFF_PACKET_SEQ_NUM) == h.open_seq
+        && read_u32(head, OFF_MAGIC) == Some(MAGIC)
+        && u64_at(head, OFF_PACKET_SEQ_NUM) == h.open_seq
         && committed.last().is_none_or(|c| c.0 < h.open_seq)
         && last_seq.is_none_or(|l| l < h.open_seq + extra)
     {
+        // The complete events, and a few bytes after them (a torn event's header).
+        let s = read_exact_at(f, ring, slot_off(slot), (done + 16).min(h.subbuf_size))?;
         // What the flush shipped of this packet already is in the stream file: the rest only.
         let from = match shipped {
             Some((sq, off, _)) if sq == h.open_seq && off <= done => off,
@@ -271,13 +366,11 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
         // packet in the same slot can look like a compact header.
         let at = from + (off - PACKET_HEADER_LEN);
         if at < h.subbuf_size {
-            let torn = s
-                .get(at..h.subbuf_size)
-                .and_then(|b| parse_event_header(b, clock));
+            let torn = s.get(at..).and_then(|b| parse_event_header(b, clock));
             if torn.is_some_and(|t| {
                 desc.events.iter().any(|c| c.id == t.id)
                     && if t.compact {
-                        read_u32(s, at) != Some(0)
+                        read_u32(&s, at) != Some(0)
                     } else {
                         t.ts >= last_ts
                     }
@@ -298,11 +391,9 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
             write(&p, &mut r)?;
         }
     }
-    drop(out);
     // Events discarded after the last packet (a full ring while the consumer lagged): one
     // empty packet carries the final count, as a clean stop writes it.
-    let (_, tail) = stream_tail_header(stream).map_err(|e| format!("{}: {e}", stream.display()))?;
-    if let Some(last) = tail {
+    if let Some(last) = w.last {
         if h.discarded > u64_at(&last, OFF_EVENTS_DISCARDED) {
             let mut p = last;
             let seq = u64_at(&last, OFF_PACKET_SEQ_NUM) + 1;
@@ -314,11 +405,7 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
             p[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits);
             p[OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8]
                 .copy_from_slice(&h.discarded.to_le_bytes());
-            std::fs::OpenOptions::new()
-                .append(true)
-                .open(stream)
-                .and_then(|mut f| f.write_all(&p))
-                .map_err(|e| format!("{}: {e}", stream.display()))?;
+            w.append(&p)?;
             r.packets += 1;
             r.discarded = h.discarded;
         }
@@ -345,25 +432,14 @@ fn rest_of(p: &[u8], seq: u64, extra: u64, shipped: Option<(u64, usize, u64)>) -
     out
 }
 
-/// The length of the complete packets at the start of a stream file, and the sequence number
-/// of the last one (`None`: no complete packet, or no file).
-fn stream_tail(stream: &Path) -> io::Result<(u64, Option<u64>)> {
-    stream_tail_header(stream).map(|(len, h)| (len, h.map(|h| u64_at(&h, OFF_PACKET_SEQ_NUM))))
-}
-
-/// Like [`stream_tail`], with the last complete packet's header.
-fn stream_tail_header(stream: &Path) -> io::Result<(u64, Option<[u8; PACKET_HEADER_LEN]>)> {
-    let mut f = match File::open(stream) {
-        Ok(f) => f,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok((0, None)),
-        Err(e) => return Err(e),
-    };
+/// The length of the complete packets at the start of a stream file, and the header of the
+/// last one (`None`: no complete packet).
+fn stream_tail(f: &File) -> io::Result<(u64, Option<[u8; PACKET_HEADER_LEN]>)> {
     let len = f.metadata()?.len();
     let (mut off, mut last) = (0u64, None);
     let mut hdr = [0u8; PACKET_HEADER_LEN];
     while off + PACKET_HEADER_LEN as u64 <= len {
-        f.seek(SeekFrom::Start(off))?;
-        f.read_exact(&mut hdr)?;
+        f.read_exact_at(&mut hdr, off)?;
         let size = u64_at(&hdr, OFF_PACKET_SIZE) / 8;
         if read_u32(&hdr, OFF_MAGIC) != Some(MAGIC)
             || size < PACKET_HEADER_LEN as u64
@@ -377,38 +453,114 @@ fn stream_tail_header(stream: &Path) -> io::Result<(u64, Option<[u8; PACKET_HEAD
     Ok((off, last))
 }
 
-/// The ring files of a process trace directory that still need recovery: `(path, header)`.
-pub fn unrecovered_rings(trace_dir: &Path) -> Vec<(PathBuf, RingHeader)> {
-    let dir = std::fs::read_to_string(trace_dir.join(RINGS_FILE))
-        .map(|s| PathBuf::from(s.trim()))
-        .unwrap_or_else(|_| trace_dir.to_path_buf());
+/// The most bytes a ring directory pointer file may hold.
+const MAX_POINTER_BYTES: u64 = 4096;
+/// The most bytes of a types mirror read: a record per possible event id.
+const MAX_TYPES_BYTES: u64 = (u16::MAX as u64 + 1) * hushtrace_core::mirror::RECORD_LEN as u64;
+
+/// The ring directory of the trace directory `td`: the directory its pointer file names
+/// ([`RINGS_FILE`], or [`LEGACY_RINGS_FILE`] of older versions), a legacy `rings`
+/// subdirectory, or `None` (no rings). Every entry is opened through the safe-open layer: a
+/// pointer that is a FIFO, a device or a link is an error naming it, and the directory it
+/// names must belong to the trace directory's owner.
+fn ring_dir(td: &Dir) -> Result<Option<Dir>, String> {
+    use rustix::fs::FileType;
+    let pointer = [RINGS_FILE, LEGACY_RINGS_FILE]
+        .into_iter()
+        .find_map(|n| td.file_type(n).map(|t| (n, t)));
+    let Some((name, ft)) = pointer else {
+        return Ok(None);
+    };
+    if name == LEGACY_RINGS_FILE && ft == FileType::Directory {
+        // An older runtime's fallback ring directory, whose pointer file could not be written.
+        return td.subdir(name).map(Some).map_err(|e| e.to_string());
+    }
+    let path = td.join(name);
+    let bytes = td
+        .read_file(name, MAX_POINTER_BYTES)
+        .map_err(|e| e.to_string())?
+        .ok_or_else(|| format!("{}: larger than {MAX_POINTER_BYTES} bytes", path.display()))?;
+    let text = std::str::from_utf8(&bytes)
+        .map_err(|_| format!("{}: not a directory name", path.display()))?
+        .trim();
+    let target = Path::new(text);
+    if !target.is_absolute() {
+        return Err(format!(
+            "{}: {text:?} is not an absolute directory name",
+            path.display()
+        ));
+    }
+    let dir = match Dir::open(target) {
+        Ok(d) => d,
+        // Removed already (a reboot cleared /dev/shm): nothing to recover.
+        Err(e) if matches!(&e.kind, ErrorKind::Io(io) if io.kind() == io::ErrorKind::NotFound) => {
+            return Ok(None)
+        }
+        Err(e) => {
+            return Err(format!(
+                "{} (named by {}): {}",
+                text,
+                path.display(),
+                e.kind
+            ))
+        }
+    };
+    if dir.uid() != td.uid() {
+        return Err(format!(
+            "{}: the ring directory it names, {text}, belongs to uid {}, not to the trace's \
+             owner (uid {}): not read",
+            path.display(),
+            dir.uid(),
+            td.uid()
+        ));
+    }
+    Ok(Some(dir))
+}
+
+/// The rings of `ring_dir` that still need recovery: `(file name, header)`, by instance.
+/// Entries that are not regular files, or not ring files, are skipped.
+fn rings_in(ring_dir: &Dir) -> Vec<(String, RingHeader)> {
     let mut out = Vec::new();
-    let Ok(rd) = std::fs::read_dir(&dir) else {
+    let Ok(rd) = std::fs::read_dir(ring_dir.path()) else {
         return out;
     };
     for e in rd.flatten() {
-        let name = e.file_name().to_string_lossy().into_owned();
+        let Ok(name) = e.file_name().into_string() else {
+            continue;
+        };
         if !name.starts_with(RING_PREFIX) {
             continue;
         }
-        let Ok(md) = std::fs::symlink_metadata(e.path()) else {
+        let Ok(f) = ring_dir.open_file(&name) else {
             continue;
         };
-        if !md.is_file() {
+        let mut hdr = vec![0u8; HEADER_LEN];
+        if f.read_exact_at(&mut hdr, 0).is_err() {
             continue;
         }
-        let mut hdr = vec![0u8; HEADER_LEN];
-        let ok = File::open(e.path())
-            .and_then(|mut f| f.read_exact(&mut hdr))
-            .is_ok();
-        if let (true, Ok(h)) = (ok, RingHeader::parse(&hdr)) {
+        if let Ok(h) = RingHeader::parse(&hdr) {
             if !h.clean {
-                out.push((e.path(), h));
+                out.push((name, h));
             }
         }
     }
     out.sort_by_key(|(_, h)| h.instance);
     out
+}
+
+/// The ring files of a process trace directory that still need recovery: `(path, header)`.
+/// Nothing if the directory or its ring directory cannot be opened safely.
+pub fn unrecovered_rings(trace_dir: &Path) -> Vec<(PathBuf, RingHeader)> {
+    let Ok(td) = Dir::open(trace_dir) else {
+        return Vec::new();
+    };
+    let Ok(Some(rd)) = ring_dir(&td) else {
+        return Vec::new();
+    };
+    rings_in(&rd)
+        .into_iter()
+        .map(|(n, h)| (rd.join(&n), h))
+        .collect()
 }
 
 /// What `recover_session` did for one process.
@@ -428,15 +580,21 @@ pub struct ProcessRecovery {
 
 /// Fills in the field types the metadata lacks (callsites first hit shortly before the
 /// crash) from the types mirror in the ring directory, and rewrites the metadata if any.
-fn complete_metadata(td: &Path, desc: &mut TraceDesc) -> Result<(), String> {
+fn complete_metadata(td: &Dir, ring_dir: &Dir, desc: &mut TraceDesc) -> Result<(), String> {
     if desc.events.iter().all(|c| c.fields.is_some()) {
         return Ok(());
     }
-    let ring_dir = std::fs::read_to_string(td.join(RINGS_FILE))
-        .map(|s| PathBuf::from(s.trim()))
-        .unwrap_or_else(|_| td.join("rings"));
-    let Ok(bytes) = std::fs::read(ring_dir.join(TYPES_FILE)) else {
+    if ring_dir.file_type(TYPES_FILE).is_none() {
         return Ok(());
+    }
+    let Some(bytes) = ring_dir
+        .read_file(TYPES_FILE, MAX_TYPES_BYTES)
+        .map_err(|e| e.to_string())?
+    else {
+        return Err(format!(
+            "{}: larger than a types mirror can be ({MAX_TYPES_BYTES} bytes)",
+            ring_dir.join(TYPES_FILE).display()
+        ));
     };
     let mut changed = false;
     for c in desc.events.iter_mut().filter(|c| c.fields.is_none()) {
@@ -446,11 +604,8 @@ fn complete_metadata(td: &Path, desc: &mut TraceDesc) -> Result<(), String> {
         }
     }
     if changed {
-        let path = td.join(METADATA_FILE);
-        let tmp = td.join(".metadata.recover.tmp");
-        std::fs::write(&tmp, crate::metadata::to_tsdl(desc))
-            .and_then(|()| std::fs::rename(&tmp, &path))
-            .map_err(|e| format!("{}: {e}", path.display()))?;
+        td.replace_file(METADATA_FILE, crate::metadata::to_tsdl(desc).as_bytes())
+            .map_err(|e| e.to_string())?;
     }
     Ok(())
 }
@@ -464,66 +619,119 @@ fn alive(pid: u32) -> bool {
 /// Recovers every ring of a session directory (or of one process trace directory) whose
 /// process ended without stopping: appends what they hold to the stream files, marks each ring
 /// clean and deletes it. Idempotent; rings of processes that still run are left alone.
+///
+/// Every file is opened through the safe-open layer (no symbolic link followed, regular files
+/// only, never blocking, sizes bounded by the files' real sizes): a FIFO, a device or a link
+/// where a pointer, a types mirror, a ring or a stream should be is an error naming it.
 pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
+    let top = Dir::open(dir).map_err(|e| e.to_string())?;
     let mut dirs = Vec::new();
-    if dir.join(METADATA_FILE).is_file() {
-        dirs.push(dir.to_path_buf());
+    if top.file_type(METADATA_FILE).is_some() {
+        dirs.push(top);
     } else {
         let rd = std::fs::read_dir(dir).map_err(|e| format!("{}: {e}", dir.display()))?;
-        for e in rd.flatten() {
-            let p = e.path();
-            let is_dir = std::fs::symlink_metadata(&p).is_ok_and(|m| m.is_dir());
-            if is_dir && p.join(METADATA_FILE).is_file() {
-                dirs.push(p);
+        let mut names: Vec<String> = rd
+            .flatten()
+            .filter_map(|e| e.file_name().into_string().ok())
+            .filter(|n| top.file_type(n) == Some(rustix::fs::FileType::Directory))
+            .collect();
+        names.sort();
+        for n in names {
+            if let Ok(td) = top.subdir(&n) {
+                if td.file_type(METADATA_FILE).is_some() {
+                    dirs.push(td);
+                }
             }
         }
-        dirs.sort();
     }
     let mut out = Vec::new();
+    // One process's hostile or broken files do not keep the others from being recovered: each
+    // is tried, and the errors are returned together afterwards.
+    let mut errors = Vec::new();
     for td in dirs {
-        let rings = unrecovered_rings(&td);
-        if rings.is_empty() {
-            continue;
+        match recover_process(&td) {
+            Ok(Some(pr)) => out.push(pr),
+            Ok(None) => {}
+            Err(e) => errors.push(e),
         }
-        let mut pr = ProcessRecovery {
-            trace_dir: td.clone(),
-            pid: rings[0].1.pid,
-            rings: 0,
-            recovered: Recovered::default(),
-            live: 0,
-        };
-        let mut desc =
-            crate::reader::read_metadata(&td.join(METADATA_FILE)).map_err(|e| e.to_string())?;
-        complete_metadata(&td, &mut desc)?;
-        for (ring, h) in &rings {
-            if alive(h.pid) {
-                pr.live += 1;
-                continue;
-            }
-            let stream = td.join(format!("{STREAM_PREFIX}{}", h.instance));
-            let r = recover_ring(ring, &desc, &stream)?;
-            pr.rings += 1;
-            pr.recovered.packets += r.packets;
-            pr.recovered.events += r.events;
-            pr.recovered.torn += r.torn;
-            pr.recovered.discarded += r.discarded;
-            pr.recovered.overwritten += r.overwritten;
-            // Done: mark it clean (a second run skips it even if the removal fails), remove it.
-            if let Ok(mut f) = std::fs::OpenOptions::new().write(true).open(ring) {
-                let _ = f
-                    .seek(SeekFrom::Start(OFF_CLEAN as u64))
-                    .and_then(|_| f.write_all(&1u64.to_le_bytes()));
-            }
-            let _ = std::fs::remove_file(ring);
-        }
-        if pr.live == 0 {
-            if let Ok(p) = std::fs::read_to_string(td.join(RINGS_FILE)) {
-                let _ = std::fs::remove_file(Path::new(p.trim()).join(TYPES_FILE));
-                let _ = std::fs::remove_dir(p.trim());
-            }
-            let _ = std::fs::remove_file(td.join(RINGS_FILE));
-        }
-        out.push(pr);
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
     }
     Ok(out)
+}
+
+/// Recovers the dead rings of one process trace directory (`None`: it has none).
+fn recover_process(td: &Dir) -> Result<Option<ProcessRecovery>, String> {
+    let Some(ring_dir) = ring_dir(td)? else {
+        return Ok(None);
+    };
+    let rings = rings_in(&ring_dir);
+    if rings.is_empty() {
+        return Ok(None);
+    }
+    let mut pr = ProcessRecovery {
+        trace_dir: td.path().to_path_buf(),
+        pid: rings[0].1.pid,
+        rings: 0,
+        recovered: Recovered::default(),
+        live: 0,
+    };
+    let mut desc =
+        crate::reader::read_metadata(&td.join(METADATA_FILE)).map_err(|e| e.to_string())?;
+    complete_metadata(td, &ring_dir, &mut desc)?;
+    // A ring that cannot be recovered is kept (and named in the error); the others are.
+    let mut errors = Vec::new();
+    for (name, h) in &rings {
+        if alive(h.pid) {
+            pr.live += 1;
+            continue;
+        }
+        let ring_path = ring_dir.join(name);
+        let f = match ring_dir.open_file_rw(name) {
+            Ok(f) => f,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let stream = format!("{STREAM_PREFIX}{}", h.instance);
+        let r = match recover_ring_file(&f, &ring_path, &desc, td, &stream) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        pr.rings += 1;
+        pr.recovered.packets += r.packets;
+        pr.recovered.events += r.events;
+        pr.recovered.torn += r.torn;
+        pr.recovered.discarded += r.discarded;
+        pr.recovered.overwritten += r.overwritten;
+        // Done: mark it clean (a second run skips it even if the removal fails), remove it.
+        let _ = f.write_all_at(&1u64.to_le_bytes(), OFF_CLEAN as u64);
+        drop(f);
+        ring_dir.remove_file(name);
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    if pr.live == 0 {
+        ring_dir.remove_file(TYPES_FILE);
+        let _ = std::fs::remove_dir(ring_dir.path());
+        td.remove_file(RINGS_FILE);
+        if td.file_type(LEGACY_RINGS_FILE) == Some(rustix::fs::FileType::Directory) {
+            td.remove_dir(LEGACY_RINGS_FILE);
+        } else {
+            td.remove_file(LEGACY_RINGS_FILE);
+        }
+        // Readers tell a recovered trace (no statistics file, nothing missing) from one whose
+        // process still runs or whose rings are gone.
+        let _ = td.replace_file(
+            crate::reader::RECOVERED_MARKER,
+            format!("{}\n", pr.recovered.events).as_bytes(),
+        );
+    }
+    Ok(Some(pr))
 }

@@ -14,9 +14,9 @@
 //! assert_eq!(stats::path_for("/t/7".as_ref()), std::path::Path::new("/t/7.stats.json"));
 //! ```
 
+use crate::error::Error;
 use crate::file;
 use crate::layout::STATS_SUFFIX;
-use crate::reader::Error;
 use std::path::{Path, PathBuf};
 
 /// Statistics files larger than this are malformed (a real one is under 100 bytes).

@@ -129,6 +129,25 @@ impl Relayd {
         read(&self.out.path().join("relayd.err")) + &read(&self.out.path().join("relayd.log"))
     }
 
+    /// Stops the relay with SIGSTOP: it keeps its sockets (connections are accepted by the
+    /// kernel) but answers nothing until [`Relayd::resume`].
+    pub fn pause(&self) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-STOP", &c.id().to_string()])
+                .status();
+        }
+    }
+
+    /// Continues a relay stopped by [`Relayd::pause`] (SIGCONT).
+    pub fn resume(&self) {
+        if let Some(c) = &self.child {
+            let _ = Command::new("kill")
+                .args(["-CONT", &c.id().to_string()])
+                .status();
+        }
+    }
+
     /// SIGKILLs the relay and reaps it.
     pub fn kill(&mut self) {
         if let Some(mut c) = self.child.take() {

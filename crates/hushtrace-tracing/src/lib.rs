@@ -64,6 +64,17 @@
 //! category. Disabling a span's callsite while the span is open loses its end (the converter
 //! reports the slice as unclosed).
 //!
+//! # Limits
+//!
+//! hushtrace's registry holds [`hushtrace_core::MAX_REGISTERED`] (32,768) callsites registered
+//! at run time, and a `tracing` callsite uses one or two of them (the all-strings variant and
+//! the typed one): 16,000 to 32,000 `tracing` callsites fit, and the layer knows at most
+//! 28,672. Past the limit nothing is lost silently: a warning says so once on stderr; a
+//! callsite whose typed variant finds no room records every field as a string; the events of
+//! a callsite that could not be registered at all are counted as discarded (in the trace's
+//! discarded count and the session's statistics). Registering stays fast as the registry
+//! grows (a hash index, no scan).
+//!
 //! # Cost
 //!
 //! An enabled event costs `tracing`'s dispatch, a lock-free lookup of the callsite (a multiply
@@ -312,13 +323,21 @@ mod current {
     }
 }
 
-/// The layer's state for `meta`. Normally registered by `register_callsite`; but `tracing`
-/// dispatches the events of a callsite that another thread is registering right now before
-/// that registration reaches the layer: such a record registers it here (once, cold), except
-/// on a no-syscall thread, which drops it.
+/// The layer's state for `meta`, for one record. Normally registered by `register_callsite`;
+/// but `tracing` dispatches the events of a callsite that another thread is registering right
+/// now before that registration reaches the layer: such a record registers it here (once,
+/// cold), except on a no-syscall thread, which drops it. A record that cannot be recorded
+/// (dropped so, or of a callsite hushtrace could not register: the registry is full) is
+/// counted as discarded, never lost silently.
 #[inline]
 fn lookup(meta: &'static Metadata<'static>) -> Option<&'static Info> {
-    table::get(meta).or_else(|| register_late(meta))
+    match table::get(meta).or_else(|| register_late(meta)) {
+        Some(info) if !matches!(info.role, Role::Unregistered) => Some(info),
+        _ => {
+            hushtrace::discard_unregistered();
+            None
+        }
+    }
 }
 
 #[cold]
@@ -550,8 +569,15 @@ impl Schema {
             return;
         }
         let sig = signature(cap.values());
-        if let Some(v) = self.register(sig, cap) {
-            let _ = v.try_record(cap.values(), &mut Some(sig));
+        match self.register(sig, cap) {
+            Some(v) => {
+                let _ = v.try_record(cap.values(), &mut Some(sig));
+            }
+            // No room for the typed variant (the registry is full): every field as a string.
+            None => {
+                cap.stringify_all();
+                self.fallback.record(cap.values());
+            }
         }
     }
 

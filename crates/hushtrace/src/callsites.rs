@@ -21,6 +21,7 @@
 
 use crate::config::Error;
 use crate::write::{emit_values, Value};
+use core::sync::atomic::{AtomicBool, Ordering};
 use hushtrace_core::{Callsite, CallsiteState, FieldType, Kind};
 
 /// A callsite registered at run time (a `'static` descriptor, never freed).
@@ -88,7 +89,10 @@ impl Registered {
 
 /// Registers a callsite described at run time, or returns the one registered before with the
 /// same description. Errors name the problem (a name the metadata cannot hold, too many
-/// fields, too many callsites).
+/// fields, too many callsites). The first time the registry is full (more than
+/// [`hushtrace_core::MAX_REGISTERED`] callsites) a warning says so on stderr, once per
+/// process: a caller that cannot register a callsite counts its events with
+/// [`discard_unregistered`] (the `tracing` bridge does).
 pub fn register_callsite(
     category: &str,
     name: &str,
@@ -97,11 +101,34 @@ pub fn register_callsite(
 ) -> Result<Registered, Error> {
     hushtrace_core::register_callsite(category, name, kind, fields)
         .map(Registered)
-        .map_err(|e| Error::Config {
-            var: None,
-            value: format!("{category}:{name}"),
-            reason: e.to_string(),
-        })
+        .map_err(|e| registration_error(category, name, e))
+}
+
+fn registration_error(category: &str, name: &str, e: hushtrace_core::RegisterError) -> Error {
+    if e == hushtrace_core::RegisterError::Full {
+        static WARNED: AtomicBool = AtomicBool::new(false);
+        if !WARNED.swap(true, Ordering::Relaxed) {
+            eprintln!(
+                "hushtrace: warning: cannot register {category}:{name}: {e}; the events of \
+                 callsites that cannot be registered are not recorded (counted as discarded)"
+            );
+        }
+    }
+    Error::Config {
+        var: None,
+        value: format!("{category}:{name}"),
+        reason: e.to_string(),
+    }
+}
+
+/// Counts one event that cannot be recorded because its callsite could not be registered
+/// (the registry is full) as discarded: in the calling thread's stream when it has one (the
+/// trace's discarded count shows it), else in the session's statistics. Nothing without a
+/// session. No lock, allocation or system call: callable from a no-syscall thread.
+#[cold]
+#[inline(never)]
+pub fn discard_unregistered() {
+    crate::write::drop_event();
 }
 
 impl Registered {
@@ -128,10 +155,6 @@ impl Registered {
     ) -> Result<Registered, Error> {
         hushtrace_core::register_callsite_with_state(category, name, kind, fields, state)
             .map(Registered)
-            .map_err(|e| Error::Config {
-                var: None,
-                value: format!("{category}:{name}"),
-                reason: e.to_string(),
-            })
+            .map_err(|e| registration_error(category, name, e))
     }
 }

@@ -364,10 +364,13 @@ impl Config {
     }
 
     /// The session configured by the environment, if `HUSHTRACE_OUTPUT` is set and not empty.
+    /// Without it, any other `HUSHTRACE_*` variable that is set (and not empty) is an error
+    /// naming both: it would otherwise be ignored without a word (`HUSHTRACE_RELAY=net://...`
+    /// alone traced nothing).
     pub(crate) fn from_env() -> Result<Option<(Config, Raw)>, Error> {
         let dir = match std::env::var_os(env::OUTPUT) {
             Some(d) if !d.is_empty() => d,
-            _ => return Ok(None),
+            _ => return without_output(|name| std::env::var_os(name)),
         };
         let mut cfg = Config {
             output_dir: PathBuf::from(dir),
@@ -425,6 +428,35 @@ impl Config {
         }
         Ok(Some((cfg, raw)))
     }
+}
+
+/// `start_from_env()` without `HUSHTRACE_OUTPUT`: nothing to start (`Ok(None)`) unless another
+/// `HUSHTRACE_*` variable is set, which is refused with the variable and what is missing.
+fn without_output(
+    get: impl Fn(&str) -> Option<std::ffi::OsString>,
+) -> Result<Option<(Config, Raw)>, Error> {
+    for var in env::VARS.iter().filter(|v| v.name != env::OUTPUT) {
+        let Some(value) = get(var.name).filter(|v| !v.is_empty()) else {
+            continue;
+        };
+        let what = if var.name == env::RELAY {
+            "a relay session keeps its metadata and statistics there (the events go to the \
+             relay too, or only with HUSHTRACE_RELAY_ONLY=1)"
+        } else {
+            "it is the session directory, and no session starts without one"
+        };
+        return Err(Error::Config {
+            var: Some(var.name),
+            value: value.to_string_lossy().into_owned(),
+            reason: format!(
+                "set without {}: {what}; set {}=<dir>, or unset {}",
+                env::OUTPUT,
+                env::OUTPUT,
+                var.name
+            ),
+        });
+    }
+    Ok(None)
 }
 
 /// Parses `HUSHTRACE_RELAY_ONLY`: `1`/`true`/`yes` or `0`/`false`/`no`/empty.
@@ -489,6 +521,26 @@ fn parse_size(var: &'static str, v: &str) -> Result<usize, Error> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_variable_without_output_is_refused_naming_both() {
+        let none = without_output(|_| None).unwrap();
+        assert!(none.is_none());
+        // Empty counts as unset.
+        assert!(without_output(|_| Some("".into())).unwrap().is_none());
+        let e = without_output(|n| (n == env::RELAY).then(|| "net://collector".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("HUSHTRACE_RELAY=\"net://collector\"")
+                && e.contains("without HUSHTRACE_OUTPUT"),
+            "{e}"
+        );
+        for var in env::VARS.iter().filter(|v| v.name != env::OUTPUT) {
+            let e = without_output(|n| (n == var.name).then(|| "x".into())).unwrap_err();
+            assert!(e.to_string().contains(var.name), "{e}");
+        }
+    }
 
     #[test]
     fn relay_only_values() {

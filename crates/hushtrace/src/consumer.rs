@@ -3,6 +3,8 @@
 //! and recycles the buffers of exited threads, keeps the TSDL metadata current and, when the
 //! session stops, flushes everything.
 
+mod ctl;
+
 use crate::clock;
 use crate::config::Error;
 use crate::control::{self, Request};
@@ -24,6 +26,9 @@ use std::time::{Duration, Instant};
 
 /// Name of the consumer thread.
 pub(crate) const CONSUMER_THREAD_NAME: &str = "hushtrace-consumer";
+
+/// The longest wait between two passes while control clients are being served.
+const CONTROL_POLL: Duration = Duration::from_millis(20);
 
 /// Buffers of exited threads kept for reuse; beyond this they are freed.
 const POOL_MAX: usize = 64;
@@ -105,20 +110,8 @@ impl Consumer {
             dir
         };
         let mut dir = dir;
-        // Rings in files that outlive the process (`hushtrace recover`): on a tmpfs when there
-        // is one (no write-back, no write-protect faults), else in the trace directory. The
-        // trace directory names the place in its `rings` file.
-        let rings = ring_dir(&pid.to_string()).or_else(|| dir.open_or_create_subdir("rings").ok());
-        if let Some(r) = &rings {
-            let _ = dir.replace_file(
-                hushtrace_ctf::ringfile::RINGS_FILE,
-                format!("{}\n", r.path().display()).as_bytes(),
-            );
-        }
-        let mut rings = rings;
-        if let Some(r) = rings.as_mut() {
-            install_types_mirror(r);
-        }
+        // Rings in files that outlive the process (`hushtrace recover`): see `ringdir.rs`.
+        let rings = crate::ringdir::setup(&mut dir, pid);
         shared.inner.lock().rings = rings;
         let control = control::Server::bind(pid).ok();
         let root = shared.inner.lock().root.path().to_path_buf();
@@ -179,11 +172,6 @@ impl Consumer {
             })?;
         self.types_gen = Some(gen);
         Ok(())
-    }
-
-    /// The TSDL metadata of this process's trace, listing every callsite.
-    fn metadata_text(&self) -> String {
-        to_tsdl(&self.trace_desc())
     }
 
     /// The description of this process's trace, listing every callsite.
@@ -273,29 +261,31 @@ impl Consumer {
             .map_err(|e| err(&parent.path().join(&pid), e))?;
         let path = out.path().to_path_buf();
         let mut files = TraceFiles::new(out);
-        files
+        let desc = self.trace_desc();
+        // Readers do not take a snapshot (no statistics file) for a crashed process's trace.
+        let _ = files
             .dir
-            .replace_file(METADATA_FILE, self.metadata_text().as_bytes())
-            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
+            .replace_file(hushtrace_ctf::reader::SNAPSHOT_MARKER, b"snapshot\n");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         let live = |b: &&Arc<Buffer>| b.state.load(Ordering::Acquire) == BufState::Attached;
-        // Ask every producer to close its open packet, so the newest events are in committed
-        // packets; a thread that is tracing does so within microseconds (an idle one keeps
-        // its open packet, which the snapshot then lacks).
-        for b in bufs.iter().filter(live) {
-            b.request_switch();
-        }
-        std::thread::sleep(std::time::Duration::from_millis(2));
+        // Every thread's complete events up to now, idle or not: its newest committed packets
+        // and the complete part of its open packet (`ring/snapshot.rs`).
         let mut failed = None;
         for b in bufs.iter().filter(live) {
             let name = format!("{STREAM_PREFIX}{}", b.instance);
-            b.copy_newest(|bytes, _events| {
+            b.copy_newest(&desc, |bytes, _events| {
                 if let Err(e) = files.append(b.instance, &name, bytes) {
                     failed.get_or_insert_with(|| err(&path.join(&name), e));
                 }
             });
         }
         files.close_all();
+        // The metadata last: a callsite whose types were published while the rings were
+        // copied may have events in the copied packets, and `desc` (taken before) lacks it.
+        files
+            .dir
+            .replace_file(METADATA_FILE, to_tsdl(&self.trace_desc()).as_bytes())
+            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
         match failed {
             Some(e) => Err(e),
             None => Ok(path),
@@ -429,11 +419,12 @@ impl Consumer {
         }
     }
 
-    /// Writes one packet to its stream file (created on first use) and to the relay. Without
-    /// a relay, a failed write is recorded as the session's I/O error and the packet's events
-    /// counted lost (the stream is cut back to its last complete packet). With a relay, the
-    /// events count as written once the relay has them, and as lost when it could not get
-    /// them (a failed local write is still recorded as the session's error).
+    /// Writes one packet to its stream file (created on first use) and hands a copy to the
+    /// relay's sender (which never waits). A failed write is recorded as the session's I/O
+    /// error and the packet's events counted lost (the stream is cut back to its last complete
+    /// packet). The relay's copy counts its own losses ([`RelaySink`]); in relay-only mode,
+    /// where there is no local copy, the events count as written once the relay has them and
+    /// as lost when it could not get them.
     fn deliver(&mut self, instance: u64, bytes: &[u8], events: u64) {
         let relay_only = self.relay.is_some() && self.shared.cfg.relay_only;
         let name = format!("{STREAM_PREFIX}{instance}");
@@ -455,10 +446,12 @@ impl Consumer {
                 self.note_error(e);
             }
         }
-        match self.relay.as_mut() {
-            None => self.count(instance, events, local),
-            // Counted when the relay answers (`settle_relay`).
-            Some(r) => r.packet(instance, bytes, events, &self.desc),
+        if !relay_only {
+            self.count(instance, events, local);
+        }
+        if let Some(r) = self.relay.as_mut() {
+            // Relay-only: counted when the relay answers (`settle_relay`).
+            r.packet(instance, bytes, events);
         }
     }
 
@@ -472,13 +465,19 @@ impl Consumer {
         }
     }
 
-    /// Collects the relay's answers for the packets this pass sent (pipelined: one wait per
-    /// pass instead of one round trip per packet) and counts their events.
+    /// Collects the fates the relay's sender reported (never waits for it); in relay-only
+    /// mode, counts their events.
     fn settle_relay(&mut self) {
         let Some(mut r) = self.relay.take() else {
             return;
         };
-        r.settle(|instance, events, delivered| self.count(instance, events, delivered));
+        let relay_only = self.shared.cfg.relay_only;
+        r.settle(|instance, events, delivered| {
+            if relay_only {
+                self.count(instance, events, delivered)
+            }
+        });
+        r.watch();
         self.relay = Some(r);
     }
 
@@ -550,6 +549,9 @@ impl Consumer {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
                 self.files.forget(b.instance);
                 self.out.remove(&b.instance);
+                if let Some(r) = self.relay.as_mut() {
+                    r.forget(b.instance);
+                }
                 self.remove_ring(&b);
             }
             // Unmapped here, outside the lock.
@@ -585,9 +587,8 @@ impl Consumer {
             .iter()
             .any(|b| b.state.load(Ordering::Acquire) == BufState::Leaked);
         if !leaked {
-            if let Some(mut r) = self.shared.inner.lock().rings.take() {
-                r.remove_file(hushtrace_ctf::ringfile::TYPES_FILE);
-                r.remove_if_empty();
+            if let Some(r) = self.shared.inner.lock().rings.take() {
+                crate::ringdir::remove(r);
             }
             self.files
                 .dir
@@ -597,7 +598,7 @@ impl Consumer {
 
     /// Answers pending control requests (`hushtrace ctl`).
     fn serve_control(&mut self) {
-        let Some(server) = self.control.take() else {
+        let Some(mut server) = self.control.take() else {
             return;
         };
         server.serve(|req| match req {
@@ -610,16 +611,12 @@ impl Consumer {
     fn answer(&mut self, req: Request) -> String {
         let pid = self.shared.pid.load(Ordering::Relaxed);
         match req {
-            Request::Ping => format!("{{\"ok\":true,\"pid\":{pid}}}"),
+            Request::Ping => format!("{{\"ok\":true,\"pid\":{pid},\"state\":\"running\"}}"),
             Request::Status => self.status_json(),
-            Request::Enable(g) => {
-                let n = hushtrace_core::set_enabled(&g, true);
-                format!("{{\"ok\":true,\"matched\":{n}}}")
-            }
-            Request::Disable(g) => {
-                let n = hushtrace_core::set_enabled(&g, false);
-                format!("{{\"ok\":true,\"matched\":{n}}}")
-            }
+            Request::List => ctl::list_json(pid, "running"),
+            Request::Start => control::error_answer("the session is running"),
+            Request::Enable(g) => ctl::enable(&g, true),
+            Request::Disable(g) => ctl::enable(&g, false),
             Request::Snapshot(dir) => match self.snapshot(dir) {
                 Ok(path) => {
                     let mut s = String::from("{\"ok\":true,\"path\":");
@@ -631,6 +628,7 @@ impl Consumer {
             },
             Request::Stop => match state::stop_hook() {
                 Some(stop) => {
+                    ctl::stop_requested(pid);
                     let s = self.shared.clone();
                     // On a thread of its own: the stop waits for this consumer to finish.
                     match platform::spawn_raw(Box::new(move || stop(&s))) {
@@ -646,7 +644,7 @@ impl Consumer {
     fn status_json(&self) -> String {
         let cfg = &self.shared.cfg;
         let mut s = format!(
-            "{{\"ok\":true,\"pid\":{},\"session\":true,\"mode\":\"{}\",\"subbuf_size\":{},\
+            "{{\"ok\":true,\"pid\":{},\"session\":true,\"state\":\"running\",\"mode\":\"{}\",\"subbuf_size\":{},\
              \"num_subbufs\":{},\"read_timer_ms\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
             self.shared.pid.load(Ordering::Relaxed),
             cfg.mode,
@@ -660,12 +658,18 @@ impl Consumer {
         s.push_str(",\"threads\":[");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         let mut first = true;
+        let mut omitted = 0u64;
         for b in bufs.iter().filter(|b| {
             matches!(
                 b.state.load(Ordering::Acquire),
                 BufState::Attached | BufState::Exited | BufState::Detached
             )
         }) {
+            // The answer stays under the control server's size limit.
+            if s.len() > control::MAX_ANSWER - 4096 {
+                omitted += 1;
+                continue;
+            }
             let id = b.ident();
             if !first {
                 s.push(',');
@@ -689,7 +693,7 @@ impl Consumer {
                 b.lost()
             ));
         }
-        s.push_str("]}");
+        s.push_str(&format!("],\"threads_omitted\":{omitted}}}"));
         s
     }
 
@@ -728,7 +732,12 @@ impl Consumer {
             if stopping {
                 break;
             }
-            state::wait_for_wakeup(token, timer);
+            // Clients being served are moved on soon, whatever the read timer.
+            let wait = match &self.control {
+                Some(c) if c.busy() => timer.min(CONTROL_POLL),
+                _ => timer,
+            };
+            state::wait_for_wakeup(token, wait);
         }
         if let Err(e) = self.write_metadata() {
             self.note_error(e);
@@ -736,26 +745,47 @@ impl Consumer {
         self.files.close_all();
         if let Some(r) = self.relay.take() {
             let url = r.url();
-            let lost = (r.lost_packets, r.lost_events);
-            if let Err(e) = r.close() {
-                self.note_error(format!("relay {url}: {e}"));
+            let relay_only = self.shared.cfg.relay_only;
+            // Lost so far, and what the close reports.
+            let (mut packets, mut events) = (r.lost_packets, r.lost_events);
+            let closed = r.close(|instance, n, delivered| {
+                if !delivered {
+                    packets += 1;
+                    events += n;
+                }
+                if relay_only {
+                    self.count(instance, n, delivered);
+                }
+            });
+            match closed {
+                // Relay-only: the relay's copy is the trace.
+                Err(e) if relay_only => self.note_error(format!("relay {url}: {e}")),
+                Err(e) => eprintln!("hushtrace: relay {url}: {e} (the local trace is complete)"),
+                Ok(()) => {}
             }
-            if lost.0 > 0 {
+            if packets > 0 {
                 eprintln!(
-                    "hushtrace: {} packets ({} events) could not be streamed to the relay at \
-                     {url} (counted as discarded{})",
-                    lost.0,
-                    lost.1,
-                    if self.shared.cfg.relay_only {
-                        ""
+                    "hushtrace: {packets} packets ({events} events) could not be streamed to the \
+                     relay at {url} ({})",
+                    if relay_only {
+                        "counted as discarded"
                     } else {
-                        "; the local trace has them"
+                        "the relay's copy lacks them; the local trace has them"
                     }
                 );
             }
         }
         self.remove_rings();
         self.write_stats();
+        if let Some(server) = self.control.take() {
+            let stopped = ctl::Stopped {
+                cfg: self.shared.cfg.clone(),
+                trace_dir: self.files.dir.path().display().to_string(),
+                written: self.shared.written.load(Ordering::Relaxed),
+                discarded: self.shared.total_lost(),
+            };
+            ctl::park(server, self.shared.pid.load(Ordering::Relaxed), stopped);
+        }
     }
 }
 
@@ -818,38 +848,6 @@ pub(crate) fn ensure_running() {
             s.consumer_failed.store(true, Ordering::Relaxed);
         }
     }
-}
-
-/// Maps `<ring dir>/types` and installs it as hushtrace-core's types mirror (field types and
-/// names of every callsite as soon as they are known, for crash recovery). The mapping is
-/// never unmapped (a publishing thread may write to it at any time); a later session maps a
-/// new one.
-fn install_types_mirror(rings: &mut Dir) {
-    let records = hushtrace_core::all_callsites().count() + hushtrace_core::MAX_REGISTERED;
-    let Ok(fd) = rings.create_rw_file(hushtrace_ctf::ringfile::TYPES_FILE) else {
-        return;
-    };
-    let len = records * hushtrace_core::mirror::RECORD_LEN;
-    if rustix::fs::ftruncate(&fd, len as u64).is_err() {
-        return;
-    }
-    if let Some(p) = platform::map_shared(rustix::fd::AsFd::as_fd(&fd), len) {
-        // SAFETY: `p` maps `len` = records * RECORD_LEN bytes and is never unmapped.
-        unsafe { hushtrace_core::mirror::set_types_mirror(p, records) };
-    }
-}
-
-/// A private directory for this process's ring files on a tmpfs (`/dev/shm/hushtrace-<uid>/
-/// <pid>[.n]`), or `None` when there is no usable one.
-fn ring_dir(pid: &str) -> Option<Dir> {
-    let shm = std::path::Path::new("/dev/shm");
-    if !shm.is_dir() {
-        return None;
-    }
-    let base = shm.join(format!("hushtrace-{}", platform::geteuid()));
-    let mut root = Dir::open_root(&base).ok()?;
-    let mut next = 0;
-    root.create_subdir(pid, &mut next).ok()
 }
 
 /// Above this many undrained buffers of exited threads, registering a new thread waits briefly

@@ -7,16 +7,20 @@
 //!   not be writable by others (else no socket is served); the socket is 0600; a connecting
 //!   peer of another user is refused (`SO_PEERCRED`).
 //! * Protocol: one request line (at most [`MAX_REQUEST`] bytes), one JSON answer line, then the
-//!   server closes. Requests: `status`, `enable GLOB`, `disable GLOB`, `snapshot [DIR]`,
-//!   `stop`, `ping`. A malformed or oversized request gets `{"ok":false,"error":...}`; the
-//!   server keeps running. A client that sends nothing is dropped after 200 ms.
+//!   server closes. Requests: `status`, `list`, `enable GLOB`, `disable GLOB`,
+//!   `snapshot [DIR]`, `stop`, `start`, `ping`. After `stop` the process keeps serving its
+//!   socket: `status` says `"state":"stopped"` and `start` starts the session again with the
+//!   same settings. A malformed or oversized request gets `{"ok":false,"error":...}`; the
+//!   server keeps running.
+//! * Served without ever blocking its thread (see [`Server`]): a deadline per request, bounded
+//!   answers written as the client reads them, a cap on clients served at once.
 
 use crate::platform;
 use std::io::{self, Read, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, PermissionsExt};
 use std::os::unix::net::{UnixListener, UnixStream};
 use std::path::{Path, PathBuf};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 /// The longest request line accepted.
 pub const MAX_REQUEST: usize = 4096;
@@ -34,8 +38,12 @@ pub enum Request {
     Disable(String),
     /// A snapshot of every ring, into the given directory or `<trace dir>/snapshots/<n>/`.
     Snapshot(Option<PathBuf>),
-    /// Stop the session (as `Session::stop`).
+    /// Stop the session (as `Session::stop`); the process keeps serving its socket, stopped.
     Stop,
+    /// Start the session again, with the settings it had, after a `stop`.
+    Start,
+    /// Every tracepoint of the process with its state (enabled or not).
+    List,
 }
 
 /// Parses one request. Errors say what is wrong; never panics (fuzzed).
@@ -80,12 +88,14 @@ pub fn parse_request(bytes: &[u8]) -> Result<Request, String> {
         "ping" => none(Request::Ping),
         "status" => none(Request::Status),
         "stop" => none(Request::Stop),
+        "start" => none(Request::Start),
+        "list" => none(Request::List),
         "enable" => glob("enable").map(Request::Enable),
         "disable" => glob("disable").map(Request::Disable),
         "snapshot" => Ok(Request::Snapshot(arg.map(PathBuf::from))),
         other => Err(format!(
-            "unknown request {other:?} (expected ping, status, enable GLOB, disable GLOB, \
-             snapshot [DIR] or stop)"
+            "unknown request {other:?} (expected ping, status, list, enable GLOB, disable GLOB, \
+             snapshot [DIR], stop or start)"
         )),
     }
 }
@@ -143,11 +153,81 @@ pub fn socket_path(pid: u32) -> io::Result<PathBuf> {
     Ok(socket_dir()?.join(format!("{pid}.sock")))
 }
 
-/// The listening side, owned by the consumer thread.
+/// Connections served at once; a client beyond them gets an error answer and is closed.
+pub const MAX_CLIENTS: usize = 16;
+
+/// Time a client has from its connection to the end of its request line.
+pub const REQUEST_DEADLINE: Duration = Duration::from_secs(1);
+
+/// Time a client has to read its answer once it is ready.
+pub const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
+
+/// The largest answer sent; a larger one is replaced by an error answer.
+pub const MAX_ANSWER: usize = 4 << 20;
+
+/// Answer bytes waiting to be read by all clients together; a request whose answer does not
+/// fit gets a short error answer instead.
+pub const MAX_PENDING_OUTPUT: usize = 8 << 20;
+
+/// Clients refused (beyond [`MAX_CLIENTS`], or of another user) whose request is read before
+/// they get their error answer; beyond them, a connection is answered and closed at once.
+const MAX_REFUSED: usize = 64;
+
+/// Connections accepted per call of [`Server::serve`] (a flood of connections cannot keep the
+/// consumer in the accept loop).
+const ACCEPTS_PER_PASS: usize = 64;
+
+/// What an oversized request's rest is read (and dropped) up to, so its client gets the error
+/// answer instead of a connection reset.
+const DISCARD_MAX: usize = 1 << 20;
+
+/// The listening side, owned by the consumer thread (or, after `ctl PID stop`, by the thread
+/// that serves the stopped process).
+///
+/// Nothing in it blocks: the listener and every connection are non-blocking and served a step
+/// at a time on each pass ([`Server::serve`]). A client has [`REQUEST_DEADLINE`] for its whole
+/// request (not per read: a client that drips one byte at a time is dropped all the same) and
+/// [`ANSWER_DEADLINE`] to read its answer; at most [`MAX_CLIENTS`] are served at once, and the
+/// answers waiting to be read are bounded ([`MAX_ANSWER`], [`MAX_PENDING_OUTPUT`]).
 #[derive(Debug)]
 pub(crate) struct Server {
     listener: UnixListener,
     path: PathBuf,
+    /// The socket file's (device, inode): removed on drop only while it is still ours.
+    id: (u64, u64),
+    clients: Vec<Client>,
+    /// Answer bytes not yet written, over all clients.
+    pending_output: usize,
+}
+
+#[derive(Debug)]
+struct Client {
+    conn: UnixStream,
+    /// End of the current phase: the request's deadline, then the answer's.
+    deadline: Instant,
+    phase: Phase,
+    /// Why this client is refused (its request gets this error whatever it asks).
+    refuse: Option<String>,
+}
+
+#[derive(Debug)]
+enum Phase {
+    /// Reading the request line.
+    Reading(Vec<u8>),
+    /// Reading and dropping the rest of an oversized request (bytes left to drop).
+    Discarding(usize),
+    /// Writing the answer (bytes, how many are written).
+    Writing(Vec<u8>, usize),
+}
+
+/// What a client's step came to.
+enum Step {
+    /// Waiting for the client (more input, or room to write).
+    Pending,
+    /// Its request is complete: answer it.
+    Request(Result<Request, String>),
+    /// Done (answered, gone, or out of time): close it.
+    Close,
 }
 
 impl Server {
@@ -158,72 +238,198 @@ impl Server {
         let listener = UnixListener::bind(&path)?;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600))?;
         listener.set_nonblocking(true)?;
-        Ok(Server { listener, path })
+        let md = std::fs::symlink_metadata(&path)?;
+        Ok(Server {
+            listener,
+            path,
+            id: (md.dev(), md.ino()),
+            clients: Vec::new(),
+            pending_output: 0,
+        })
     }
 
-    /// Answers every pending connection with `answer(request)`; never blocks for long.
-    pub(crate) fn serve(&self, mut answer: impl FnMut(Result<Request, String>) -> String) {
-        loop {
-            let (mut conn, _) = match self.listener.accept() {
-                Ok(c) => c,
+    /// Whether the socket file still is this server's (not replaced by a newer server).
+    pub(crate) fn still_bound(&self) -> bool {
+        std::fs::symlink_metadata(&self.path).is_ok_and(|md| (md.dev(), md.ino()) == self.id)
+    }
+
+    /// The socket file's path and (device, inode).
+    pub(crate) fn file(&self) -> (PathBuf, (u64, u64)) {
+        (self.path.clone(), self.id)
+    }
+
+    /// Whether clients are being served (the caller polls sooner meanwhile).
+    pub(crate) fn busy(&self) -> bool {
+        !self.clients.is_empty()
+    }
+
+    /// Accepts new connections, moves every client a step on (never waits for one) and
+    /// answers each complete request with `answer(request)`.
+    pub(crate) fn serve(&mut self, mut answer: impl FnMut(Result<Request, String>) -> String) {
+        self.accept();
+        let now = Instant::now();
+        let mut i = 0;
+        while i < self.clients.len() {
+            let c = &mut self.clients[i];
+            let step = c.step(now);
+            let close = match step {
+                Step::Pending => false,
+                Step::Close => true,
+                Step::Request(req) => {
+                    let mut text = match c.refuse.take() {
+                        Some(e) => error_answer(&e),
+                        None => answer(req),
+                    };
+                    if text.len() > MAX_ANSWER {
+                        text = error_answer(&format!(
+                            "the answer ({} bytes) is larger than {MAX_ANSWER} bytes",
+                            text.len()
+                        ));
+                    } else if self.pending_output + text.len() > MAX_PENDING_OUTPUT {
+                        text = error_answer(&format!(
+                            "busy: {} bytes of answers are waiting to be read by other clients",
+                            self.pending_output
+                        ));
+                    }
+                    let mut bytes = text.into_bytes();
+                    bytes.push(b'\n');
+                    self.pending_output += bytes.len();
+                    let c = &mut self.clients[i];
+                    c.phase = Phase::Writing(bytes, 0);
+                    c.deadline = Instant::now() + ANSWER_DEADLINE;
+                    matches!(c.step(Instant::now()), Step::Close)
+                }
+            };
+            if close {
+                let c = self.clients.swap_remove(i);
+                if let Phase::Writing(b, _) = &c.phase {
+                    self.pending_output -= b.len();
+                }
+            } else {
+                i += 1;
+            }
+        }
+    }
+
+    /// Accepts pending connections: checks the peer, refuses clients beyond the cap.
+    fn accept(&mut self) {
+        for _ in 0..ACCEPTS_PER_PASS {
+            let conn = match self.listener.accept() {
+                Ok((c, _)) => c,
                 Err(_) => return, // WouldBlock: nothing pending (or a transient error)
             };
-            let reply = match read_request(&mut conn) {
-                Ok(req) => answer(req),
-                Err(e) => error_answer(&e),
+            if conn.set_nonblocking(true).is_err() {
+                continue;
+            }
+            let served = self.clients.iter().filter(|c| c.refuse.is_none()).count();
+            let refuse = match platform::peer_uid(std::os::fd::AsFd::as_fd(&conn)) {
+                Err(e) => Some(format!("cannot identify the peer: {e}")),
+                Ok(uid) if uid != platform::geteuid() => Some(format!(
+                    "refused: the peer (uid {uid}) is not this process's user"
+                )),
+                Ok(_) if served >= MAX_CLIENTS => Some(format!(
+                    "busy: {MAX_CLIENTS} control clients are being served; try again"
+                )),
+                Ok(_) => None,
             };
-            let _ = conn.write_all(reply.as_bytes());
-            let _ = conn.write_all(b"\n");
+            if refuse.is_some() && self.clients.len() >= MAX_CLIENTS + MAX_REFUSED {
+                // A flood: one non-blocking write into the fresh connection's empty buffer,
+                // then close.
+                let e = refuse.unwrap_or_default();
+                let _ = (&conn).write(format!("{}\n", error_answer(&e)).as_bytes());
+                continue;
+            }
+            // A refused client's request is read all the same (closing a connection with
+            // unread input resets it, and the client would not see why).
+            self.clients.push(Client {
+                conn,
+                deadline: Instant::now() + REQUEST_DEADLINE,
+                phase: Phase::Reading(Vec::with_capacity(256)),
+                refuse,
+            });
+        }
+    }
+}
+
+impl Client {
+    /// Reads or writes what can be without waiting.
+    fn step(&mut self, now: Instant) -> Step {
+        let mut chunk = [0u8; 4096];
+        match &mut self.phase {
+            Phase::Reading(buf) => loop {
+                match (&self.conn).read(&mut chunk) {
+                    Ok(0) => return Step::Request(parse_request(buf)),
+                    Ok(n) => {
+                        buf.extend_from_slice(&chunk[..n]);
+                        if buf.len() > MAX_REQUEST {
+                            self.phase = Phase::Discarding(DISCARD_MAX);
+                            return self.step(now);
+                        }
+                        if buf.contains(&b'\n') {
+                            return Step::Request(parse_request(buf));
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock => {
+                        if now < self.deadline {
+                            return Step::Pending;
+                        }
+                        let ms = REQUEST_DEADLINE.as_millis();
+                        return Step::Request(Err(format!(
+                            "no complete request within {ms} ms ({} bytes received)",
+                            buf.len()
+                        )));
+                    }
+                    Err(_) => return Step::Close,
+                }
+            },
+            Phase::Discarding(left) => loop {
+                let too_long = Err(format!("request longer than {MAX_REQUEST} bytes"));
+                match (&self.conn).read(&mut chunk) {
+                    Ok(0) => return Step::Request(too_long),
+                    Ok(n) => {
+                        *left = left.saturating_sub(n);
+                        if *left == 0 {
+                            return Step::Request(too_long);
+                        }
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && now < self.deadline => {
+                        return Step::Pending
+                    }
+                    Err(_) => return Step::Request(too_long),
+                }
+            },
+            Phase::Writing(bytes, done) => loop {
+                if *done == bytes.len() {
+                    return Step::Close;
+                }
+                match (&self.conn).write(&bytes[*done..]) {
+                    Ok(0) => return Step::Close,
+                    Ok(n) => *done += n,
+                    Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
+                    // The client does not read: dropped once its time is up.
+                    Err(e) if e.kind() == io::ErrorKind::WouldBlock && now < self.deadline => {
+                        return Step::Pending
+                    }
+                    Err(_) => return Step::Close,
+                }
+            },
         }
     }
 }
 
 impl Drop for Server {
     fn drop(&mut self) {
-        let _ = std::fs::remove_file(&self.path);
+        remove_socket_if(&self.path, self.id);
     }
 }
 
-/// Reads one request from a connection: checks the peer's uid, bounds size and time.
-fn read_request(conn: &mut UnixStream) -> Result<Result<Request, String>, String> {
-    let uid = platform::peer_uid(std::os::fd::AsFd::as_fd(&*conn))
-        .map_err(|e| format!("cannot identify the peer: {e}"))?;
-    if uid != platform::geteuid() {
-        return Err(format!(
-            "refused: the peer (uid {uid}) is not this process's user"
-        ));
+/// Removes the socket file `path` if it still is the one with (device, inode) `id`.
+pub(crate) fn remove_socket_if(path: &Path, id: (u64, u64)) {
+    if std::fs::symlink_metadata(path).is_ok_and(|md| (md.dev(), md.ino()) == id) {
+        let _ = std::fs::remove_file(path);
     }
-    conn.set_nonblocking(false).map_err(|e| e.to_string())?;
-    conn.set_read_timeout(Some(Duration::from_millis(200)))
-        .map_err(|e| e.to_string())?;
-    let mut buf = Vec::with_capacity(256);
-    let mut chunk = [0u8; 512];
-    loop {
-        match conn.read(&mut chunk) {
-            Ok(0) => break,
-            Ok(n) => {
-                buf.extend_from_slice(&chunk[..n]);
-                if buf.contains(&b'\n') || buf.len() > MAX_REQUEST {
-                    break;
-                }
-            }
-            Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
-            Err(_) => return Err("no complete request within 200 ms".into()),
-        }
-    }
-    if buf.len() > MAX_REQUEST {
-        // Read (and drop) the rest, up to 1 MiB or the time limit, so the client gets the
-        // answer instead of a connection reset.
-        let mut left = 1 << 20;
-        while let Ok(n @ 1..) = conn.read(&mut chunk) {
-            left -= n.min(left);
-            if left == 0 {
-                break;
-            }
-        }
-        return Ok(Err(format!("request longer than {MAX_REQUEST} bytes")));
-    }
-    Ok(parse_request(&buf))
 }
 
 /// Client side (the `hushtrace ctl` command): sends one request to process `pid` and returns
@@ -257,9 +463,17 @@ pub fn request(pid: u32, line: &str) -> io::Result<String> {
     conn.write_all(line.as_bytes())?;
     conn.write_all(b"\n")?;
     conn.shutdown(std::net::Shutdown::Write)?;
+    // One answer line: read up to its newline, not to the end of the connection (a fork
+    // child of the process may hold the connection open after the process closed it).
     let mut out = String::new();
-    conn.read_to_string(&mut out)
+    io::BufRead::read_line(&mut io::BufReader::new(&conn), &mut out)
         .map_err(|e| io::Error::new(e.kind(), format!("process {pid} did not answer: {e}")))?;
+    if out.is_empty() {
+        return Err(io::Error::new(
+            io::ErrorKind::UnexpectedEof,
+            format!("process {pid} closed the connection without an answer"),
+        ));
+    }
     Ok(out.trim_end().to_string())
 }
 

@@ -1,7 +1,8 @@
 //! The one table of `HUSHTRACE_*` environment variables: their names, what they hold, and who
 //! reads them. [`crate::start_from_env`] parses them; `hushtrace record` sets them.
 
-/// Session directory; `start_from_env()` starts a session only when it is set and not empty.
+/// Session directory; `start_from_env()` starts a session only when it is set and not empty,
+/// and refuses to start without it when any other variable of [`VARS`] is set.
 pub const OUTPUT: &str = "HUSHTRACE_OUTPUT";
 /// `discard` (default) or `overwrite`.
 pub const MODE: &str = "HUSHTRACE_MODE";
@@ -40,7 +41,8 @@ pub struct Var {
     pub doc: &'static str,
 }
 
-/// Every `HUSHTRACE_*` variable the runtime reads.
+/// Every `HUSHTRACE_*` variable the runtime reads. Without [`OUTPUT`], `start_from_env()`
+/// fails naming the first of the others that is set: none is ignored without a word.
 ///
 /// ```
 /// assert!(hushtrace::env::VARS.iter().any(|v| v.name == "HUSHTRACE_OUTPUT"));
@@ -73,6 +75,10 @@ pub const VARS: &[Var] = &[
     Var {
         name: CLOCK,
         doc: "`monotonic` forces the clock_gettime fallback",
+    },
+    Var {
+        name: ENABLE,
+        doc: "comma-separated `category:name` globs applied at start; `-` before one disables",
     },
     Var {
         name: RELAY,

@@ -65,6 +65,7 @@ mod relay_sink;
 pub mod ring;
 #[cfg(not(hushtrace_loom))]
 mod ring;
+mod ringdir;
 mod session;
 mod snapshot;
 mod state;
@@ -74,7 +75,7 @@ pub mod verify;
 mod write;
 
 pub use async_span::{AsParent, AsyncSpan, InSpan, InSpanExt};
-pub use callsites::{register_callsite, Registered};
+pub use callsites::{discard_unregistered, register_callsite, Registered};
 pub use config::{
     Error, Policy, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,
 };

@@ -271,7 +271,10 @@ impl Buffer {
     }
 
     /// A buffer in the ring file `fd` (created empty, sized by this call): a shared mapping
-    /// that outlives the process, for `hushtrace recover` after a crash.
+    /// that outlives the process, for `hushtrace recover` after a crash. Every page of the
+    /// file is allocated first ([`platform::reserve_file`]): a ring on a tmpfs that cannot
+    /// supply its pages is refused here (`Err`, e.g. `ENOSPC`) instead of killing the program
+    /// with SIGBUS at the first touch of a page. The caller removes the file on error.
     pub fn new_in_file(
         fd: std::os::fd::BorrowedFd<'_>,
         subbuf_size: usize,
@@ -279,15 +282,17 @@ impl Buffer {
         mode: Mode,
         instance: u64,
         uuid: [u8; 16],
-    ) -> Option<Buffer> {
+    ) -> std::io::Result<Buffer> {
         let len = RING_HEADER_LEN + subbuf_size * num_subbufs;
-        rustix::fs::ftruncate(fd, len as u64).ok()?;
-        let hdr = platform::map_shared(fd, len)?;
+        platform::reserve_file(fd, len as u64)?;
+        let hdr = platform::map_shared(fd, len).ok_or_else(|| {
+            std::io::Error::new(std::io::ErrorKind::OutOfMemory, "cannot map the ring file")
+        })?;
         // SAFETY: `hdr` is a fresh shared mapping of `len` bytes of a file only we use.
         let b =
             unsafe { Self::with_memory(hdr, true, subbuf_size, num_subbufs, mode, instance, uuid) };
         b.write_ring_header();
-        Some(b)
+        Ok(b)
     }
 
     /// # Safety

@@ -8,7 +8,7 @@ use crate::ring::{BufState, Buffer, Mode};
 use crate::state::{self, Shared};
 use crate::tracedir::Dir;
 use std::path::PathBuf;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Once};
 use std::time::{Duration, Instant};
 
@@ -31,6 +31,8 @@ use std::time::{Duration, Instant};
 #[derive(Clone, Debug)]
 pub struct SessionBuilder {
     cfg: Config,
+    /// Add to a directory that already holds a trace ([`SessionBuilder::append`]).
+    append: bool,
 }
 
 impl SessionBuilder {
@@ -113,6 +115,30 @@ impl SessionBuilder {
         self
     }
 
+    /// Adds this process's trace to an output directory that already holds a trace of other
+    /// processes (as `hushtrace record --append` does). Without it, [`SessionBuilder::start`]
+    /// refuses such a directory, as `hushtrace record` does without `--force`/`--append`:
+    /// `hushtrace report` would merge the old and the new processes into one trace. A
+    /// directory this process (or the process it was forked from) wrote a session to before is
+    /// always accepted: each session gets a new `<pid>.<n>` directory in it. Sessions started
+    /// from the environment ([`crate::start_from_env`]) always add to their directory: every
+    /// process of a recorded command writes its part there, and `hushtrace record` checks the
+    /// directory once, before the command starts.
+    ///
+    /// ```no_run
+    /// let first = hushtrace::Session::builder().output_dir("/tmp/t").start()?;
+    /// first.stop()?;
+    /// // Another program, later:
+    /// let err = hushtrace::Session::builder().output_dir("/tmp/t").start().unwrap_err();
+    /// assert!(err.to_string().contains("already holds a trace"));
+    /// let s = hushtrace::Session::builder().output_dir("/tmp/t").append(true).start()?;
+    /// # Ok::<(), hushtrace::Error>(())
+    /// ```
+    pub fn append(mut self, append: bool) -> Self {
+        self.append = append;
+        self
+    }
+
     /// Checks the settings against the limits without starting anything: the same check
     /// [`SessionBuilder::start`] makes (`hushtrace record` uses it to refuse bad flags).
     ///
@@ -127,8 +153,15 @@ impl SessionBuilder {
     /// Starts the session: calibrates the clock (about 20 ms, once per process), creates the
     /// output directory (mode 0700) and this process's trace directory, writes the metadata,
     /// starts the consumer thread and gives every registered thread a buffer.
+    /// Refuses a directory that already holds a trace of other processes unless
+    /// [`SessionBuilder::append`] is set.
     pub fn start(self) -> Result<Session, Error> {
-        start_with(self.cfg, &Raw::default())
+        let existing = if self.append {
+            Existing::Append
+        } else {
+            Existing::Refuse
+        };
+        start_with(self.cfg, &Raw::default(), existing)
     }
 }
 
@@ -143,6 +176,7 @@ impl Session {
     pub fn builder() -> SessionBuilder {
         SessionBuilder {
             cfg: Config::default(),
+            append: false,
         }
     }
 
@@ -185,7 +219,53 @@ extern "C" fn at_exit() {
     }
 }
 
-fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
+/// What a session start does with an output directory that already holds a trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Existing {
+    /// Refuses it (unless this process wrote there before).
+    Refuse,
+    /// Adds this process's trace to it.
+    Append,
+}
+
+/// The process starting a session right now (its pid), or 0. Claimed before the start touches
+/// the file system, so of two concurrent starts exactly one goes on and the other returns
+/// [`Error::AlreadyRunning`] having created nothing (no directory, ring or socket). A pid
+/// rather than a flag: the child of a fork taken while another thread of its parent was
+/// starting inherits a claim that is not its own, and takes it over.
+static STARTING: AtomicU32 = AtomicU32::new(0);
+
+/// The claim on [`STARTING`], released when dropped.
+#[derive(Debug)]
+struct StartClaim(());
+
+impl StartClaim {
+    fn take() -> Result<StartClaim, Error> {
+        let me = platform::getpid();
+        let mut cur = STARTING.load(Ordering::Acquire);
+        loop {
+            if cur == me {
+                return Err(Error::AlreadyRunning);
+            }
+            // 0, or the claim of the process this one was forked from.
+            match STARTING.compare_exchange(cur, me, Ordering::AcqRel, Ordering::Acquire) {
+                Ok(_) => return Ok(StartClaim(())),
+                Err(now) => cur = now,
+            }
+        }
+    }
+}
+
+impl Drop for StartClaim {
+    fn drop(&mut self) {
+        STARTING.store(0, Ordering::Release);
+    }
+}
+
+/// Output directories this process (or the one it was forked from) started sessions in.
+static USED_ROOTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
+
+fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Error> {
     if !platform::SUPPORTED {
         return Err(Error::Unsupported);
     }
@@ -196,21 +276,40 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
         state::set_stop_hook(|s| {
             let _ = stop_shared(s);
         });
+        state::set_start_hook(|cfg| {
+            // The process keeps the session (no handle): it stops at exit or by `ctl stop`. It
+            // goes on in the directory the stopped session wrote.
+            start_with(cfg, &Raw::default(), Existing::Append).map(|mut s| drop(s.shared.take()))
+        });
         hushtrace_core::assign_ids();
         crate::fork::install();
         platform::atexit(at_exit);
     });
+    // Decide who starts before touching the file system.
+    let _claim = StartClaim::take()?;
     if state::current_session().is_some() {
         return Err(Error::AlreadyRunning);
     }
+    let mut root = Dir::open_root(&cfg.output_dir).map_err(|source| Error::Io {
+        path: cfg.output_dir.clone(),
+        source,
+    })?;
+    // Only the holder of the start claim touches `USED_ROOTS`: `try_lock` fails only in the
+    // child of a fork taken while a thread of the parent held it (then: not known as used).
+    let used = |p: &std::path::Path| {
+        USED_ROOTS
+            .try_lock()
+            .is_ok_and(|roots| roots.iter().any(|u| u == p))
+    };
+    if existing == Existing::Refuse && !used(root.path()) {
+        refuse_existing_trace(&mut root)?;
+    }
+    crate::ringdir::clean_stale();
     for (pattern, on) in &cfg.globs {
         hushtrace_core::set_enabled(pattern, *on);
     }
     crate::clock::calibrate();
-    let root = Dir::open_root(&cfg.output_dir).map_err(|source| Error::Io {
-        path: cfg.output_dir.clone(),
-        source,
-    })?;
+    let root_path = root.path().to_path_buf();
     let shared = Arc::new(Shared::new(cfg, root));
     let mut consumer = Consumer::create(shared.clone())?;
     consumer.connect_relay()?;
@@ -227,8 +326,64 @@ fn start_with(cfg: Config, raw: &Raw) -> Result<Session, Error> {
         *shared.consumer.lock() = Some(consumer::spawn(consumer)?);
         state::install_session(&mut reg, shared.clone());
     }
+    if let Ok(mut roots) = USED_ROOTS.try_lock() {
+        if !roots.contains(&root_path) {
+            roots.push(root_path);
+        }
+    }
     Ok(Session {
         shared: Some(shared),
+    })
+}
+
+/// Refuses an output directory that holds a trace (a process trace directory with a
+/// `metadata` file, or a statistics file), as `hushtrace record` does without `--force` or
+/// `--append`. Traces named after this process's pid (`<pid>`, `<pid>.<n>`) are its own: an
+/// earlier session of the program before it `exec`ed itself.
+fn refuse_existing_trace(root: &mut Dir) -> Result<(), Error> {
+    let entries = root.entries().map_err(|source| Error::Io {
+        path: root.path().to_path_buf(),
+        source,
+    })?;
+    let me = platform::getpid().to_string();
+    let mine = |name: &str| {
+        let trace = hushtrace_ctf::stats::trace_name(name).unwrap_or(name);
+        trace.split('.').next() == Some(me.as_str())
+    };
+    let mut found: Vec<String> = entries
+        .into_iter()
+        .filter(|(name, is_dir)| {
+            if mine(name) {
+                false
+            } else if *is_dir {
+                std::fs::symlink_metadata(
+                    root.path()
+                        .join(name)
+                        .join(hushtrace_ctf::layout::METADATA_FILE),
+                )
+                .is_ok()
+            } else {
+                hushtrace_ctf::stats::trace_name(name).is_some()
+            }
+        })
+        .map(|(name, _)| name)
+        .collect();
+    if found.is_empty() {
+        return Ok(());
+    }
+    found.sort();
+    let shown = found.iter().take(5).cloned().collect::<Vec<_>>().join(", ");
+    let more = if found.len() > 5 { ", ..." } else { "" };
+    Err(Error::Io {
+        path: root.path().to_path_buf(),
+        source: std::io::Error::new(
+            std::io::ErrorKind::AlreadyExists,
+            format!(
+                "already holds a trace ({shown}{more}): choose a new directory, remove the old \
+                 trace, or add to it with SessionBuilder::append(true) (ht_session_append in \
+                 C), as `hushtrace record` requires --force or --append"
+            ),
+        ),
     })
 }
 
@@ -307,6 +462,15 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
             Some(cur) if Arc::ptr_eq(cur, s) => {}
             _ => {
                 drop(reg);
+                // Another thread (`hushtrace ctl PID stop`, exit) is stopping this session:
+                // its statistics are there once it is done.
+                let deadline = Instant::now() + Duration::from_secs(15);
+                while s.inner.lock().final_stats.is_none()
+                    && state::stops_in_progress() > 1
+                    && Instant::now() < deadline
+                {
+                    std::thread::sleep(Duration::from_millis(1));
+                }
                 return s.inner.lock().final_stats.clone().ok_or(Error::Config {
                     var: None,
                     value: "stop".into(),
@@ -378,16 +542,22 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
 /// `HUSHTRACE_MODE` (`discard`|`overwrite`), `HUSHTRACE_SUBBUF_SIZE` (bytes, `k`/`M` suffixes),
 /// `HUSHTRACE_NUM_SUBBUFS`, `HUSHTRACE_READ_TIMER_MS`, and `HUSHTRACE_NO_SYSCALL_POLICY`
 /// (the table is [`crate::env`]). A bad value is an error naming the variable and the value;
-/// the program can carry on untraced.
+/// the program can carry on untraced. Without `HUSHTRACE_OUTPUT`, nothing starts (`Ok(None)`),
+/// but another `HUSHTRACE_*` variable that is set (`HUSHTRACE_RELAY` alone, say) is an error
+/// saying that `HUSHTRACE_OUTPUT` is missing.
 ///
 /// ```
 /// // Without HUSHTRACE_OUTPUT nothing starts.
 /// std::env::remove_var("HUSHTRACE_OUTPUT");
 /// assert!(hushtrace::start_from_env().unwrap().is_none());
+/// std::env::set_var("HUSHTRACE_RELAY", "net://collector");
+/// let err = hushtrace::start_from_env().unwrap_err().to_string();
+/// assert!(err.contains("HUSHTRACE_RELAY") && err.contains("without HUSHTRACE_OUTPUT"), "{err}");
+/// # std::env::remove_var("HUSHTRACE_RELAY");
 /// ```
 pub fn start_from_env() -> Result<Option<Session>, Error> {
     match Config::from_env()? {
         None => Ok(None),
-        Some((cfg, raw)) => start_with(cfg, &raw).map(Some),
+        Some((cfg, raw)) => start_with(cfg, &raw, Existing::Append).map(Some),
     }
 }

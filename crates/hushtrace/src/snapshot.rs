@@ -84,8 +84,9 @@ pub fn snapshot() -> Result<Snapshot, Error> {
     if !state::overwrite_mode() {
         return Err(Error::NeedsOverwriteMode);
     }
-    // The calling thread's own newest events go in: close its open packet now (no system
-    // call); other threads are asked to by the consumer.
+    // The calling thread's own newest events go in for sure: close its open packet now (no
+    // system call). Every thread's open packet is also read as it is when the consumer takes
+    // the snapshot (`ring/snapshot.rs`): an idle thread's newest events are in it too.
     crate::write::close_own_packet();
     let number = state::request_snapshot();
     if !crate::nosyscall::thread_in_no_syscall() {

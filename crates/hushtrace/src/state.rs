@@ -187,12 +187,10 @@ impl Shared {
                 );
                 // A ring file (crash-persistent) when the consumer made a ring directory;
                 // anonymous memory otherwise, or if the file cannot be made.
-                let in_file = inner.rings.as_mut().and_then(|d| {
-                    let fd = d
-                        .create_rw_file(&format!("{}{inst}", hushtrace_ctf::ringfile::RING_PREFIX))
-                        .ok()?;
-                    Buffer::new_in_file(rustix::fd::AsFd::as_fd(&fd), size, n, mode, inst, uuid)
-                });
+                let in_file = inner
+                    .rings
+                    .as_mut()
+                    .and_then(|d| crate::ringdir::new_ring(d, inst, size, n, mode, uuid));
                 match in_file.or_else(|| Buffer::new(size, n, mode, inst, uuid)) {
                     Some(b) => {
                         let b = Arc::new(b);
@@ -294,6 +292,22 @@ pub(crate) fn stop_hook() -> Option<fn(&Arc<Shared>)> {
     STOP_HOOK.get().copied()
 }
 
+/// The session's start function, installed by the session module: `hushtrace ctl PID start`
+/// starts a session again with the settings of the one `ctl PID stop` stopped (the handle is
+/// kept by the process; the session stops at exit or on the next `ctl PID stop`).
+static START_HOOK: std::sync::OnceLock<fn(Config) -> Result<(), crate::config::Error>> =
+    std::sync::OnceLock::new();
+
+/// Installs the start function (once per process).
+pub(crate) fn set_start_hook(f: fn(Config) -> Result<(), crate::config::Error>) {
+    let _ = START_HOOK.set(f);
+}
+
+/// The start function, if a session was ever started.
+pub(crate) fn start_hook() -> Option<fn(Config) -> Result<(), crate::config::Error>> {
+    START_HOOK.get().copied()
+}
+
 /// Snapshots requested by [`crate::snapshot`] (a counter: request `n` is the `n`-th) and
 /// taken by the consumer. Raising a request is one atomic add: no system call.
 static SNAPSHOTS_REQUESTED: AtomicU64 = AtomicU64::new(0);
@@ -373,6 +387,11 @@ impl Drop for StopInProgress {
 /// Whether some thread is inside a stop.
 pub(crate) fn stop_in_progress() -> bool {
     STOPPING.load(Ordering::Acquire) != 0
+}
+
+/// How many threads are inside a stop.
+pub(crate) fn stops_in_progress() -> usize {
+    STOPPING.load(Ordering::Acquire)
 }
 
 /// Adds to the session's lost count. Lock-free: tracepoints call it, possibly from a signal

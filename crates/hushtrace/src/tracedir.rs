@@ -205,6 +205,74 @@ impl Dir {
         })
     }
 
+    /// Opens the existing subdirectory `name`; refuses a symbolic link or a directory that is
+    /// not private to this user.
+    pub(crate) fn open_subdir(&mut self, name: &str) -> io::Result<Dir> {
+        let fd = rustix::fs::openat(self.fd()?, name, dir_flags(), Mode::empty())?;
+        check_private(fd.as_fd())?;
+        Ok(Dir {
+            path: self.path.join(name),
+            fd: Checked::new(fd)?,
+        })
+    }
+
+    /// The names of this directory's entries (`.` and `..` left out, names that are not UTF-8
+    /// too: the tracer never makes those), with whether each is a directory (as `readdir`
+    /// says; not followed).
+    pub(crate) fn entries(&mut self) -> io::Result<Vec<(String, bool)>> {
+        let mut out = Vec::new();
+        for e in rustix::fs::Dir::read_from(self.fd()?)? {
+            let e = e?;
+            let Ok(name) = e.file_name().to_str() else {
+                continue;
+            };
+            if name != "." && name != ".." {
+                out.push((
+                    name.to_string(),
+                    e.file_type() == rustix::fs::FileType::Directory,
+                ));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The contents of the regular file `name`, at most `max` bytes (a longer file is an
+    /// error); never follows a symbolic link, never blocks on a FIFO.
+    pub(crate) fn read_small(&mut self, name: &str, max: usize) -> io::Result<Vec<u8>> {
+        let fd = rustix::fs::openat(
+            self.fd()?,
+            name,
+            OFlags::RDONLY | OFlags::NOFOLLOW | OFlags::NONBLOCK | OFlags::CLOEXEC,
+            Mode::empty(),
+        )?;
+        let st = rustix::fs::fstat(&fd)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::RegularFile
+            || st.st_size as u64 > max as u64
+        {
+            return Err(io::Error::other(format!(
+                "{}: not a regular file of at most {max} bytes",
+                self.path.join(name).display()
+            )));
+        }
+        let mut buf = vec![0u8; st.st_size as usize];
+        let mut got = 0;
+        while got < buf.len() {
+            match rustix::io::pread(&fd, &mut buf[got..], got as u64) {
+                Ok(0) => break,
+                Ok(n) => got += n,
+                Err(rustix::io::Errno::INTR) => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+        buf.truncate(got);
+        Ok(buf)
+    }
+
+    /// Removes the empty subdirectory `name`.
+    pub(crate) fn remove_subdir(&mut self, name: &str) -> io::Result<()> {
+        Ok(rustix::fs::unlinkat(self.fd()?, name, AtFlags::REMOVEDIR)?)
+    }
+
     /// Creates a new file (`O_EXCL | O_NOFOLLOW`, mode 0600) in this directory, opened for
     /// reading and writing (a ring file to map).
     pub(crate) fn create_rw_file(&mut self, name: &str) -> io::Result<OwnedFd> {

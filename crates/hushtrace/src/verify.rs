@@ -22,7 +22,9 @@
 //!         hushtrace::event!("rt", "tick", i = i);
 //!     }
 //!     assert_eq!(hushtrace::verify::trapped_syscalls(), 0);
-//!     hushtrace::verify::exit_thread();
+//!     drop(_rt);
+//!     // SAFETY: nothing on this thread's stack needs its destructor to run.
+//!     unsafe { hushtrace::verify::exit_thread() };
 //! });
 //! ```
 
@@ -67,7 +69,15 @@ pub fn trap_syscalls_on_this_thread() -> io::Result<()> {
 /// unwinding or running thread-local destructors. Join such a thread with [`join_raw`], not
 /// `JoinHandle::join`. (Where the filter is unsupported, the thread ends by unwinding instead,
 /// which [`join_raw`] also accepts.)
-pub fn exit_thread() -> ! {
+///
+/// # Safety
+/// No destructor of any value on the calling thread's stack runs, and the stack's memory is
+/// released. The caller must make sure that nothing relies on one of those destructors for
+/// soundness: no value pinned on this thread's stack (a pinned future, an intrusive list
+/// node) may be reachable from elsewhere, and no guard whose drop releases something another
+/// thread waits for (a lock, a borrow) may be alive. Dropping every such value before the
+/// call satisfies it.
+pub unsafe fn exit_thread() -> ! {
     platform::exit_thread()
 }
 

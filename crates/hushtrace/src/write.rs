@@ -244,7 +244,7 @@ fn no_buffer(ctx: &ThreadCtx) -> *mut Buffer {
 /// a buffer (so the CTF discarded count shows it), else in the session.
 #[cold]
 #[inline(never)]
-fn drop_event() {
+pub(crate) fn drop_event() {
     let counted = thread::with_current(|ctx| {
         let d = ctx.enter();
         compiler_fence(Ordering::SeqCst);

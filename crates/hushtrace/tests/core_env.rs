@@ -197,15 +197,25 @@ fn env_size_suffix_m_is_honoured() {
     let _ = std::fs::remove_dir_all(&dir);
 }
 
-/// Without `HUSHTRACE_OUTPUT` nothing starts and nothing is written, whatever else is set.
+/// Without `HUSHTRACE_OUTPUT` nothing starts and nothing is written; another `HUSHTRACE_*`
+/// variable set without it is an error naming it and `HUSHTRACE_OUTPUT` (issue 20.2: it was
+/// ignored without a word), and the program carries on untraced.
 #[test]
 fn env_without_output_starts_nothing() {
-    let lines = run_env(
-        &[
-            ("HUSHTRACE_MODE", "overwrite"),
-            ("HUSHTRACE_SUBBUF_SIZE", "4k"),
-        ],
-        100,
-    );
+    let lines = run_env(&[], 100);
     assert_eq!(lines, vec!["start: none", "alive"]);
+    for (var, value) in [
+        ("HUSHTRACE_MODE", "overwrite"),
+        ("HUSHTRACE_RELAY", "net://127.0.0.1"),
+    ] {
+        let lines = run_env(&[(var, value)], 100);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with("start: err: ")
+                && lines[0].contains(var)
+                && lines[0].contains("without HUSHTRACE_OUTPUT"),
+            "{lines:?}"
+        );
+        assert_eq!(lines[1], "alive");
+    }
 }

@@ -42,7 +42,8 @@ fn control_the_filter_traps_a_deliberate_getpid() {
             (verify::trapped_syscalls() << 1) | u64::from(ret < 0),
             Ordering::SeqCst,
         );
-        verify::exit_thread();
+        // SAFETY: no value on this thread's stack relies on its destructor running.
+        unsafe { verify::exit_thread() };
     });
     verify::join_raw(t);
     let v = result.load(Ordering::SeqCst);
@@ -140,7 +141,8 @@ fn many_subbuffer_switches_without_a_single_syscall() {
         b2.store(b, Ordering::SeqCst);
         hushtrace::clear_thread_no_syscall();
         tr2.store(verify::trapped_syscalls() - before, Ordering::SeqCst);
-        verify::exit_thread();
+        // SAFETY: no value on this thread's stack relies on its destructor running.
+        unsafe { verify::exit_thread() };
     });
     while !ready.load(Ordering::Acquire) {
         std::thread::sleep(Duration::from_millis(1));
@@ -266,7 +268,8 @@ fn run_order(order: &[Step]) {
         }
         tr2.store(verify::trapped_syscalls() - before, Ordering::SeqCst);
         if entered {
-            verify::exit_thread();
+            // SAFETY: no value on this thread's stack relies on its destructor running.
+            unsafe { verify::exit_thread() };
         }
     });
     let mut session = None;

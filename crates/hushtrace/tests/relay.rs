@@ -272,7 +272,8 @@ fn role_killed(builder: hushtrace::SessionBuilder) {
             }
         }
         e2.store(n, Ordering::SeqCst);
-        hushtrace::verify::exit_thread();
+        // SAFETY: no value on this thread's stack relies on its destructor running.
+        unsafe { hushtrace::verify::exit_thread() };
     });
     println!("ready");
     let mut n = 0u64;
@@ -338,8 +339,9 @@ fn role_bench(out: &Path, relay: &str) {
     );
 }
 
-/// One 2 s trial of the `bench` role at `rate` events/s: whether nothing was discarded.
-/// `relay`: the relay's URL or "" (local disk only).
+/// One 2 s trial of the `bench` role at `rate` events/s: whether nothing was discarded, nor
+/// missing from the relay's copy (reported on stderr). `relay`: the relay's URL or "" (local
+/// disk only).
 fn lossless_trial(rate: u64, relay: &str, relay_only: bool) -> bool {
     let out = temp_dir("relay-bench");
     let mut env = vec![
@@ -352,10 +354,17 @@ fn lossless_trial(rate: u64, relay: &str, relay_only: bool) -> bool {
     }
     let mut p = spawn_role("bench", &env);
     let rx = lines(&mut p);
+    let mut stderr = p.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
     let r = wait_line(&rx, "result ", Duration::from_secs(120));
     wait_exit(&mut p, Duration::from_secs(60), "bench");
+    let err = err.join().unwrap();
     let _ = std::fs::remove_dir_all(&out);
-    r.contains("discarded=0")
+    r.contains("discarded=0") && !err.contains("could not be streamed to the relay")
 }
 
 /// Sustained lossless rate streaming to a relay over loopback, as a ratio to the local disk
@@ -617,7 +626,8 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
 
 /// The relay is killed while a normal thread and a no-syscall thread under a seccomp filter
 /// trace: the program neither hangs nor fails, the no-syscall thread makes no system call,
-/// and every event is accounted for: written (delivered) + discarded = emitted, with losses.
+/// every event is accounted for (written + discarded = emitted) and the local trace holds
+/// every written event: the loss is the relay copy's only, and the program reports it.
 #[test]
 fn killed_relay_no_hang_exact_losses_no_syscalls() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -628,11 +638,18 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
         &[("OUT", out.display().to_string()), ("RELAY", relay.url())],
     );
     let rx = lines(&mut p);
+    let mut stderr = p.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
+        s
+    });
     wait_line(&rx, "ready", Duration::from_secs(30));
     std::thread::sleep(Duration::from_millis(1000));
     relay.kill();
     let result = wait_line(&rx, "result ", Duration::from_secs(60));
     wait_exit(&mut p, Duration::from_secs(30), "the traced program");
+    let err = err.join().unwrap();
     let v: BTreeMap<&str, u64> = result
         .split_whitespace()
         .filter_map(|kv| kv.split_once('='))
@@ -645,13 +662,17 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
         "events unaccounted for: {result}"
     );
     assert!(
-        v["discarded"] > 0,
-        "no loss counted although the relay died: {result}"
+        err.contains("could not be streamed to the relay"),
+        "no relay loss reported although the relay died: {result}\nstderr: {err:?}"
     );
-    assert!(
-        v["written"] > 0,
-        "nothing delivered before the kill: {result}"
-    );
+    // (The rings may have discarded events, which babeltrace2 reports as warnings.)
+    if let Some((local, _)) = common::babeltrace_raw(&out) {
+        let in_trace = local
+            .lines()
+            .filter(|l| l.contains("relaytest:main") || l.contains("relaytest:rt"))
+            .count() as u64;
+        assert_eq!(in_trace, v["written"], "the local trace: {result}");
+    }
     let _ = std::fs::remove_dir_all(&out);
 }
 

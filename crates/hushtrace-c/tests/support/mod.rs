@@ -55,8 +55,21 @@ pub fn lib_dir() -> &'static Path {
         for f in ["libhushtrace.so", "libhushtrace.a"] {
             assert!(dir.join(f).exists(), "{} missing", dir.join(f).display());
         }
+        // Programs linked with -lhushtrace need the library by its SONAME at run time (as
+        // install.sh installs it): a link beside cargo's output.
+        let soname = dir.join(soname());
+        match std::os::unix::fs::symlink("libhushtrace.so", &soname) {
+            Ok(()) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists => {}
+            Err(e) => panic!("cannot link {}: {e}", soname.display()),
+        }
         dir
     })
+}
+
+/// The SONAME `build.rs` gives the shared library: `libhushtrace.so.<ABI version>`.
+pub fn soname() -> String {
+    format!("libhushtrace.so.{}", env!("HUSHTRACE_C_ABI"))
 }
 
 /// `crates/hushtrace-c/include`.

@@ -53,15 +53,26 @@ pub struct MergedEvent<'a> {
     pub event: EventRef<'a>,
 }
 
+/// Stream files a [`Merged`] keeps open at once: a trace of thousands of threads is read under
+/// the default limit of 1,024 descriptors. The least recently read stream is closed when
+/// another must be opened, and reopened (by name, checked to be the same file) where it was.
+pub const MAX_OPEN_STREAMS: usize = 256;
+
 /// All events of many streams in time order (ties broken by stream order, so the output is
 /// deterministic); events of one stream keep their order.
 ///
-/// Memory: one window per stream (see [`StreamReader`]).
+/// Memory: one window per stream (see [`StreamReader`]). Descriptors: at most
+/// [`MAX_OPEN_STREAMS`] stream files are open at once.
 #[derive(Debug)]
 pub struct Merged {
     descs: Vec<Arc<TraceDesc>>,
     clocks: Vec<Clock>,
     streams: Vec<(usize, StreamReader)>,
+    /// Streams whose file is open.
+    open: Vec<usize>,
+    /// Per stream, the time of its last read (for the LRU).
+    last_use: Vec<u64>,
+    tick: u64,
     heap: BinaryHeap<Reverse<(i128, usize)>>,
     /// Stream whose current event was returned last; advanced on the next call.
     last: Option<usize>,
@@ -72,10 +83,23 @@ impl Merged {
     /// Merges `streams`, each tagged with the index of its trace in `descs`.
     pub fn new(
         descs: Vec<Arc<TraceDesc>>,
-        streams: Vec<(usize, StreamReader)>,
+        mut streams: Vec<(usize, StreamReader)>,
     ) -> Result<Self, Error> {
         let clocks = descs.iter().map(|d| Clock::new(&d.clock)).collect();
+        let mut open = Vec::new();
+        for (i, (_, s)) in streams.iter_mut().enumerate() {
+            if s.has_open_file() {
+                if open.len() < MAX_OPEN_STREAMS {
+                    open.push(i);
+                } else {
+                    s.release_file();
+                }
+            }
+        }
         Ok(Merged {
+            open,
+            last_use: vec![0; streams.len()],
+            tick: 0,
             descs,
             clocks,
             heap: BinaryHeap::with_capacity(streams.len()),
@@ -108,9 +132,34 @@ impl Merged {
             .collect()
     }
 
+    /// Advances stream `i`, keeping at most [`MAX_OPEN_STREAMS`] files open: a stream that
+    /// had to open its file closes the least recently read other one.
+    fn advance(&mut self, i: usize) -> Result<bool, Error> {
+        self.tick += 1;
+        let was_open = self.streams[i].1.has_open_file();
+        let r = self.streams[i].1.advance();
+        self.last_use[i] = self.tick;
+        if !was_open && self.streams[i].1.has_open_file() {
+            if self.open.len() >= MAX_OPEN_STREAMS {
+                if let Some(k) = (0..self.open.len()).min_by_key(|&k| self.last_use[self.open[k]]) {
+                    let lru = self.open.swap_remove(k);
+                    self.streams[lru].1.release_file();
+                }
+            }
+            self.open.push(i);
+        }
+        let more = r?;
+        if !more && self.streams[i].1.has_open_file() {
+            // Exhausted: its descriptor is no longer needed.
+            self.streams[i].1.release_file();
+            self.open.retain(|&o| o != i);
+        }
+        Ok(more)
+    }
+
     fn push(&mut self, i: usize) -> Result<(), Error> {
-        let (t, s) = &mut self.streams[i];
-        if s.advance()? {
+        if self.advance(i)? {
+            let (t, s) = &self.streams[i];
             let ts = s.current_timestamp().unwrap_or(0);
             self.heap.push(Reverse((self.clocks[*t].to_ns(ts), i)));
         }
@@ -130,8 +179,8 @@ impl Merged {
         } else if let Some(i) = self.last.take() {
             // The stream returned last is still the heap's top: replace its key in place (one
             // sift-down) instead of a pop and a push.
-            let (t, s) = &mut self.streams[i];
-            if s.advance()? {
+            if self.advance(i)? {
+                let (t, s) = &self.streams[i];
                 let key = self.clocks[*t].to_ns(s.current_timestamp().unwrap_or(0));
                 if let Some(mut top) = self.heap.peek_mut() {
                     *top = Reverse((key, i));
@@ -161,6 +210,40 @@ impl Merged {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn at_most_max_open_streams_are_open_and_a_replaced_file_is_an_error() {
+        use crate::synth::{SynthEvent, SynthTrace};
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = SynthTrace::new(5, "wide");
+        let tick = t.instant("w:tick", &[]);
+        let threads = MAX_OPEN_STREAMS as u32 + 50;
+        for k in 0..threads {
+            let th = t.thread(100 + k, "w");
+            for j in 0..4u64 {
+                th.event(SynthEvent::new(tick, 1000 * j + u64::from(k)));
+            }
+        }
+        t.write_session(dir.path()).unwrap();
+        let session = super::super::Session::open(dir.path()).unwrap();
+        let mut m = session.merged().unwrap();
+        let (mut n, mut most) = (0, 0);
+        while m.next().unwrap().is_some() {
+            n += 1;
+            let open = m.streams().iter().filter(|s| s.1.has_open_file()).count();
+            most = most.max(open);
+        }
+        assert_eq!(n, threads as usize * 4);
+        assert!(most <= MAX_OPEN_STREAMS, "{most} open");
+        assert!(most >= MAX_OPEN_STREAMS - 1, "{most} open");
+        // A stream file replaced while its reader had released it: an error, not other data.
+        let mut readers = session.traces[0].stream_readers().unwrap();
+        let p = readers[0].path().to_path_buf();
+        std::fs::rename(&p, dir.path().join("old")).unwrap();
+        std::fs::copy(dir.path().join("old"), &p).unwrap();
+        let e = readers[0].advance().unwrap_err().to_string();
+        assert!(e.contains("replaced"), "{e}");
+    }
 
     #[test]
     fn fast_clock_matches_reference() {

@@ -22,6 +22,45 @@ pub struct ProcessTrace {
     /// The statistics file, if present and well-formed. `None` means the process did not stop
     /// tracing (it crashed, was killed or still runs): see [`ProcessTrace::is_complete`].
     pub stats: Option<ProcessStats>,
+    /// Who wrote the directory: the traced process, or something that never writes a
+    /// statistics file (a relay, a snapshot, a recovery).
+    pub origin: Origin,
+}
+
+/// Who wrote a process trace directory. Only a [`Origin::Recorded`] trace without statistics
+/// file is incomplete: the others never have one.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Origin {
+    /// The traced process (its statistics file says it stopped).
+    Recorded,
+    /// `lttng-relayd`'s copy (an `index` directory beside the streams): the relay stores the
+    /// metadata and the streams, the statistics stay in the traced machine's directory.
+    RelayCopy,
+    /// A flight-recorder snapshot (marker file [`SNAPSHOT_MARKER`]).
+    Snapshot,
+    /// Rings recovered by `hushtrace recover` after the process ended without stopping
+    /// (marker file [`RECOVERED_MARKER`]): every event its tracepoints completed is there.
+    Recovered,
+}
+
+/// Marker file of a snapshot's process directory (hidden: CTF readers skip it).
+pub const SNAPSHOT_MARKER: &str = ".snapshot";
+/// Marker file a recovery leaves in the process directory it completed.
+pub const RECOVERED_MARKER: &str = ".recovered";
+
+impl Origin {
+    /// The origin of the process trace directory `dir`, from its marker files.
+    pub fn of(dir: &Path) -> Origin {
+        if file::exists(&dir.join(SNAPSHOT_MARKER)) {
+            Origin::Snapshot
+        } else if file::exists(&dir.join(RECOVERED_MARKER)) {
+            Origin::Recovered
+        } else if std::fs::symlink_metadata(dir.join("index")).is_ok_and(|m| m.is_dir()) {
+            Origin::RelayCopy
+        } else {
+            Origin::Recorded
+        }
+    }
 }
 
 /// A session directory: one trace per traced process.
@@ -69,6 +108,10 @@ impl Session {
                     continue;
                 }
                 let name = entry.file_name().to_string_lossy().into_owned();
+                if name == KERNEL_TRACE_DIR {
+                    // The kernel trace of `record --kernel` (hushtrace-kernel reads it).
+                    continue;
+                }
                 if file::exists(&path.join(METADATA_FILE)) {
                     traces.push(open_trace(&path, name, dir, &mut warnings)?);
                 } else if has_streams(&path) {
@@ -127,14 +170,24 @@ impl ProcessTrace {
         self.stats.is_some()
     }
 
-    /// Opens a reader on each stream file.
+    /// Opens a reader on each stream file. Each file is checked, then its descriptor released
+    /// (reopened on the reader's first read), so a process with thousands of streams does not
+    /// hold thousands of descriptors.
     pub fn stream_readers(&self) -> Result<Vec<StreamReader>, Error> {
         self.streams
             .iter()
-            .map(|p| StreamReader::open(self.desc.clone(), p))
+            .map(|p| {
+                let mut r = StreamReader::open(self.desc.clone(), p)?;
+                r.release_file();
+                Ok(r)
+            })
             .collect()
     }
 }
+
+/// The subdirectory of a session directory holding the kernel trace of `record --kernel`
+/// (CTF too, but not in hushtrace's user-space layout): skipped by [`Session::open`].
+pub const KERNEL_TRACE_DIR: &str = "kernel";
 
 fn has_streams(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|rd| {
@@ -179,16 +232,27 @@ fn open_trace(
     }
     streams.sort();
     let stats_path = stats_dir.join(crate::stats::file_name(&name));
+    let origin = Origin::of(dir);
     let stats = match ProcessStats::read(&stats_path) {
         Ok(Some(s)) => Some(s),
+        Ok(None) if origin != Origin::Recorded => None,
         Ok(None) => {
+            let rings = [crate::layout::RINGS_FILE, crate::layout::LEGACY_RINGS_FILE]
+                .iter()
+                .any(|n| file::exists(&dir.join(n)));
             warnings.push(Warning::about(
                 dir,
                 format!(
                     "incomplete trace: no statistics file {}: the process did not stop tracing \
                      (it crashed, was killed, or is still running); events still in its buffers \
-                     are missing",
-                    stats_path.display()
+                     are missing{}",
+                    stats_path.display(),
+                    if rings {
+                        "; its rings are still there: `hushtrace recover` adds what they hold \
+                         once the process has ended"
+                    } else {
+                        ""
+                    }
                 ),
             ));
             None
@@ -207,5 +271,6 @@ fn open_trace(
         desc,
         streams: streams.into_iter().map(|(_, p)| p).collect(),
         stats,
+        origin,
     })
 }

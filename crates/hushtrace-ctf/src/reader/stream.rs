@@ -164,7 +164,10 @@ pub struct StreamReader {
     desc: Arc<TraceDesc>,
     /// Index into `desc.events` by event id.
     class_by_id: Vec<Option<usize>>,
-    file: File,
+    /// The open file, or `None` while released ([`StreamReader::release_file`]): reopened by
+    /// name on the next read, and checked to be the same file (device and inode).
+    file: Option<File>,
+    file_id: (u64, u64),
     file_len: u64,
     /// File offset of the next packet.
     next_packet: u64,
@@ -201,7 +204,12 @@ impl StreamReader {
     /// Opens the stream file `path` of the trace described by `desc`.
     pub fn open(desc: Arc<TraceDesc>, path: &Path) -> Result<Self, Error> {
         let file = file::open_regular(path)?;
-        let file_len = file.metadata().map_err(|e| Error::io(path, e))?.len();
+        let meta = file.metadata().map_err(|e| Error::io(path, e))?;
+        let file_len = meta.len();
+        let file_id = {
+            use std::os::unix::fs::MetadataExt;
+            (meta.dev(), meta.ino())
+        };
         let max_id = desc
             .events
             .iter()
@@ -216,7 +224,8 @@ impl StreamReader {
             path: path.to_path_buf(),
             desc,
             class_by_id,
-            file,
+            file: Some(file),
+            file_id,
             file_len,
             next_packet: 0,
             buf: Vec::new(),
@@ -249,6 +258,40 @@ impl StreamReader {
     /// The trace metadata.
     pub fn desc(&self) -> &Arc<TraceDesc> {
         &self.desc
+    }
+
+    /// Closes the stream file's descriptor; the next read reopens it by name (never through a
+    /// link, checked to be the same file) and goes on where it was. A reader of many streams
+    /// ([`super::Merged`]) keeps a bounded number of them open this way.
+    pub fn release_file(&mut self) {
+        self.file = None;
+    }
+
+    /// Whether the stream file is open (see [`StreamReader::release_file`]).
+    pub fn has_open_file(&self) -> bool {
+        self.file.is_some()
+    }
+
+    /// The open file, reopened if it was released.
+    fn file(&mut self) -> Result<&File, Error> {
+        if self.file.is_none() {
+            let f = file::open_regular(&self.path)?;
+            let meta = f.metadata().map_err(|e| Error::io(&self.path, e))?;
+            let id = {
+                use std::os::unix::fs::MetadataExt;
+                (meta.dev(), meta.ino())
+            };
+            if id != self.file_id {
+                return Err(Error::io(
+                    &self.path,
+                    io::Error::other("replaced by another file while it was being read"),
+                ));
+            }
+            self.file = Some(f);
+        }
+        self.file
+            .as_ref()
+            .ok_or_else(|| Error::io(&self.path, io::Error::other("not open")))
     }
 
     /// Size of the stream file in bytes.
@@ -418,8 +461,7 @@ impl StreamReader {
         let want = (self.window as u64).min(self.content_end - self.win) as usize;
         self.buf.resize(want, 0);
         let off = self.packet.offset + self.win + have as u64;
-        self.read_at(off, have)
-            .map_err(|e| Error::io(&self.path, e))?;
+        self.read_at(off, have)?;
         Ok(true)
     }
 
@@ -442,7 +484,7 @@ impl StreamReader {
         let mut header = [0u8; PACKET_HEADER_LEN];
         {
             use std::os::unix::fs::FileExt;
-            self.file
+            self.file()?
                 .read_exact_at(&mut header, off)
                 .map_err(|e| io_err(e, &self.path))?;
         }
@@ -586,9 +628,15 @@ impl StreamReader {
     }
 
     /// Reads `buf[start..]` from file offset `off`.
-    fn read_at(&mut self, off: u64, start: usize) -> io::Result<()> {
+    fn read_at(&mut self, off: u64, start: usize) -> Result<(), Error> {
         use std::os::unix::fs::FileExt;
-        self.file.read_exact_at(&mut self.buf[start..], off)
+        self.file()?;
+        match &self.file {
+            Some(f) => f
+                .read_exact_at(&mut self.buf[start..], off)
+                .map_err(|e| Error::io(&self.path, e)),
+            None => Err(Error::io(&self.path, io::Error::other("not open"))),
+        }
     }
 
     /// Decodes the event at `self.pos`, recording field offsets.

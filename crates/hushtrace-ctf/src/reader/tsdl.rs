@@ -4,6 +4,11 @@
 //! [`to_tsdl`], and the text is then checked to be *exactly* what [`to_tsdl`] renders for those
 //! values. Anything else (another tracer's metadata, a hand-edited file, packetized metadata) is
 //! rejected with the first line that differs.
+//!
+//! One addition to that shape: metadata as `lttng-relayd` stores it, the first piece followed by
+//! each update the runtime's relay sink sent, appended as received. An update is a line
+//! `/* CTF 1.8 */` followed by event blocks exactly as [`to_tsdl`] renders them; its classes are
+//! added to the first piece's (an id declared twice is an error).
 
 use super::{Error, Location};
 use crate::metadata::{parse_uuid, to_tsdl, ClockDesc, EventClass, TraceDesc, KIND_URI_PREFIX};
@@ -74,41 +79,95 @@ pub fn parse_metadata(bytes: &[u8], path: &Path) -> Result<TraceDesc, Error> {
         return Err(bad(1, format!("expected `{SIGNATURE}` on the first line")));
     }
 
-    let desc = extract(text).map_err(|(line, what)| bad(line, what))?;
+    // lttng-relayd stores metadata as it received it: the first piece, then each update
+    // appended, each starting with its own signature line (see the runtime's relay sink).
+    let chunks = split_updates(text);
+    let (first_line, first) = chunks[0];
+    debug_assert_eq!(first_line, 1);
+    let mut desc = extract(first, &|n| n).map_err(|(line, what)| bad(line, what))?;
+    check_shape(&to_tsdl(&desc), first, 0).map_err(|(line, what)| bad(line, what))?;
+    if chunks.len() == 1 {
+        return Ok(desc);
+    }
 
-    // The shape check: the text must be exactly what the writer renders for these values.
-    let expected = to_tsdl(&desc);
-    if expected != text {
-        let mut exp_lines = expected.split('\n');
-        let mut got_lines = text.split('\n');
-        let mut n = 0;
-        loop {
-            n += 1;
-            match (exp_lines.next(), got_lines.next()) {
-                (Some(e), Some(g)) if e == g => continue,
-                (Some(e), Some(g)) => {
-                    return Err(bad(
-                        n,
-                        format!("expected `{}`, found `{}`", e.trim(), clip(g)),
-                    ))
-                }
-                (Some(e), None) => {
-                    return Err(bad(
-                        n,
-                        format!("unexpected end of file, expected `{}`", e.trim()),
-                    ))
-                }
-                (None, Some(g)) => {
-                    return Err(bad(
-                        n,
-                        format!("unexpected text after the end: `{}`", clip(g)),
-                    ))
-                }
-                (None, None) => return Err(bad(n, "does not match the hushtrace shape".into())),
+    let header = to_tsdl(&TraceDesc {
+        events: Vec::new(),
+        ..desc.clone()
+    });
+    let header_lines = header.matches('\n').count();
+    let mut ids: HashSet<u16> = desc.events.iter().map(|e| e.id).collect();
+    for &(start, chunk) in &chunks[1..] {
+        // An update is the signature line and event blocks: parsed and checked as the event
+        // blocks of a whole file with this trace's header.
+        let body = chunk[SIGNATURE.len()..]
+            .strip_prefix('\n')
+            .unwrap_or_default();
+        let whole = format!("{header}{body}");
+        let at = |n: usize| start + n.saturating_sub(header_lines);
+        let update = extract(&whole, &at).map_err(|(n, what)| bad(n, what))?;
+        let expected = to_tsdl(&update);
+        check_shape(&expected[header.len()..], body, start)
+            .map_err(|(line, what)| bad(line, what))?;
+        for e in update.events {
+            if !ids.insert(e.id) {
+                return Err(bad(
+                    start,
+                    format!("metadata update declares event id {} again", e.id),
+                ));
             }
+            desc.events.push(e);
         }
     }
+    desc.events.sort_by_key(|e| e.id);
     Ok(desc)
+}
+
+/// The pieces of `text`, each with the number of its first line: the text up to the second
+/// line that is exactly the signature, then each piece from such a line to the next.
+fn split_updates(text: &str) -> Vec<(usize, &str)> {
+    let mut chunks = Vec::new();
+    let (mut start, mut start_line) = (0, 1);
+    let mut offset = 0;
+    for (i, line) in text.split_inclusive('\n').enumerate() {
+        if i > 0 && line.trim_end_matches('\n') == SIGNATURE {
+            chunks.push((start_line, &text[start..offset]));
+            start = offset;
+            start_line = i + 1;
+        }
+        offset += line.len();
+    }
+    chunks.push((start_line, &text[start..]));
+    chunks
+}
+
+/// Compares `got` with what the writer renders (`expected`); on a difference, the first line
+/// that differs, numbered from `first_line + 1` (the line before `got`'s first is `first_line`).
+fn check_shape(expected: &str, got: &str, first_line: usize) -> Result<(), Failure> {
+    if expected == got {
+        return Ok(());
+    }
+    let mut exp_lines = expected.split('\n');
+    let mut got_lines = got.split('\n');
+    let mut n = first_line;
+    loop {
+        n += 1;
+        match (exp_lines.next(), got_lines.next()) {
+            (Some(e), Some(g)) if e == g => continue,
+            (Some(e), Some(g)) => {
+                return Err((n, format!("expected `{}`, found `{}`", e.trim(), clip(g))))
+            }
+            (Some(e), None) => {
+                return Err((
+                    n,
+                    format!("unexpected end of file, expected `{}`", e.trim()),
+                ))
+            }
+            (None, Some(g)) => {
+                return Err((n, format!("unexpected text after the end: `{}`", clip(g))))
+            }
+            (None, None) => return Err((n, "does not match the hushtrace shape".into())),
+        }
+    }
 }
 
 /// At most 60 characters of a line, for error messages.
@@ -140,8 +199,9 @@ struct PartialEvent {
 
 type Failure = (usize, String);
 
-/// Picks the values out of the text, line by line.
-fn extract(text: &str) -> Result<TraceDesc, Failure> {
+/// Picks the values out of the text, line by line; `line_of` maps a line number of `text` to the
+/// one reported.
+fn extract(text: &str, line_of: &dyn Fn(usize) -> usize) -> Result<TraceDesc, Failure> {
     let mut block = Block::Top;
     let mut block_line = 0;
     // Values of the trace, env and clock blocks, keyed by "block.key".
@@ -152,7 +212,7 @@ fn extract(text: &str) -> Result<TraceDesc, Failure> {
     let mut last_line = 0;
 
     for (i, line) in text.split('\n').enumerate() {
-        let n = i + 1;
+        let n = line_of(i + 1);
         last_line = n;
         match block {
             Block::Top => {
@@ -351,5 +411,94 @@ mod tests {
         }
         assert_eq!(unquote("\"a\"b\""), None);
         assert_eq!(unquote("\"a\\n\""), None);
+    }
+
+    fn desc(events: Vec<EventClass>) -> TraceDesc {
+        TraceDesc {
+            uuid: [1; 16],
+            clock_uuid: [2; 16],
+            clock: ClockDesc {
+                freq: 1_000_000_000,
+                offset_s: 5,
+                offset: 0,
+                source: "tsc".into(),
+            },
+            vpid: 42,
+            procname: "app".into(),
+            hostname: "h".into(),
+            events,
+        }
+    }
+
+    fn class(id: u16, name: &str) -> EventClass {
+        EventClass {
+            id,
+            name: name.into(),
+            kind: Kind::Instant,
+            fields: Some(vec![("v".into(), FieldType::U64)]),
+        }
+    }
+
+    /// The metadata as lttng-relayd stores it: the header with the classes known at the start,
+    /// then each update appended with its own signature line.
+    fn relay_text(first: &[EventClass], updates: &[&[EventClass]]) -> String {
+        let header = to_tsdl(&desc(vec![]));
+        let mut text = to_tsdl(&desc(first.to_vec()));
+        for u in updates {
+            text.push_str("/* CTF 1.8 */\n");
+            text.push_str(&to_tsdl(&desc(u.to_vec()))[header.len()..]);
+        }
+        text
+    }
+
+    #[test]
+    fn relay_metadata_updates_are_concatenated() {
+        let (a, b, c) = (class(0, "a:x"), class(1, "b:y"), class(2, "c:z"));
+        let text = relay_text(
+            std::slice::from_ref(&a),
+            &[std::slice::from_ref(&c), std::slice::from_ref(&b), &[]],
+        );
+        let got = parse_metadata(text.as_bytes(), "m".as_ref()).unwrap();
+        assert_eq!(got, desc(vec![a.clone(), b.clone(), c.clone()]));
+        // A header alone, then everything in updates.
+        let text = relay_text(&[], &[&[b.clone(), a.clone()]]);
+        let got = parse_metadata(text.as_bytes(), "m".as_ref()).unwrap();
+        assert_eq!(got, desc(vec![a.clone(), b.clone()]));
+        // Ends right after a signature line, without a newline.
+        let text = relay_text(std::slice::from_ref(&a), &[]) + "/* CTF 1.8 */";
+        let got = parse_metadata(text.as_bytes(), "m".as_ref()).unwrap();
+        assert_eq!(got, desc(vec![a.clone()]));
+    }
+
+    #[test]
+    fn relay_metadata_update_errors_name_the_line() {
+        let a = class(0, "a:x");
+        let text = relay_text(std::slice::from_ref(&a), &[std::slice::from_ref(&a)]);
+        let lines: Vec<&str> = text.lines().collect();
+        let update_line = lines.iter().rposition(|l| *l == SIGNATURE).unwrap() + 1;
+        let err = parse_metadata(text.as_bytes(), "m".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.starts_with(&format!("m:{update_line}:")) && err.contains("event id 0 again"),
+            "{err}"
+        );
+        // Something other than event blocks in an update: the line that differs.
+        let text =
+            relay_text(std::slice::from_ref(&a), &[]) + "/* CTF 1.8 */\nevent {\n\tname = \"q\";\n";
+        let err = parse_metadata(text.as_bytes(), "m".as_ref())
+            .unwrap_err()
+            .to_string();
+        let last = text.split('\n').count();
+        assert!(
+            err.starts_with(&format!("m:{last}:"))
+                && err.contains(&format!("unterminated block opened on line {}", last - 2)),
+            "{err}"
+        );
+        let text = relay_text(&[a], &[]) + "/* CTF 1.8 */\ntrace {\n};\n";
+        let err = parse_metadata(text.as_bytes(), "m".as_ref())
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("trace"), "{err}");
     }
 }

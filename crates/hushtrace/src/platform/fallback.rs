@@ -306,3 +306,21 @@ pub fn peer_uid(_sock: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
         "peer credentials are not available on this platform",
     ))
 }
+
+/// No ring files here (rings stay in process memory): never called.
+pub fn reserve_file(_fd: std::os::fd::BorrowedFd<'_>, _len: u64) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "ring files are not used on this platform",
+    ))
+}
+
+/// Unknown here: every process counts as existing (nothing is ever cleaned up for it).
+pub fn process_gone(_pid: u32) -> bool {
+    false
+}
+
+/// Unknown here.
+pub fn fs_size(_path: &std::path::Path) -> Option<u64> {
+    None
+}

@@ -415,3 +415,54 @@ pub fn geteuid() -> u32 {
 pub fn peer_uid(sock: std::os::fd::BorrowedFd<'_>) -> io::Result<u32> {
     Ok(rustix::net::sockopt::socket_peercred(sock)?.uid.as_raw())
 }
+
+/// Gives the file `fd` a length of `len` bytes, every one of them allocated now
+/// (`fallocate`), so a shared mapping of it never faults for want of space: a sparse file on a
+/// full tmpfs raises SIGBUS at the first touch of a page the file system cannot supply. On a
+/// file system without `fallocate` (`EOPNOTSUPP`), writes zeros instead (as `posix_fallocate`
+/// does). `Err` (`ENOSPC`, `EFBIG`, ...) when the space cannot be had; the file may then be
+/// partly allocated, and the caller removes it.
+pub fn reserve_file(fd: std::os::fd::BorrowedFd<'_>, len: u64) -> io::Result<()> {
+    use rustix::fs::FallocateFlags;
+    loop {
+        match rustix::fs::fallocate(fd, FallocateFlags::empty(), 0, len) {
+            Ok(()) => return Ok(()),
+            Err(rustix::io::Errno::INTR) => continue,
+            Err(rustix::io::Errno::OPNOTSUPP) => break,
+            Err(e) => return Err(e.into()),
+        }
+    }
+    // Static: rings are made on threads with small stacks too.
+    static ZEROS: [u8; 16 * 1024] = [0; 16 * 1024];
+    let zeros = &ZEROS;
+    let mut off = 0u64;
+    while off < len {
+        let n = (len - off).min(zeros.len() as u64) as usize;
+        match rustix::io::pwrite(fd, &zeros[..n], off) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(w) => off += w as u64,
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
+/// Whether process `pid` is known not to exist any more (`kill(pid, 0)` fails with `ESRCH`).
+/// A process of another user (`EPERM`) or any other answer counts as existing: the caller
+/// never removes what might belong to a live process.
+pub fn process_gone(pid: u32) -> bool {
+    let Some(p) = i32::try_from(pid)
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return false;
+    };
+    rustix::process::test_kill_process(p) == Err(rustix::io::Errno::SRCH)
+}
+
+/// The size in bytes of the file system holding `path` (`statvfs`), or `None`.
+pub fn fs_size(path: &std::path::Path) -> Option<u64> {
+    let st = rustix::fs::statvfs(path).ok()?;
+    Some(st.f_blocks.saturating_mul(st.f_frsize))
+}

@@ -49,6 +49,9 @@
 //! | [`atexit`] | no | no | ignored; fallback: no-op |
 //! | [`map_anon`] | yes (`mmap`, `madvise(MADV_WIPEONFORK)`) | raw | `None`; fallback: zeroed page-aligned heap memory |
 //! | [`map_shared`] | yes (`mmap(MAP_SHARED)`, `madvise(MADV_DONTFORK)`) | raw | `None`; fallback always `None` (rings stay in process memory) |
+//! | [`reserve_file`] | yes (`fallocate`; `pwrite` of zeros where it is unsupported) | raw | `Err(errno)` (`ENOSPC`...); fallback `Err(Unsupported)` |
+//! | [`process_gone`] | yes (`kill(pid, 0)`) | raw | `false` (counts as alive); fallback always `false` |
+//! | [`fs_size`] | yes (`statvfs`) | raw | `None`; fallback always `None` |
 //! | [`remap_private`] | yes (`mmap(MAP_FIXED)`) | raw | `false`; fallback always `false` |
 //! | [`advise_hugepages`] | yes (`madvise`) | raw | ignored; fallback: no-op |
 //! | [`unmap`] | yes (`munmap`) | raw | ignored |
@@ -197,13 +200,73 @@ mod tests {
         .unwrap();
     }
 
+    /// The calling thread's signal mask: (SIGUSR1 blocked, SIGUSR2 blocked, SIGSEGV blocked).
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn mask_bits() -> (bool, bool, bool) {
+        // SAFETY: sigset_t is plain data; with a null new set pthread_sigmask only reads the
+        // calling thread's mask into `cur`.
+        unsafe {
+            let mut cur: libc::sigset_t = std::mem::zeroed();
+            assert_eq!(
+                libc::pthread_sigmask(libc::SIG_BLOCK, std::ptr::null(), &mut cur),
+                0
+            );
+            (
+                libc::sigismember(&cur, libc::SIGUSR1) == 1,
+                libc::sigismember(&cur, libc::SIGUSR2) == 1,
+                libc::sigismember(&cur, libc::SIGSEGV) == 1,
+            )
+        }
+    }
+
+    /// Blocks (or unblocks) one signal on the calling thread.
+    #[cfg(all(target_os = "linux", not(miri)))]
+    fn set_blocked(sig: libc::c_int, blocked: bool) {
+        // SAFETY: as in `mask_bits`; the set holds one signal.
+        unsafe {
+            let mut set: libc::sigset_t = std::mem::zeroed();
+            libc::sigemptyset(&mut set);
+            libc::sigaddset(&mut set, sig);
+            let how = if blocked {
+                libc::SIG_BLOCK
+            } else {
+                libc::SIG_UNBLOCK
+            };
+            assert_eq!(libc::pthread_sigmask(how, &set, std::ptr::null_mut()), 0);
+        }
+    }
+
+    /// A block blocks asynchronous signals but never the synchronous fault signals; an inner
+    /// block's drop leaves the outer one in force, and the outer one's drop restores exactly
+    /// the mask the thread had before (one signal blocked by the thread itself stays blocked,
+    /// the others come back unblocked).
+    #[cfg(all(target_os = "linux", not(miri)))]
     #[test]
     fn signal_block_nests_and_restores() {
-        let outer = SignalBlock::new();
-        {
-            let _inner = SignalBlock::new();
-        }
-        drop(outer);
+        std::thread::spawn(|| {
+            set_blocked(libc::SIGUSR1, false);
+            set_blocked(libc::SIGUSR2, true);
+            assert_eq!(mask_bits(), (false, true, false), "the thread's own mask");
+            let outer = SignalBlock::new();
+            assert_eq!(mask_bits(), (true, true, false), "inside the outer block");
+            {
+                let _inner = SignalBlock::new();
+                assert_eq!(mask_bits(), (true, true, false), "inside the inner block");
+            }
+            assert_eq!(
+                mask_bits(),
+                (true, true, false),
+                "the inner drop left the outer block"
+            );
+            drop(outer);
+            assert_eq!(
+                mask_bits(),
+                (false, true, false),
+                "the outer drop restored the mask"
+            );
+        })
+        .join()
+        .unwrap();
     }
 
     /// A signal handler hammering the same word as the interrupted thread: with the local

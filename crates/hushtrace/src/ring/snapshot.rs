@@ -1,24 +1,32 @@
 //! Reading a live ring from the consumer thread without stopping its producer: the snapshot
 //! of the flight recorder and the `status` of `hushtrace ctl`.
+//!
+//! # The snapshot of a live overwrite-mode ring
+//! A snapshot holds everything the thread recorded up to the moment it is taken, whatever
+//! the thread is doing then (tracing, or blocked right after its last event): the newest
+//! committed packets, and the complete events of the open packet as a packet of their own.
+//! The open packet is read as the flush of idle threads reads it (`ring/flush.rs`): `open_seq`,
+//! `done`, `open_seq` again (Acquire) name a packet `s` and its complete bytes `[0, done)`;
+//! with `committed == s` the packets before it are the committed ones. The producer never
+//! rewrites those bytes until it reuses the slot for packet `s + n` (it only appends behind
+//! `done`, and its finalize rewrites header fields the copy replaces), which needs
+//! `committed >= s + n`: as for the committed packets, a copy after which `committed` reached
+//! that is dropped (seqlock style), and so is one whose header names another packet.
+//! No system call, no request to the producer, no waiting.
 
 use super::{Buffer, Ident};
-use hushtrace_ctf::layout::{read_u64, OFF_PACKET_SEQ_NUM, PACKET_HEADER_LEN};
+use hushtrace_ctf::layout::{
+    read_u64, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE,
+    OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN,
+};
+use hushtrace_ctf::metadata::TraceDesc;
+use hushtrace_ctf::ringfile::{OFF_DISCARDED, OFF_DONE, OFF_OPEN_SEQ};
 use std::sync::atomic::{fence, AtomicU8, Ordering};
 
 impl Buffer {
     /// The identity the producer writes into its packets.
     pub(crate) fn ident(&self) -> Ident {
         self.producer.ident.get()
-    }
-
-    /// Asks the producer to close its open packet at its next event (consumer thread; no
-    /// effect on an idle producer). A store of 0 to `end`, which the producer only compares
-    /// against: a reservation already past that check completes in the packet (it had room),
-    /// and the next one takes the slow path, which closes the packet and opens another. If the
-    /// producer itself sets `end` at the same moment (opening a packet) the request is simply
-    /// lost, which is harmless.
-    pub(crate) fn request_switch(&self) {
-        self.producer.end.set(0);
     }
 
     /// Consumer: records in the ring header what the flush of idle threads did to this stream
@@ -48,14 +56,42 @@ impl Buffer {
 
     /// Consumer, live overwrite-mode ring: calls `write` with each of the newest committed
     /// packets (at most `num_subbufs - 1`: the producer's open slot is excluded), oldest
-    /// first, with its event count. Packets the producer started to overwrite during the copy
-    /// are left out (checked after the copy, seqlock style).
-    pub(crate) fn copy_newest(&self, mut write: impl FnMut(&[u8], u64)) {
-        let n = self.num_subbufs as u64;
-        let committed = self.handover.committed();
-        let first = committed.saturating_sub(n - 1);
+    /// first, with its event count, then with the complete events of the open packet as a
+    /// packet of their own (module docs; `desc` gives the events' sizes). When the producer
+    /// is switching packets at every try (a few), the open packet is left out.
+    pub(crate) fn copy_newest(&self, desc: &TraceDesc, mut write: impl FnMut(&[u8], u64)) {
         let mut copy = vec![0u8; self.subbuf_size];
-        for c in first..committed {
+        for _ in 0..8 {
+            let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
+            let done = self.hdr_word(OFF_DONE).load(Ordering::Acquire) as usize;
+            let s2 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
+            if s1 != s2 || self.handover.committed() != s1 {
+                // Between a packet's commit and the next one's opening: try again.
+                std::hint::spin_loop();
+                continue;
+            }
+            let n = self.num_subbufs as u64;
+            self.copy_committed(s1.saturating_sub(n - 1), s1, &mut copy, &mut write);
+            if let Some((len, events)) = self.copy_open(s1, done, desc, &mut copy) {
+                write(&copy[..len], events);
+            }
+            return;
+        }
+        let committed = self.handover.committed();
+        let first = committed.saturating_sub(self.num_subbufs as u64 - 1);
+        self.copy_committed(first, committed, &mut copy, &mut write);
+    }
+
+    /// Copies the committed packets `first..last` (each checked after its copy) to `write`.
+    fn copy_committed(
+        &self,
+        first: u64,
+        last: u64,
+        copy: &mut [u8],
+        write: &mut impl FnMut(&[u8], u64),
+    ) {
+        let n = self.num_subbufs as u64;
+        for c in first..last {
             let slot = (c % n) as usize;
             let m = &self.meta[slot];
             let len = m.len.load(Ordering::Relaxed) as usize;
@@ -63,24 +99,67 @@ impl Buffer {
             if !(PACKET_HEADER_LEN..=self.subbuf_size).contains(&len) {
                 continue;
             }
-            for (i, byte) in copy[..len].iter_mut().enumerate() {
-                // SAFETY: `slot * subbuf_size + i` is inside the mapping (`i < len <=
-                // subbuf_size`, `slot < num_subbufs`), and a byte is always a valid AtomicU8.
-                // Atomic loads: the producer may be rewriting this slot if it lapped us; such a
-                // copy is detected and dropped below.
-                *byte = unsafe { AtomicU8::from_ptr(self.mem.add(slot * self.subbuf_size + i)) }
-                    .load(Ordering::Relaxed);
-            }
+            self.copy_slot(slot, &mut copy[..len]);
             // The loads above happen-before the re-read of `committed`: if the producer had
             // opened packet `c + n` (which reuses this slot) by the end of the copy, we see it.
             fence(Ordering::Acquire);
             if self.handover.committed() >= c + n {
                 continue;
             }
-            if read_u64(&copy, OFF_PACKET_SEQ_NUM) != Some(c) {
+            if read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(c) {
                 continue;
             }
             write(&copy[..len], events);
+        }
+    }
+
+    /// Copies the complete events `[PACKET_HEADER_LEN, done)` of the open packet `seq` with its
+    /// header into `copy`, completed as a finalized packet (sizes, end time, discarded count).
+    /// Returns its length and event count, or `None` when it holds no complete event or the
+    /// producer reused its slot during the copy.
+    fn copy_open(
+        &self,
+        seq: u64,
+        done: usize,
+        desc: &TraceDesc,
+        copy: &mut [u8],
+    ) -> Option<(usize, u64)> {
+        if done <= PACKET_HEADER_LEN || done > self.subbuf_size {
+            return None;
+        }
+        let n = self.num_subbufs as u64;
+        let discarded = self.hdr_word(OFF_DISCARDED).load(Ordering::Relaxed);
+        self.copy_slot((seq % n) as usize, &mut copy[..done]);
+        fence(Ordering::Acquire);
+        if self.handover.committed() >= seq + n || read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(seq) {
+            return None;
+        }
+        let begin = read_u64(copy, OFF_TIMESTAMP_BEGIN).unwrap_or(0);
+        let w = desc.walk_events(&copy[PACKET_HEADER_LEN..done], begin);
+        if w.events == 0 {
+            return None;
+        }
+        let len = PACKET_HEADER_LEN + w.len;
+        let put = |copy: &mut [u8], off: usize, v: u64| {
+            copy[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        };
+        put(copy, OFF_TIMESTAMP_END, w.max_ts.max(begin));
+        put(copy, OFF_CONTENT_SIZE, len as u64 * 8);
+        put(copy, OFF_PACKET_SIZE, len as u64 * 8);
+        put(copy, OFF_EVENTS_DISCARDED, discarded);
+        Some((len, w.events))
+    }
+
+    /// Copies the first `out.len()` bytes of `slot` with atomic byte loads: the producer may be
+    /// rewriting the slot (if it lapped the reader); such a copy is detected and dropped by
+    /// the caller.
+    fn copy_slot(&self, slot: usize, out: &mut [u8]) {
+        debug_assert!(out.len() <= self.subbuf_size && slot < self.num_subbufs);
+        for (i, byte) in out.iter_mut().enumerate() {
+            // SAFETY: `slot * subbuf_size + i` is inside the mapping (`i < out.len() <=
+            // subbuf_size`, `slot < num_subbufs`), and a byte is always a valid AtomicU8.
+            *byte = unsafe { AtomicU8::from_ptr(self.mem.add(slot * self.subbuf_size + i)) }
+                .load(Ordering::Relaxed);
         }
     }
 }

@@ -1,0 +1,127 @@
+//! `record --kernel`: the kernel's scheduling events next to the program's trace (see the
+//! `hushtrace-kernel` crate), and `recover`'s removal of ftrace instances left by killed
+//! recorders.
+
+use hushtrace_kernel::{Capture, Options};
+use std::path::Path;
+use std::process::ExitCode;
+
+/// A kernel recording around the program's run.
+#[derive(Debug)]
+pub struct KernelRecording {
+    capture: Capture,
+    signals: Option<hushtrace_kernel::signals::Forwarder>,
+}
+
+/// Starts recording the kernel into `output/kernel/` before the program runs. `Err` holds the
+/// exit code to return at once (2: a usage error or no access to tracefs; the message has
+/// been printed).
+///
+/// `categories` is the value of `--kernel` (`sched,irq,syscalls`), `force` whether an old
+/// kernel trace may be replaced.
+pub fn start(
+    output: &Path,
+    categories: &str,
+    buffer_kb: Option<u32>,
+    force: bool,
+) -> Result<KernelRecording, ExitCode> {
+    let categories = hushtrace_kernel::parse_categories(categories).map_err(|e| {
+        eprintln!("hushtrace: error: {e}");
+        ExitCode::from(2)
+    })?;
+    let kdir = output.join(hushtrace_kernel::KERNEL_DIR);
+    if std::fs::symlink_metadata(&kdir).is_ok() {
+        if !force {
+            eprintln!(
+                "hushtrace: error: {} already holds a kernel trace: use --force to replace it, \
+                 or choose another directory",
+                kdir.display()
+            );
+            return Err(ExitCode::from(2));
+        }
+        if let Err(e) = std::fs::remove_dir_all(&kdir) {
+            eprintln!("hushtrace: error: cannot remove {}: {e}", kdir.display());
+            return Err(ExitCode::FAILURE);
+        }
+    }
+    let opts = Options {
+        categories,
+        buffer_size_kb: buffer_kb.unwrap_or(Options::default().buffer_size_kb),
+    };
+    let capture = Capture::start(output, &opts).map_err(|e| {
+        eprintln!("hushtrace: error: {e}");
+        match e {
+            hushtrace_kernel::Error::Access(_) => ExitCode::from(2),
+            hushtrace_kernel::Error::Other(_) => ExitCode::FAILURE,
+        }
+    })?;
+    let signals =
+        hushtrace_kernel::signals::Forwarder::install(capture.guard_pid().into_iter().collect())
+            .ok();
+    Ok(KernelRecording { capture, signals })
+}
+
+impl KernelRecording {
+    /// Stops the kernel recording after the program ended, writes its metadata with the
+    /// clock of the program's trace, and prints one summary line (and warnings) on stderr.
+    pub fn finish(mut self, output: &Path) {
+        if let Some(s) = self.signals.take() {
+            let got = s.finish();
+            if !got.is_empty() {
+                let names: Vec<String> =
+                    got.iter().map(|&s| crate::record::signal_name(s)).collect();
+                eprintln!(
+                    "hushtrace: record received {} while the program ran: kernel recording \
+                     stopped cleanly",
+                    names.join(", ")
+                );
+            }
+        }
+        let user_clock = user_clock(output);
+        match self.capture.finish(user_clock) {
+            Ok(s) => {
+                for w in &s.warnings {
+                    eprintln!("hushtrace: kernel: warning: {w}");
+                }
+                if !s.stale_removed.is_empty() {
+                    eprintln!(
+                        "hushtrace: kernel: removed ftrace instance(s) left by killed recorders: {}",
+                        s.stale_removed.join(", ")
+                    );
+                }
+                let lost = if s.lost() > 0 {
+                    format!(
+                        ", {} LOST (per-CPU buffers full: raise --kernel-buffer-kb)",
+                        s.lost()
+                    )
+                } else {
+                    String::new()
+                };
+                eprintln!(
+                    "hushtrace: kernel: {} events on {} CPU stream(s){lost} in {} (clock {}: {})",
+                    s.events(),
+                    s.cpus.len(),
+                    s.dir.display(),
+                    s.trace_clock,
+                    s.clock_note
+                );
+            }
+            Err(e) => eprintln!("hushtrace: kernel: error: {e}"),
+        }
+    }
+}
+
+/// The clock description and clock UUID of the first process trace in `dir`.
+fn user_clock(dir: &Path) -> Option<(hushtrace_ctf::metadata::ClockDesc, [u8; 16])> {
+    let s = hushtrace_ctf::reader::Session::open(dir).ok()?;
+    let t = s.traces.first()?;
+    Some((t.desc.clock.clone(), t.desc.clock_uuid))
+}
+
+/// Removes the ftrace instances of dead recorders (`hushtrace recover`); one line each.
+pub fn remove_stale() -> Vec<String> {
+    hushtrace_kernel::tracefs::remove_stale_anywhere()
+        .into_iter()
+        .map(|n| format!("removed the ftrace instance {n} of a dead `hushtrace record`"))
+        .collect()
+}

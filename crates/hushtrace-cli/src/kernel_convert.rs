@@ -1,0 +1,455 @@
+//! The kernel trace of `record --kernel` in the converted outputs.
+//!
+//! * Perfetto: per-CPU `FtraceEventBundle`s of `sched_switch`, `sched_waking`/`sched_wakeup`,
+//!   fork/exit, migrations and interrupts, which the Perfetto UI shows as CPU tracks and as the
+//!   state of each thread (running, runnable, sleeping) under its spans. A `ClockSnapshot`
+//!   declares the bundles' clock (`BOOTTIME`, the ftrace default) equal to `REALTIME`, the
+//!   clock of the rest of the file: the timestamps are the same nanoseconds since the epoch as
+//!   the user-space events'.
+//! * Chrome JSON: a `Kernel` process with one thread per CPU whose slices are the tasks that
+//!   ran on it (`comm/tid`).
+
+use crate::chrome::ConvertError;
+use crate::perfetto::proto::{Clock, ClockSnapshot};
+use hushtrace_ctf::reader::Session;
+use hushtrace_kernel::{KEvent, KernelTrace};
+use prost::Message;
+use std::collections::HashMap;
+use std::io::{self, Write};
+
+/// The Perfetto messages for ftrace, with Perfetto's field numbers
+/// (`protos/perfetto/trace/ftrace/*.proto`).
+pub mod proto {
+    #![allow(missing_docs)]
+    use crate::perfetto::proto::ClockSnapshot;
+
+    /// `TracePacket` with only the fields this module writes.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct KernelPacket {
+        #[prost(message, optional, tag = "1")]
+        pub ftrace_events: Option<FtraceEventBundle>,
+        #[prost(message, optional, tag = "6")]
+        pub clock_snapshot: Option<ClockSnapshot>,
+        #[prost(uint32, optional, tag = "10")]
+        pub trusted_packet_sequence_id: Option<u32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FtraceEventBundle {
+        #[prost(uint32, optional, tag = "1")]
+        pub cpu: Option<u32>,
+        #[prost(message, repeated, tag = "2")]
+        pub event: Vec<FtraceEvent>,
+        #[prost(bool, optional, tag = "3")]
+        pub lost_events: Option<bool>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct FtraceEvent {
+        #[prost(uint64, optional, tag = "1")]
+        pub timestamp: Option<u64>,
+        #[prost(uint32, optional, tag = "2")]
+        pub pid: Option<u32>,
+        #[prost(message, optional, tag = "4")]
+        pub sched_switch: Option<SchedSwitch>,
+        #[prost(message, optional, tag = "17")]
+        pub sched_wakeup: Option<SchedWake>,
+        #[prost(message, optional, tag = "20")]
+        pub sched_waking: Option<SchedWake>,
+        #[prost(message, optional, tag = "24")]
+        pub softirq_entry: Option<Softirq>,
+        #[prost(message, optional, tag = "25")]
+        pub softirq_exit: Option<Softirq>,
+        #[prost(message, optional, tag = "36")]
+        pub irq_handler_entry: Option<IrqEntry>,
+        #[prost(message, optional, tag = "37")]
+        pub irq_handler_exit: Option<IrqExit>,
+        #[prost(message, optional, tag = "114")]
+        pub sched_wakeup_new: Option<SchedWake>,
+        #[prost(message, optional, tag = "238")]
+        pub sched_process_exit: Option<ProcessExit>,
+        #[prost(message, optional, tag = "239")]
+        pub sched_process_fork: Option<ProcessFork>,
+        #[prost(message, optional, tag = "491")]
+        pub sched_migrate_task: Option<MigrateTask>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct SchedSwitch {
+        #[prost(string, optional, tag = "1")]
+        pub prev_comm: Option<String>,
+        #[prost(int32, optional, tag = "2")]
+        pub prev_pid: Option<i32>,
+        #[prost(int32, optional, tag = "3")]
+        pub prev_prio: Option<i32>,
+        #[prost(int64, optional, tag = "4")]
+        pub prev_state: Option<i64>,
+        #[prost(string, optional, tag = "5")]
+        pub next_comm: Option<String>,
+        #[prost(int32, optional, tag = "6")]
+        pub next_pid: Option<i32>,
+        #[prost(int32, optional, tag = "7")]
+        pub next_prio: Option<i32>,
+    }
+
+    /// `SchedWaking`, `SchedWakeup` and `SchedWakeupNew` share this layout.
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct SchedWake {
+        #[prost(string, optional, tag = "1")]
+        pub comm: Option<String>,
+        #[prost(int32, optional, tag = "2")]
+        pub pid: Option<i32>,
+        #[prost(int32, optional, tag = "3")]
+        pub prio: Option<i32>,
+        #[prost(int32, optional, tag = "4")]
+        pub success: Option<i32>,
+        #[prost(int32, optional, tag = "5")]
+        pub target_cpu: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProcessFork {
+        #[prost(string, optional, tag = "1")]
+        pub parent_comm: Option<String>,
+        #[prost(int32, optional, tag = "2")]
+        pub parent_pid: Option<i32>,
+        #[prost(string, optional, tag = "3")]
+        pub child_comm: Option<String>,
+        #[prost(int32, optional, tag = "4")]
+        pub child_pid: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct ProcessExit {
+        #[prost(string, optional, tag = "1")]
+        pub comm: Option<String>,
+        #[prost(int32, optional, tag = "2")]
+        pub pid: Option<i32>,
+        #[prost(int32, optional, tag = "4")]
+        pub prio: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct MigrateTask {
+        #[prost(string, optional, tag = "1")]
+        pub comm: Option<String>,
+        #[prost(int32, optional, tag = "2")]
+        pub pid: Option<i32>,
+        #[prost(int32, optional, tag = "3")]
+        pub prio: Option<i32>,
+        #[prost(int32, optional, tag = "4")]
+        pub orig_cpu: Option<i32>,
+        #[prost(int32, optional, tag = "5")]
+        pub dest_cpu: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct IrqEntry {
+        #[prost(int32, optional, tag = "1")]
+        pub irq: Option<i32>,
+        #[prost(string, optional, tag = "2")]
+        pub name: Option<String>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct IrqExit {
+        #[prost(int32, optional, tag = "1")]
+        pub irq: Option<i32>,
+        #[prost(int32, optional, tag = "2")]
+        pub ret: Option<i32>,
+    }
+
+    #[derive(Clone, PartialEq, prost::Message)]
+    pub struct Softirq {
+        #[prost(uint32, optional, tag = "1")]
+        pub vec: Option<u32>,
+    }
+}
+
+use proto::*;
+
+/// The sequence id of the kernel packets (apart from the user-space sequences, 1, 2, ...).
+pub const KERNEL_SEQUENCE: u32 = 0x7fff_0001;
+/// Events per bundle.
+const BUNDLE_EVENTS: usize = 1024;
+const CLOCK_BOOTTIME: u32 = 6;
+const CLOCK_REALTIME: u32 = 1;
+
+/// The session's kernel trace, if it has one.
+fn open(session: &Session) -> Result<Option<KernelTrace>, ConvertError> {
+    let Some(dir) = hushtrace_kernel::kernel_dir(&session.dir) else {
+        return Ok(None);
+    };
+    KernelTrace::open(&dir).map(Some).map_err(|e| {
+        ConvertError::Read(hushtrace_ctf::reader::Error::corrupt(
+            e.path.clone(),
+            0,
+            e.message,
+        ))
+    })
+}
+
+fn ns(k: &KernelTrace, e: &KEvent) -> u64 {
+    k.epoch_ns(e.ts).clamp(0, u64::MAX as i128) as u64
+}
+
+fn ftrace_event(e: &KEvent, ts: u64, current: i32) -> Option<FtraceEvent> {
+    let s = |f: &str| Some(e.text(f).to_string());
+    let i = |f: &str| Some(e.int(f) as i32);
+    let wake = || SchedWake {
+        comm: s("comm"),
+        pid: i("tid"),
+        prio: i("prio"),
+        success: Some(1),
+        target_cpu: i("target_cpu"),
+    };
+    let mut f = FtraceEvent {
+        timestamp: Some(ts),
+        pid: Some(current.max(0) as u32),
+        ..Default::default()
+    };
+    match e.name() {
+        "sched_switch" => {
+            f.pid = Some(e.int("prev_tid").max(0) as u32);
+            f.sched_switch = Some(SchedSwitch {
+                prev_comm: s("prev_comm"),
+                prev_pid: i("prev_tid"),
+                prev_prio: i("prev_prio"),
+                prev_state: Some(e.int("prev_state")),
+                next_comm: s("next_comm"),
+                next_pid: i("next_tid"),
+                next_prio: i("next_prio"),
+            });
+        }
+        "sched_waking" => f.sched_waking = Some(wake()),
+        "sched_wakeup" => f.sched_wakeup = Some(wake()),
+        "sched_wakeup_new" => f.sched_wakeup_new = Some(wake()),
+        "sched_migrate_task" => {
+            f.sched_migrate_task = Some(MigrateTask {
+                comm: s("comm"),
+                pid: i("tid"),
+                prio: i("prio"),
+                orig_cpu: i("orig_cpu"),
+                dest_cpu: i("dest_cpu"),
+            })
+        }
+        "sched_process_fork" => {
+            f.sched_process_fork = Some(ProcessFork {
+                parent_comm: s("parent_comm"),
+                parent_pid: i("parent_tid"),
+                child_comm: s("child_comm"),
+                child_pid: i("child_tid"),
+            })
+        }
+        "sched_process_exit" => {
+            f.sched_process_exit = Some(ProcessExit {
+                comm: s("comm"),
+                pid: i("tid"),
+                prio: i("prio"),
+            })
+        }
+        "irq_handler_entry" => {
+            f.irq_handler_entry = Some(IrqEntry {
+                irq: i("irq"),
+                name: s("name"),
+            })
+        }
+        "irq_handler_exit" => {
+            f.irq_handler_exit = Some(IrqExit {
+                irq: i("irq"),
+                ret: i("ret"),
+            })
+        }
+        "irq_softirq_entry" => {
+            f.softirq_entry = Some(Softirq {
+                vec: Some(e.int("vec") as u32),
+            })
+        }
+        "irq_softirq_exit" => {
+            f.softirq_exit = Some(Softirq {
+                vec: Some(e.int("vec") as u32),
+            })
+        }
+        _ => return None,
+    }
+    Some(f)
+}
+
+fn packet<W: Write>(out: &mut W, p: &KernelPacket, buf: &mut Vec<u8>) -> io::Result<()> {
+    buf.clear();
+    buf.push(0x0a); // `Trace.packet`, field 1, length-delimited
+    p.encode_length_delimited(buf).map_err(io::Error::other)?;
+    out.write_all(buf)
+}
+
+/// Appends the kernel trace of `session` (if any) to a Perfetto trace being written to `out`;
+/// returns the number of kernel events written.
+pub fn perfetto<W: Write>(session: &Session, out: &mut W) -> Result<u64, ConvertError> {
+    let Some(k) = open(session)? else {
+        return Ok(0);
+    };
+    let mut buf = Vec::new();
+    let t0 = k.events.first().map_or(0, |e| ns(&k, e));
+    packet(
+        out,
+        &KernelPacket {
+            clock_snapshot: Some(ClockSnapshot {
+                clocks: vec![
+                    Clock {
+                        clock_id: Some(CLOCK_BOOTTIME),
+                        timestamp: Some(t0),
+                        is_incremental: None,
+                    },
+                    Clock {
+                        clock_id: Some(CLOCK_REALTIME),
+                        timestamp: Some(t0),
+                        is_incremental: None,
+                    },
+                ],
+                primary_trace_clock: None,
+            }),
+            trusted_packet_sequence_id: Some(KERNEL_SEQUENCE),
+            ..Default::default()
+        },
+        &mut buf,
+    )?;
+    let mut bundles: HashMap<u32, FtraceEventBundle> = HashMap::new();
+    let mut current: HashMap<u32, i32> = HashMap::new();
+    let mut written = 0;
+    let lost = k.discarded > 0;
+    let flush = |out: &mut W, b: FtraceEventBundle, buf: &mut Vec<u8>| {
+        packet(
+            out,
+            &KernelPacket {
+                ftrace_events: Some(b),
+                trusted_packet_sequence_id: Some(KERNEL_SEQUENCE),
+                ..Default::default()
+            },
+            buf,
+        )
+    };
+    for e in &k.events {
+        let cur = current.get(&e.cpu).copied().unwrap_or(0);
+        if e.name() == "sched_switch" {
+            current.insert(e.cpu, e.int("next_tid") as i32);
+        }
+        let Some(f) = ftrace_event(e, ns(&k, e), cur) else {
+            continue;
+        };
+        let b = bundles.entry(e.cpu).or_insert_with(|| FtraceEventBundle {
+            cpu: Some(e.cpu),
+            event: Vec::new(),
+            lost_events: lost.then_some(true),
+        });
+        b.event.push(f);
+        written += 1;
+        if b.event.len() >= BUNDLE_EVENTS {
+            let full = std::mem::replace(
+                b,
+                FtraceEventBundle {
+                    cpu: Some(e.cpu),
+                    event: Vec::new(),
+                    lost_events: None,
+                },
+            );
+            flush(out, full, &mut buf)?;
+        }
+    }
+    let mut rest: Vec<_> = bundles.into_iter().collect();
+    rest.sort_by_key(|(cpu, _)| *cpu);
+    for (_, b) in rest {
+        if !b.event.is_empty() {
+            flush(out, b, &mut buf)?;
+        }
+    }
+    Ok(written)
+}
+
+/// Process id of the `Kernel` pseudo-process in the Chrome JSON (no real pid is this large).
+pub const CHROME_KERNEL_PID: u32 = 0x7fff_fff0;
+
+fn chrome_line<W: Write>(out: &mut W, first: &mut bool, line: &str) -> io::Result<()> {
+    if !*first {
+        out.write_all(b",")?;
+    }
+    *first = false;
+    out.write_all(b"\n")?;
+    out.write_all(line.as_bytes())
+}
+
+fn us(ns: i128) -> String {
+    let sign = if ns < 0 { "-" } else { "" };
+    let a = ns.unsigned_abs();
+    format!("{sign}{}.{:03}", a / 1000, a % 1000)
+}
+
+/// Appends the kernel trace of `session` (if any) to a Chrome JSON `traceEvents` array being
+/// written to `out`: a `Kernel` process, a `CPU n` thread per CPU, and a complete (`X`) slice
+/// per stretch a task ran on that CPU, named `comm/tid` (the idle task is left out).
+/// `first` says whether the array is still empty; `base_ns` is subtracted from every time
+/// (the `--relative-time` origin, or 0).
+pub fn chrome<W: Write>(
+    session: &Session,
+    out: &mut W,
+    first: &mut bool,
+    base_ns: i128,
+) -> Result<u64, ConvertError> {
+    let Some(k) = open(session)? else {
+        return Ok(0);
+    };
+    let pid = CHROME_KERNEL_PID;
+    chrome_line(
+        out,
+        first,
+        &format!(
+            "{{\"name\":\"process_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":0,\"args\":{{\"name\":\"Kernel\"}}}}"
+        ),
+    )?;
+    for cpu in &k.cpus {
+        chrome_line(
+            out,
+            first,
+            &format!(
+                "{{\"name\":\"thread_name\",\"ph\":\"M\",\"pid\":{pid},\"tid\":{cpu},\"args\":{{\"name\":\"CPU {cpu}\"}}}}"
+            ),
+        )?;
+    }
+    let mut running: HashMap<u32, (i32, String, i128)> = HashMap::new();
+    let mut n = 0;
+    let mut emit = |out: &mut W, cpu: u32, tid: i32, comm: &str, start: i128, end: i128| {
+        if tid == 0 || end <= start {
+            return Ok::<(), io::Error>(());
+        }
+        let mut name = Vec::new();
+        crate::chrome::json_str(&mut name, &format!("{comm}/{tid}"));
+        let name = String::from_utf8_lossy(&name).into_owned();
+        n += 1;
+        chrome_line(
+            out,
+            first,
+            &format!(
+                "{{\"name\":{name},\"cat\":\"sched\",\"ph\":\"X\",\"ts\":{},\"dur\":{},\"pid\":{pid},\"tid\":{cpu},\"args\":{{\"tid\":{tid}}}}}",
+                us(start - base_ns),
+                us(end - start)
+            ),
+        )
+    };
+    let mut last = 0i128;
+    for e in k.events.iter().filter(|e| e.name() == "sched_switch") {
+        let t = k.epoch_ns(e.ts);
+        last = last.max(t);
+        if let Some((tid, comm, since)) = running.remove(&e.cpu) {
+            emit(out, e.cpu, tid, &comm, since, t)?;
+        }
+        running.insert(
+            e.cpu,
+            (e.int("next_tid") as i32, e.text("next_comm").to_string(), t),
+        );
+    }
+    let mut rest: Vec<_> = running.into_iter().collect();
+    rest.sort_by_key(|(cpu, _)| *cpu);
+    for (cpu, (tid, comm, since)) in rest {
+        emit(out, cpu, tid, &comm, since, last)?;
+    }
+    Ok(n)
+}

@@ -1,0 +1,100 @@
+//! Names of Python functions traced by the `hushtrace` Python package.
+//!
+//! Function tracing records one pair of callsites for every Python function, `py:call`
+//! (span begin and end, field `f`: an interned function id) and, once per function and process
+//! trace, a `py:function` instant (`f`, `module`, `qualname`, `file`, `line`) before the first
+//! call that uses the id; asyncio tasks are `py:task` async slices (`id`, `f`, on both ends). Readers that name
+//! spans after their event class would call every one `py:call`: [`PyFuncs`] keeps the
+//! definitions seen so far (per process trace) and gives `py:call` and `py:task` events the
+//! name `"<module>:<qualname>"`, which splits into category and name like any other; the
+//! definitions themselves are not shown as events.
+//!
+//! ```
+//! let mut names = hushtrace_cli::pyfuncs::PyFuncs::default();
+//! assert!(names.is_empty());
+//! ```
+
+use hushtrace_ctf::reader::{MergedEvent, Value};
+use hushtrace_ctf::Kind;
+use std::collections::HashMap;
+
+/// Interned-function definitions seen so far, per process trace.
+#[derive(Debug, Default)]
+pub struct PyFuncs {
+    /// `by_trace[trace]`: function id → `"module:qualname"`.
+    by_trace: Vec<HashMap<u32, String>>,
+}
+
+/// The `u32` value of field `name` of an event.
+fn field_u32(ev: &MergedEvent<'_>, name: &str) -> Option<u32> {
+    let i = ev
+        .event
+        .class
+        .fields
+        .as_ref()?
+        .iter()
+        .position(|(n, _)| n == name)?;
+    match ev.event.field(i)? {
+        Value::U64(v) => u32::try_from(v).ok(),
+        Value::I64(v) => u32::try_from(v).ok(),
+        _ => None,
+    }
+}
+
+fn field_str<'a>(ev: &MergedEvent<'a>, name: &str) -> Option<&'a str> {
+    let i = ev
+        .event
+        .class
+        .fields
+        .as_ref()?
+        .iter()
+        .position(|(n, _)| n == name)?;
+    match ev.event.field(i)? {
+        Value::Str(s) => Some(s),
+        _ => None,
+    }
+}
+
+impl PyFuncs {
+    /// Whether no definition was seen.
+    pub fn is_empty(&self) -> bool {
+        self.by_trace.iter().all(|m| m.is_empty())
+    }
+
+    /// Feeds one event; returns `true` for a `py:function` definition (kept here; readers skip
+    /// it: it describes functions, it is not something that happened).
+    pub fn observe(&mut self, ev: &MergedEvent<'_>) -> bool {
+        let class = ev.event.class;
+        if class.kind != Kind::Instant || class.name != "py:function" {
+            return false;
+        }
+        if let (Some(f), Some(module), Some(qualname)) = (
+            field_u32(ev, "f"),
+            field_str(ev, "module"),
+            field_str(ev, "qualname"),
+        ) {
+            if self.by_trace.len() <= ev.trace {
+                self.by_trace.resize_with(ev.trace + 1, HashMap::new);
+            }
+            self.by_trace[ev.trace].insert(f, format!("{module}:{qualname}"));
+        }
+        true
+    }
+
+    /// For a `py:call` or `py:task` begin or end whose function was defined: the
+    /// function id and its `"module:qualname"`.
+    pub fn resolve(&self, ev: &MergedEvent<'_>) -> Option<(u32, &str)> {
+        let class = ev.event.class;
+        let ours = match class.kind {
+            Kind::SpanBegin | Kind::SpanEnd => class.name == "py:call",
+            Kind::AsyncBegin | Kind::AsyncEnd => class.name == "py:task",
+            _ => false,
+        };
+        if !ours {
+            return None;
+        }
+        let f = field_u32(ev, "f")?;
+        let name = self.by_trace.get(ev.trace)?.get(&f)?;
+        Some((f, name.as_str()))
+    }
+}

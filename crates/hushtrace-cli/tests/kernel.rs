@@ -1,0 +1,502 @@
+//! `record --kernel` end to end, on the real kernel: a FIFO thread preempted by a hog, a
+//! thread blocked on a pipe, the alignment of kernel switches with the spans, babeltrace2 on
+//! the merged directory, the access error, and the clean-up after signals and SIGKILL.
+//!
+//! ftrace instances are global: these tests take an exclusive lock file so that (under
+//! nextest, one process per test) they never run at the same time. Skipped, with the reason
+//! printed, where tracefs cannot be used (not root, no tracefs).
+
+use hushtrace_cli::kernel_report;
+use hushtrace_ctf::reader::Session;
+use hushtrace_ctf::Kind;
+use hushtrace_kernel::KernelTrace;
+use std::collections::HashMap;
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+use std::time::{Duration, Instant};
+
+/// Serializes the tests that use tracefs (across processes); `None` (with the reason
+/// printed) where tracefs cannot be used.
+fn tracefs_lock(test: &str) -> Option<std::fs::File> {
+    if let Err(e) = hushtrace_kernel::tracefs::find_or_mount() {
+        println!("SKIPPED {test}: {e}");
+        return None;
+    }
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(std::env::temp_dir().join("hushtrace-kernel-tests.lock"))
+        .unwrap();
+    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
+    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
+    Some(f)
+}
+
+fn hushtrace(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+/// A binary of the unpublished `hushtrace-testbins` crate, built beside `hushtrace`.
+fn testbin(name: &str) -> PathBuf {
+    let dir = Path::new(env!("CARGO_BIN_EXE_hushtrace")).parent().unwrap();
+    let profile = match dir.file_name().and_then(|n| n.to_str()) {
+        Some("debug") => "dev",
+        Some(other) => other,
+        None => panic!("unexpected binary location {}", dir.display()),
+    };
+    let mut cmd = Command::new(env!("CARGO"));
+    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "hushtrace-testbins",
+            "--bin",
+            name,
+        ])
+        .args(["--profile", profile]);
+    let parent = dir.parent().unwrap();
+    if parent.join("CACHEDIR.TAG").exists() {
+        cmd.arg("--target-dir").arg(parent);
+    } else {
+        cmd.arg("--target").arg(parent.file_name().unwrap());
+        cmd.arg("--target-dir").arg(parent.parent().unwrap());
+    }
+    let out = cmd.output().unwrap();
+    let p = dir.join(name);
+    assert!(
+        out.status.success() && p.exists(),
+        "could not build {}: {}",
+        p.display(),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    p
+}
+
+/// `key=value` lines of a program's output.
+fn values(out: &Output) -> HashMap<String, i64> {
+    String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .filter_map(|l| {
+            let (k, v) = l.split_once('=')?;
+            Some((k.to_string(), v.trim().parse().ok()?))
+        })
+        .collect()
+}
+
+/// Records `kernel_workload ARGS` with `--kernel CATS`; `None` when the workload could not
+/// get what it needs (SCHED_FIFO refused: exit 3), with the reason printed.
+fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
+    let bin = testbin("kernel_workload");
+    let mut a = vec![
+        "record",
+        "--kernel",
+        cats,
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+    ];
+    a.push(bin.to_str().unwrap());
+    a.extend_from_slice(args);
+    let out = hushtrace(&a);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.code() == Some(3) {
+        println!("SKIPPED: the workload was refused SCHED_FIFO or CPU pinning: {stderr}");
+        return None;
+    }
+    assert!(out.status.success(), "record failed: {stderr}");
+    assert!(stderr.contains("hushtrace: kernel: "), "{stderr}");
+    assert!(!stderr.contains("LOST"), "{stderr}");
+    Some(out)
+}
+
+/// The python of `ci/perfetto-venv.sh` (Perfetto's generated protobuf modules).
+fn perfetto_python() -> PathBuf {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let out = Command::new("bash")
+        .arg(root.join("ci/perfetto-venv.sh"))
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "ci/perfetto-venv.sh failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    PathBuf::from(
+        String::from_utf8_lossy(&out.stdout)
+            .lines()
+            .last()
+            .unwrap()
+            .trim(),
+    )
+}
+
+fn no_instance_of(pid: u32) -> bool {
+    let root = hushtrace_kernel::tracefs::find_or_mount().unwrap();
+    !root
+        .join("instances")
+        .join(format!("hushtrace-{pid}"))
+        .exists()
+}
+
+#[test]
+fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
+    let Some(_lock) = tracefs_lock("kernel_preemption") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let Some(out) = record(&dir, "sched,irq", &["preempt", "150"]) else {
+        return;
+    };
+    let v = values(&out);
+    let (cycle, hog, measured) = (v["cycle_tid"], v["hog_tid"], v["hog_in_spans_ns"]);
+    assert!(measured > 0, "the hog never preempted the cycles");
+
+    // The report: the cycles' off-CPU time is preemption by the hog, as the program measured.
+    let session = Session::open(&dir).unwrap();
+    let k = kernel_report::compute(&session, Some("rt:cycle"), 5).unwrap();
+    let row = k
+        .rows
+        .iter()
+        .find(|r| r.name == "rt:cycle")
+        .expect("rt:cycle row");
+    assert_eq!(row.count, 150);
+    let err = (row.runnable_ns - measured).abs() as f64 / measured as f64;
+    assert!(
+        err < 0.05,
+        "runnable {} ns vs measured {measured} ns ({:.1}% off)\n{}",
+        row.runnable_ns,
+        err * 100.0,
+        k.to_text()
+    );
+    let (top, ns) = &row.ran_instead[0];
+    assert_eq!(top, &format!("hog/{hog}"), "{}", k.to_text());
+    assert!(
+        *ns as f64 >= 0.95 * row.runnable_ns as f64,
+        "{}",
+        k.to_text()
+    );
+    assert!(row.blocked_ns < row.runnable_ns / 20, "{}", k.to_text());
+    // --slowest: the longest cycles, each explained by the hog.
+    assert_eq!(k.slowest.len(), 5);
+    let text = k.slowest_text();
+    assert!(text.contains(&format!("ran instead hog/{hog}")), "{text}");
+    let o = hushtrace(&[
+        "report",
+        dir.to_str().unwrap(),
+        "--slowest",
+        "rt:cycle",
+        "-n",
+        "3",
+    ]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("The 3 longest rt:cycle (of 150)"), "{s}");
+    assert!(
+        s.contains("#-") || s.contains("-#"),
+        "no preemption in the bars: {s}"
+    );
+    let o = hushtrace(&["report", dir.to_str().unwrap()]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains("Off-CPU time per span"), "{s}");
+
+    // Alignment: every switch into sleep (the 300 µs pause right after each span's end)
+    // falls after that span's end and before the next span's begin: a kernel clock off by a
+    // few µs would put some inside. Preemptions fall inside the span open at that moment,
+    // except when the hog woke in the few µs the thread runs between two spans.
+    let mut spans = Vec::new();
+    let mut open = None;
+    let mut merged = session.merged().unwrap();
+    while let Some(ev) = merged.next().unwrap() {
+        if ev.event.packet.vtid as i64 != cycle {
+            continue;
+        }
+        match ev.event.class.kind {
+            Kind::SpanBegin => open = Some(ev.time_ns),
+            Kind::SpanEnd => spans.push((open.take().unwrap(), ev.time_ns)),
+            _ => {}
+        }
+    }
+    assert_eq!(spans.len(), 150);
+    let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    let (mut inside, mut between, mut sleeps) = (0, 0, 0);
+    for e in kt.events.iter().filter(|e| e.name() == "sched_switch") {
+        if e.int("prev_tid") != cycle {
+            continue;
+        }
+        let t = kt.epoch_ns(e.ts);
+        let within = spans.iter().any(|&(b, en)| b <= t && t <= en);
+        if e.int("prev_state") & 0xff == 0 {
+            if within {
+                inside += 1;
+            } else {
+                between += 1;
+            }
+        } else {
+            let last_end = spans.iter().filter(|&&(_, en)| en <= t).map(|s| s.1).max();
+            assert!(!within, "a sleep at {t} inside a span");
+            if let Some(end) = last_end {
+                assert!(
+                    t - end < 5_000_000,
+                    "a sleep {} ns after its span's end",
+                    t - end
+                );
+            }
+            sleeps += 1;
+        }
+    }
+    assert!(sleeps >= 140, "{sleeps} sleeps");
+    assert!(
+        inside > 0 && between <= inside / 4,
+        "{inside} preemptions inside spans, {between} between"
+    );
+
+    // convert --to perfetto: per-CPU ftrace bundles, checked with Perfetto's own protos.
+    let switches = kt
+        .events
+        .iter()
+        .filter(|e| e.name() == "sched_switch")
+        .count();
+    let pf = tmp.path().join("t.perfetto-trace");
+    let o = hushtrace(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        "perfetto",
+        "-o",
+        pf.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let py = perfetto_python();
+    let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_perfetto_check.py");
+    let o = Command::new(&py)
+        .arg(&check)
+        .arg(&pf)
+        .arg(switches.to_string())
+        .arg(cycle.to_string())
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    // convert --to chrome: CPU 0 shows the hog and the cycle thread running.
+    let cj = tmp.path().join("t.json");
+    let o = hushtrace(&[
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        "chrome",
+        "-o",
+        cj.to_str().unwrap(),
+        "-q",
+    ]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&cj).unwrap()).unwrap();
+    let kpid = hushtrace_cli::kernel_convert::CHROME_KERNEL_PID;
+    let on_cpu0: Vec<&str> = j["traceEvents"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|e| e["pid"] == kpid && e["tid"] == 0 && e["ph"] == "X")
+        .map(|e| e["name"].as_str().unwrap())
+        .collect();
+    assert!(on_cpu0.contains(&format!("hog/{hog}").as_str()));
+    assert!(on_cpu0.contains(&format!("cycle/{cycle}").as_str()));
+
+    // babeltrace2 reads the session directory, kernel streams included, without a word on
+    // stderr, and merges both by time.
+    let text = hushtrace_testsupport::babeltrace(&dir);
+    assert!(text.contains("sched_switch"), "no kernel events");
+    assert!(text.contains("rt:cycle"), "no user-space events");
+    assert!(no_instance_of(std::process::id()));
+}
+
+#[test]
+fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
+    let Some(_lock) = tracefs_lock("kernel_blocking") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let Some(out) = record(&dir, "sched", &["block"]) else {
+        return;
+    };
+    let v = values(&out);
+    let (writer, measured) = (v["writer_tid"], v["measured_ns"]);
+    let session = Session::open(&dir).unwrap();
+    let k = kernel_report::compute(&session, None, 0).unwrap();
+    let row = k
+        .rows
+        .iter()
+        .find(|r| r.name == "io:wait")
+        .expect("io:wait row");
+    assert_eq!(row.count, 1);
+    // Blocked for the writer's 20 ms sleep; then runnable until a CPU was free (a loaded
+    // machine): together, what the program measured around its read.
+    assert!(row.blocked_ns >= 19_000_000, "{}", k.to_text());
+    let off = row.blocked_ns + row.runnable_ns;
+    let err = (off - measured).abs() as f64 / measured as f64;
+    assert!(
+        err < 0.05,
+        "off CPU {off} ns vs measured {measured} ns\n{}",
+        k.to_text()
+    );
+    assert_eq!(
+        row.woken_by[0].0,
+        format!("writer/{writer}"),
+        "{}",
+        k.to_text()
+    );
+}
+
+#[test]
+fn kernel_mono_clock_when_the_runtime_does_not_use_the_cycle_counter() {
+    let Some(_lock) = tracefs_lock("kernel_mono") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(["record", "--kernel", "-o", dir.to_str().unwrap(), "--"])
+        .arg(testbin("kernel_workload"))
+        .arg("block")
+        .env("HUSHTRACE_CLOCK", "monotonic")
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains("clock mono"), "{stderr}");
+    let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    assert_eq!(kt.trace_clock, "mono");
+    let session = Session::open(&dir).unwrap();
+    assert_eq!(kt.clock.uuid, session.traces[0].desc.clock_uuid);
+    let (kc, uc) = (&kt.clock.desc, &session.traces[0].desc.clock);
+    assert_eq!((kc.freq, kc.offset_s, kc.offset), (uc.freq, uc.offset_s, uc.offset));
+    let v = values(&out);
+    let k = kernel_report::compute(&session, None, 0).unwrap();
+    let row = k
+        .rows
+        .iter()
+        .find(|r| r.name == "io:wait")
+        .expect("io:wait row");
+    let off = row.blocked_ns + row.runnable_ns;
+    let measured = v["measured_ns"];
+    assert!(
+        (off - measured).abs() as f64 / (measured as f64) < 0.05,
+        "{}",
+        k.to_text()
+    );
+    hushtrace_testsupport::babeltrace(&dir);
+}
+
+#[test]
+fn kernel_without_tracefs_access_is_exit_2_before_the_program_runs() {
+    let tmp = tempfile::tempdir().unwrap();
+    let marker = tmp.path().join("ran");
+    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(["record", "--kernel", "-o"])
+        .arg(tmp.path().join("t"))
+        .args(["--", "touch"])
+        .arg(&marker)
+        .env("HUSHTRACE_TRACEFS", tmp.path().join("no-tracefs"))
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{stderr}");
+    assert!(stderr.contains("no tracefs there"), "{stderr}");
+    assert!(!marker.exists(), "the program ran");
+    let out = hushtrace(&[
+        "record",
+        "--kernel",
+        "disk",
+        "-o",
+        "/nonexistent/x",
+        "--",
+        "true",
+    ]);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("unknown category \"disk\""));
+}
+
+fn wait_until(mut f: impl FnMut() -> bool, secs: u64) -> bool {
+    let t0 = Instant::now();
+    while t0.elapsed() < Duration::from_secs(secs) {
+        if f() {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    f()
+}
+
+#[test]
+fn kernel_instances_are_removed_after_signals_and_sigkill() {
+    let Some(_lock) = tracefs_lock("kernel_signals") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let root = hushtrace_kernel::tracefs::find_or_mount().unwrap();
+    let spawn = |name: &str, secs: &str| {
+        Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+            .args(["record", "--kernel", "-o"])
+            .arg(tmp.path().join(name))
+            .args(["--", "sleep", secs])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap()
+    };
+    // Recording, and the program (`sleep`) started: record's signal handling is in place.
+    let started = |pid: u32| {
+        let p = root.join("instances").join(format!("hushtrace-{pid}"));
+        let sleeping = || {
+            let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
+                .unwrap_or_default();
+            kids.split_whitespace().any(|k| {
+                std::fs::read_to_string(format!("/proc/{k}/comm"))
+                    .is_ok_and(|c| c.trim() == "sleep")
+            })
+        };
+        wait_until(|| p.join("tracing_on").exists() && sleeping(), 10)
+    };
+
+    // SIGTERM to record: passed on to the program, which ends; the trace is complete.
+    let c = spawn("term", "30");
+    assert!(started(c.id()));
+    // SAFETY: signals our own child.
+    unsafe { libc::kill(c.id() as i32, libc::SIGTERM) };
+    let out = c.wait_with_output().unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(128 + libc::SIGTERM), "{stderr}");
+    assert!(stderr.contains("received SIGTERM"), "{stderr}");
+    assert!(
+        tmp.path().join("term/kernel/metadata").is_file(),
+        "{stderr}"
+    );
+    KernelTrace::open(&tmp.path().join("term/kernel")).unwrap();
+
+    // SIGKILL to record: its guard process removes the instance at once.
+    let mut c = spawn("kill", "3");
+    let pid = c.id();
+    assert!(started(pid));
+    c.kill().unwrap();
+    c.wait().unwrap();
+    assert!(
+        wait_until(|| no_instance_of(pid), 5),
+        "instance of the killed recorder {pid} still there"
+    );
+
+    // A stale instance of a dead recorder (guard killed too): `recover` removes it.
+    let mut dead = Command::new("true").spawn().unwrap();
+    let dead_pid = dead.id();
+    dead.wait().unwrap();
+    let stale = root.join("instances").join(format!("hushtrace-{dead_pid}"));
+    std::fs::create_dir(&stale).unwrap();
+    let o = hushtrace(&["recover", tmp.path().join("term").to_str().unwrap()]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains(&format!("hushtrace-{dead_pid}")), "{s}");
+    assert!(!stale.exists());
+}

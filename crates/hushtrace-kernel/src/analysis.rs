@@ -1,0 +1,466 @@
+//! What the scheduler did to a thread during a window of time: when it was off the CPU,
+//! whether it was runnable (preempted, or woken and waiting for a CPU) or blocked (sleeping),
+//! who ran instead, who woke it, and which interrupts took its CPU while it ran.
+//!
+//! Built once from a [`KernelTrace`] (times converted to ns since the Unix epoch, the
+//! user-space trace's unit), then queried per span with [`Timeline::explain`].
+
+use crate::ctf::KernelTrace;
+use crate::schema::softirq_name;
+use std::collections::HashMap;
+
+/// `prev_state` bits below `TASK_REPORT_MAX`: zero means the task was still runnable when it
+/// was switched out (preempted); anything else is a sleep (S, D, ...).
+const STATE_MASK: i64 = 0xff;
+
+const X86_VECTORS: &str = "x86_irq_vectors_";
+
+/// The name of an x86 interrupt vector event, for people.
+fn vector_name(class: &str) -> &'static str {
+    let v = class
+        .trim_start_matches(X86_VECTORS)
+        .trim_end_matches("_entry");
+    match v {
+        "local_timer" => "timer interrupt",
+        "reschedule" => "reschedule IPI",
+        "call_function" => "function call IPI",
+        "call_function_single" => "function call IPI (single)",
+        "irq_work" => "irq_work interrupt",
+        _ => "x86 interrupt vector",
+    }
+}
+
+/// A thread's time off the CPU: from its switch-out to its next switch-in.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct OffCpu {
+    /// Switched out, ns.
+    pub start: i64,
+    /// Woken (`sched_waking`), ns; `None` for a preemption or a missed wakeup.
+    pub wake: Option<i64>,
+    /// Switched back in, ns (`i64::MAX` if never in the trace).
+    pub end: i64,
+    /// The CPU it left.
+    pub cpu: u32,
+    /// The CPU it came back on (the one it waited for).
+    pub back_cpu: u32,
+    /// Still runnable when switched out.
+    pub preempted: bool,
+    /// Who woke it: a task id, or an interrupt's name.
+    pub waker: Option<Actor>,
+}
+
+/// A task or an interrupt.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Actor {
+    /// A task (thread) id; 0 is the idle task.
+    Task(i32),
+    /// An interrupt or softirq handler, by name.
+    Irq(String),
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Run {
+    tid: i32,
+    start: i64,
+    end: i64,
+}
+
+#[derive(Clone, Debug)]
+struct IrqRun {
+    name: String,
+    start: i64,
+    end: i64,
+}
+
+/// The scheduler's timeline.
+#[derive(Debug, Default)]
+pub struct Timeline {
+    off: HashMap<i32, Vec<OffCpu>>,
+    runs: HashMap<u32, Vec<Run>>,
+    irqs: HashMap<u32, Vec<IrqRun>>,
+    comms: HashMap<i32, String>,
+    /// Events the kernel lost (the timeline may have gaps).
+    pub lost: u64,
+}
+
+/// One stretch of a window the thread spent off the CPU, clipped to the window.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Interval {
+    /// Start, ns.
+    pub start: i64,
+    /// End, ns.
+    pub end: i64,
+    /// Runnable (preempted or waiting for a CPU after its wakeup) rather than sleeping.
+    pub runnable: bool,
+    /// The CPU concerned (left when blocked; waited for when runnable).
+    pub cpu: u32,
+    /// Who ran on that CPU meanwhile (runnable) or who woke it (blocked), with ns.
+    pub by: Vec<(Actor, i64)>,
+}
+
+/// What happened to a thread in a window.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Explanation {
+    /// Runnable but not running (preempted; woken and waiting), ns.
+    pub runnable_ns: i64,
+    /// Sleeping (blocked on I/O, a lock, a timer), ns.
+    pub blocked_ns: i64,
+    /// Spent in interrupt handlers on its CPU while it ran, ns.
+    pub irq_ns: i64,
+    /// The stretches, in time order.
+    pub intervals: Vec<Interval>,
+    /// Who ran while it was runnable, ns each, largest first.
+    pub ran_instead: Vec<(Actor, i64)>,
+    /// Who woke it from its sleeps, ns of sleep each, largest first.
+    pub woken_by: Vec<(Actor, i64)>,
+    /// Interrupt handlers that ran on its CPU while it ran, ns each, largest first.
+    pub irqs: Vec<(Actor, i64)>,
+}
+
+impl Explanation {
+    /// Off-CPU time: runnable + blocked.
+    pub fn off_cpu_ns(&self) -> i64 {
+        self.runnable_ns + self.blocked_ns
+    }
+}
+
+fn overlap(a: i64, b: i64, c: i64, d: i64) -> i64 {
+    (b.min(d) - a.max(c)).max(0)
+}
+
+fn add(v: &mut Vec<(Actor, i64)>, who: Actor, ns: i64) {
+    if ns <= 0 {
+        return;
+    }
+    match v.iter_mut().find(|(a, _)| *a == who) {
+        Some((_, n)) => *n += ns,
+        None => v.push((who, ns)),
+    }
+}
+
+fn sort_desc(v: &mut [(Actor, i64)]) {
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+}
+
+impl Timeline {
+    /// Builds the timeline of a kernel trace.
+    pub fn build(k: &KernelTrace) -> Timeline {
+        let to_ns = |ts: u64| k.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let mut t = Timeline {
+            lost: k.discarded,
+            ..Timeline::default()
+        };
+        // Per CPU: the running task and since when; the interrupt handlers in progress.
+        let mut cur: HashMap<u32, (i32, i64)> = HashMap::new();
+        let mut in_irq: HashMap<u32, Vec<(String, i64)>> = HashMap::new();
+        let mut last = i64::MIN;
+        for e in &k.events {
+            let ts = to_ns(e.ts);
+            last = last.max(ts);
+            match e.name() {
+                "sched_switch" => {
+                    let (prev, next) = (e.int("prev_tid") as i32, e.int("next_tid") as i32);
+                    t.comms.insert(prev, e.text("prev_comm").to_string());
+                    t.comms.insert(next, e.text("next_comm").to_string());
+                    let since = match cur.get(&e.cpu) {
+                        Some(&(tid, since)) if tid == prev => since,
+                        _ => ts,
+                    };
+                    if ts > since {
+                        t.runs.entry(e.cpu).or_default().push(Run {
+                            tid: prev,
+                            start: since,
+                            end: ts,
+                        });
+                    }
+                    if prev != 0 {
+                        t.off.entry(prev).or_default().push(OffCpu {
+                            start: ts,
+                            wake: None,
+                            end: i64::MAX,
+                            cpu: e.cpu,
+                            back_cpu: e.cpu,
+                            preempted: e.int("prev_state") & STATE_MASK == 0,
+                            waker: None,
+                        });
+                    }
+                    if let Some(o) = t.off.get_mut(&next).and_then(|v| v.last_mut()) {
+                        if o.end == i64::MAX {
+                            o.end = ts;
+                            o.back_cpu = e.cpu;
+                        }
+                    }
+                    cur.insert(e.cpu, (next, ts));
+                }
+                "sched_waking" | "sched_wakeup" => {
+                    let tid = e.int("tid") as i32;
+                    t.comms
+                        .entry(tid)
+                        .or_insert_with(|| e.text("comm").to_string());
+                    let waker = match in_irq.get(&e.cpu).and_then(|v| v.last()) {
+                        Some((name, _)) => Some(Actor::Irq(name.clone())),
+                        None => cur.get(&e.cpu).map(|&(tid, _)| Actor::Task(tid)),
+                    };
+                    if let Some(o) = t.off.get_mut(&tid).and_then(|v| v.last_mut()) {
+                        if o.end == i64::MAX && !o.preempted && o.wake.is_none() {
+                            o.wake = Some(ts);
+                            o.waker = waker;
+                        }
+                    }
+                }
+                "irq_handler_entry" => in_irq
+                    .entry(e.cpu)
+                    .or_default()
+                    .push((format!("irq {} {}", e.int("irq"), e.text("name")), ts)),
+                "irq_softirq_entry" => in_irq
+                    .entry(e.cpu)
+                    .or_default()
+                    .push((format!("softirq {}", softirq_name(e.int("vec") as u32)), ts)),
+                n if n.starts_with(X86_VECTORS) && n.ends_with("_entry") => in_irq
+                    .entry(e.cpu)
+                    .or_default()
+                    .push((vector_name(n).to_string(), ts)),
+                n if n == "irq_handler_exit"
+                    || n == "irq_softirq_exit"
+                    || (n.starts_with(X86_VECTORS) && n.ends_with("_exit")) =>
+                {
+                    if let Some((name, start)) = in_irq.get_mut(&e.cpu).and_then(|v| v.pop()) {
+                        t.irqs.entry(e.cpu).or_default().push(IrqRun {
+                            name,
+                            start,
+                            end: ts,
+                        });
+                    }
+                }
+                _ => {}
+            }
+        }
+        for (cpu, (tid, since)) in cur {
+            if last > since {
+                t.runs.entry(cpu).or_default().push(Run {
+                    tid,
+                    start: since,
+                    end: last,
+                });
+            }
+        }
+        for v in t.runs.values_mut() {
+            v.sort_by_key(|r| r.start);
+        }
+        for v in t.irqs.values_mut() {
+            v.sort_by_key(|r| r.start);
+        }
+        t
+    }
+
+    /// The command name last seen for task `tid` (`"swapper"` for the idle task).
+    pub fn comm(&self, tid: i32) -> &str {
+        if tid == 0 {
+            return "swapper";
+        }
+        self.comms.get(&tid).map_or("?", |s| s.as_str())
+    }
+
+    /// `"comm/tid"`, or the interrupt's name.
+    pub fn describe(&self, a: &Actor) -> String {
+        match a {
+            Actor::Task(0) => "idle".into(),
+            Actor::Task(t) => format!("{}/{t}", self.comm(*t)),
+            Actor::Irq(n) => n.clone(),
+        }
+    }
+
+    /// Whether the trace saw task `tid` switch at all.
+    pub fn knows(&self, tid: i32) -> bool {
+        self.off.contains_key(&tid)
+    }
+
+    /// The off-CPU stretches of task `tid`, in time order.
+    pub fn off_cpu(&self, tid: i32) -> &[OffCpu] {
+        self.off.get(&tid).map_or(&[], |v| v.as_slice())
+    }
+
+    fn runs_in(&self, cpu: u32, a: i64, b: i64) -> impl Iterator<Item = &Run> {
+        let v = self.runs.get(&cpu).map_or(&[][..], |v| v.as_slice());
+        // Runs on one CPU do not overlap: the first that may overlap starts before `a` at most
+        // one position earlier than the first starting at or after `a`.
+        let i = v.partition_point(|r| r.start < a).saturating_sub(1);
+        v[i..].iter().take_while(move |r| r.start < b)
+    }
+
+    fn irqs_in(&self, cpu: u32, a: i64, b: i64) -> impl Iterator<Item = &IrqRun> {
+        let v = self.irqs.get(&cpu).map_or(&[][..], |v| v.as_slice());
+        let i = v.partition_point(|r| r.start < a).saturating_sub(4);
+        v[i..].iter().take_while(move |r| r.start < b)
+    }
+
+    /// What happened to task `tid` between `a` and `b` (ns since the epoch).
+    pub fn explain(&self, tid: i32, a: i64, b: i64) -> Explanation {
+        let mut x = Explanation::default();
+        let offs = self.off_cpu(tid);
+        let first = offs.partition_point(|o| o.end <= a);
+        // Where it ran just before the first stretch (for interrupts while on the CPU).
+        let mut on_cpu_since = a;
+        let mut on_cpu = match offs.get(first) {
+            Some(o) if o.start <= a => None,
+            Some(o) => Some(o.cpu),
+            None => first.checked_sub(1).map(|i| offs[i].back_cpu),
+        };
+        for o in offs[first..].iter().take_while(|o| o.start < b) {
+            if let Some(cpu) = on_cpu.take() {
+                self.add_irqs(&mut x, cpu, on_cpu_since, o.start.min(b));
+            }
+            let (sleep_end, run_start) = match (o.preempted, o.wake) {
+                (true, _) => (o.start, o.start),
+                (false, Some(w)) => (w, w),
+                (false, None) => (o.end, o.end),
+            };
+            let blocked = overlap(o.start, sleep_end, a, b);
+            if blocked > 0 {
+                x.blocked_ns += blocked;
+                let mut by = Vec::new();
+                if let Some(w) = &o.waker {
+                    add(&mut by, w.clone(), blocked);
+                    add(&mut x.woken_by, w.clone(), blocked);
+                }
+                x.intervals.push(Interval {
+                    start: o.start.max(a),
+                    end: sleep_end.min(b),
+                    runnable: false,
+                    cpu: o.cpu,
+                    by,
+                });
+            }
+            let runnable = overlap(run_start, o.end, a, b);
+            if runnable > 0 {
+                x.runnable_ns += runnable;
+                let (s, e) = (run_start.max(a), o.end.min(b));
+                let mut by = Vec::new();
+                for r in self.runs_in(o.back_cpu, s, e) {
+                    add(&mut by, Actor::Task(r.tid), overlap(r.start, r.end, s, e));
+                }
+                for (who, ns) in &by {
+                    add(&mut x.ran_instead, who.clone(), *ns);
+                }
+                sort_desc(&mut by);
+                x.intervals.push(Interval {
+                    start: s,
+                    end: e,
+                    runnable: true,
+                    cpu: o.back_cpu,
+                    by,
+                });
+            }
+            if o.end < b {
+                on_cpu = Some(o.back_cpu);
+                on_cpu_since = o.end;
+            }
+        }
+        if let Some(cpu) = on_cpu {
+            self.add_irqs(&mut x, cpu, on_cpu_since, b);
+        }
+        sort_desc(&mut x.ran_instead);
+        sort_desc(&mut x.woken_by);
+        sort_desc(&mut x.irqs);
+        x
+    }
+
+    fn add_irqs(&self, x: &mut Explanation, cpu: u32, a: i64, b: i64) {
+        for r in self.irqs_in(cpu, a, b) {
+            let ns = overlap(r.start, r.end, a, b);
+            if ns > 0 {
+                x.irq_ns += ns;
+                add(&mut x.irqs, Actor::Irq(r.name.clone()), ns);
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ctf::{KEvent, KernelClock, Val};
+    use crate::schema::id_of;
+    use hushtrace_ctf::metadata::ClockDesc;
+
+    fn sw(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> KEvent {
+        KEvent {
+            ts,
+            cpu,
+            class: id_of("sched_switch").unwrap(),
+            values: vec![
+                Val::Str(format!("t{prev}")),
+                Val::Int(prev.into()),
+                Val::Int(120),
+                Val::Int(state),
+                Val::Str(format!("t{next}")),
+                Val::Int(next.into()),
+                Val::Int(120),
+            ],
+        }
+    }
+
+    fn waking(ts: u64, cpu: u32, tid: i32) -> KEvent {
+        KEvent {
+            ts,
+            cpu,
+            class: id_of("sched_waking").unwrap(),
+            values: vec![
+                Val::Str(format!("t{tid}")),
+                Val::Int(tid.into()),
+                Val::Int(120),
+                Val::Int(cpu.into()),
+            ],
+        }
+    }
+
+    fn trace(events: Vec<KEvent>) -> KernelTrace {
+        KernelTrace {
+            dir: "/x".into(),
+            clock: KernelClock {
+                name: "c".into(),
+                uuid: [0; 16],
+                desc: ClockDesc {
+                    freq: 1_000_000_000,
+                    offset_s: 0,
+                    offset: 0,
+                    source: "x".into(),
+                },
+                note: String::new(),
+            },
+            trace_clock: "mono".into(),
+            events,
+            discarded: 0,
+            cpus: vec![0],
+        }
+    }
+
+    #[test]
+    fn preemption_and_blocking_are_told_apart() {
+        // Task 10 runs on CPU 0 from 100; preempted by 20 at 200 (state R) until 300;
+        // sleeps at 400 (state S), woken by 20 at 600, back on the CPU at 650.
+        let t = Timeline::build(&trace(vec![
+            sw(100, 0, 0, 0, 10),
+            sw(200, 0, 10, 0, 20),
+            sw(300, 0, 20, 1, 10),
+            sw(400, 0, 10, 1, 20),
+            waking(600, 0, 10),
+            sw(650, 0, 20, 0, 10),
+            sw(900, 0, 10, 1, 0),
+        ]));
+        let x = t.explain(10, 150, 700);
+        assert_eq!(x.runnable_ns, 100 + 50);
+        assert_eq!(x.blocked_ns, 200);
+        assert_eq!(x.ran_instead, [(Actor::Task(20), 150)]);
+        assert_eq!(x.woken_by, [(Actor::Task(20), 200)]);
+        assert_eq!(x.intervals.len(), 3);
+        assert_eq!((x.intervals[0].start, x.intervals[0].end), (200, 300));
+        assert!(x.intervals[0].runnable && !x.intervals[1].runnable);
+        // A window inside one stretch is clipped to it.
+        let x = t.explain(10, 250, 260);
+        assert_eq!((x.runnable_ns, x.blocked_ns), (10, 0));
+        // A window with the thread on the CPU throughout.
+        assert_eq!(t.explain(10, 310, 390), Explanation::default());
+        assert_eq!(t.describe(&Actor::Task(20)), "t20/20");
+    }
+}

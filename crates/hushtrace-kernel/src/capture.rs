@@ -1,0 +1,642 @@
+//! Recording: a private ftrace instance, one reader thread per CPU draining
+//! `per_cpu/cpuN/trace_pipe_raw` into CTF stream files, the metadata written at the end.
+
+use crate::clock::{self, TraceClock};
+use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter, KERNEL_DIR};
+use crate::format::{EventFormat, Field, PageHeader};
+use crate::page::{Missed, Page};
+use crate::schema::{Category, Ty, CLASSES};
+use crate::tracefs::{self, AccessError, Instance, INSTANCE_PREFIX};
+use hushtrace_ctf::metadata::ClockDesc;
+use std::collections::HashMap;
+use std::io;
+use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
+use std::os::unix::io::AsRawFd;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::thread::JoinHandle;
+use std::time::Duration;
+
+/// What to record.
+#[derive(Clone, Debug)]
+pub struct Options {
+    /// The event categories.
+    pub categories: Vec<Category>,
+    /// Per-CPU buffer size of the instance, in KiB.
+    pub buffer_size_kb: u32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Options {
+            categories: vec![Category::Sched],
+            buffer_size_kb: 4096,
+        }
+    }
+}
+
+/// Parses `sched,irq,syscalls` (empty: `sched`).
+///
+/// ```
+/// use hushtrace_kernel::{parse_categories, Category};
+/// assert_eq!(parse_categories("").unwrap(), [Category::Sched]);
+/// assert_eq!(parse_categories("irq").unwrap(), [Category::Sched, Category::Irq]);
+/// assert!(parse_categories("sched,disk").unwrap_err().contains("disk"));
+/// ```
+pub fn parse_categories(s: &str) -> Result<Vec<Category>, String> {
+    let mut v = vec![Category::Sched];
+    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+        let c = Category::parse(part).ok_or_else(|| {
+            format!("--kernel: unknown category {part:?} (expected sched, irq or syscalls)")
+        })?;
+        if !v.contains(&c) {
+            v.push(c);
+        }
+    }
+    Ok(v)
+}
+
+/// An error starting or finishing a kernel recording.
+#[derive(Debug)]
+pub enum Error {
+    /// No access to tracefs (not root, not mounted): nothing was started.
+    Access(AccessError),
+    /// Anything else (I/O, a format file that does not parse).
+    Other(String),
+}
+
+impl std::fmt::Display for Error {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Error::Access(e) => e.fmt(f),
+            Error::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for Error {}
+
+impl From<io::Error> for Error {
+    fn from(e: io::Error) -> Self {
+        Error::Other(e.to_string())
+    }
+}
+
+/// The most fields a class has.
+const MAX_FIELDS: usize = 8;
+
+/// How to turn one ftrace record into one CTF event.
+#[derive(Debug)]
+struct Decoder {
+    /// ftrace id → (class id, the source field of each CTF field).
+    by_id: HashMap<u16, (u16, Vec<Option<Field>>)>,
+    /// `common_type`.
+    common_type: Field,
+    /// Records of this task are dropped (the recorder's own system calls).
+    skip_pid: Option<(Field, i64)>,
+}
+
+impl Decoder {
+    fn decode(&self, rec: &[u8], ts: u64, w: &mut StreamWriter) -> io::Result<()> {
+        let Some(id) = self.common_type.int(rec) else {
+            return Ok(());
+        };
+        let Some((class, fields)) = self.by_id.get(&(id as u16)) else {
+            return Ok(());
+        };
+        if let Some((f, pid)) = &self.skip_pid {
+            if f.int(rec) == Some(*pid) {
+                return Ok(());
+            }
+        }
+        let spec = CLASSES[usize::from(*class)].fields;
+        // No allocation per event: classes have at most MAX_FIELDS fields.
+        let mut vals = [Out::Int(0); MAX_FIELDS];
+        for (((_, _, ty), f), v) in spec.iter().zip(fields).zip(vals.iter_mut()) {
+            *v = match (ty, f) {
+                (Ty::Str, Some(f)) if f.is_text() => Out::Text(f.text(rec).unwrap_or(b"")),
+                (Ty::Str, _) => Out::Text(b""),
+                (_, Some(f)) => Out::Int(f.int(rec).unwrap_or(0)),
+                (_, None) => Out::Int(0),
+            };
+        }
+        w.event(*class, ts, &vals[..spec.len().min(MAX_FIELDS)])
+    }
+}
+
+/// What one CPU's reader did.
+#[derive(Clone, Debug, Default)]
+pub struct CpuStats {
+    /// The CPU.
+    pub cpu: u32,
+    /// Pages read.
+    pub pages: u64,
+    /// Events written.
+    pub events: u64,
+    /// Events the kernel lost (buffer full).
+    pub lost: u64,
+    /// Pages that reported lost events without a count (counted as one each).
+    pub lost_uncounted: u64,
+    /// Events written at the previous event's time because theirs was earlier.
+    pub reordered: u64,
+}
+
+/// What a finished recording holds.
+#[derive(Clone, Debug, Default)]
+pub struct Summary {
+    /// The kernel trace directory.
+    pub dir: PathBuf,
+    /// Per-stream statistics.
+    pub cpus: Vec<CpuStats>,
+    /// The ftrace clock used.
+    pub trace_clock: String,
+    /// How well the kernel and user clocks line up.
+    pub clock_note: String,
+    /// Stale instances of dead recorders removed at start.
+    pub stale_removed: Vec<String>,
+    /// Things worth telling (events this kernel lacks, read errors).
+    pub warnings: Vec<String>,
+}
+
+impl Summary {
+    /// Events written, all CPUs.
+    pub fn events(&self) -> u64 {
+        self.cpus.iter().map(|c| c.events).sum()
+    }
+
+    /// Events lost, all CPUs.
+    pub fn lost(&self) -> u64 {
+        self.cpus.iter().map(|c| c.lost).sum()
+    }
+}
+
+type Reader = JoinHandle<Result<CpuStats, String>>;
+
+/// A running kernel recording. Drop removes the instances (without writing the metadata);
+/// [`Capture::finish`] stops, drains and writes the trace.
+#[derive(Debug)]
+pub struct Capture {
+    instances: Vec<Instance>,
+    readers: Vec<Reader>,
+    stop: Arc<AtomicBool>,
+    dir: PathBuf,
+    trace_clock: TraceClock,
+    uuid: [u8; 16],
+    categories: Vec<Category>,
+    guard: Option<Child>,
+    stale: Vec<String>,
+    warnings: Vec<String>,
+}
+
+fn uuid_v4() -> [u8; 16] {
+    let mut u = [0u8; 16];
+    if let Ok(b) = std::fs::read("/proc/sys/kernel/random/uuid") {
+        if let Some(p) = std::str::from_utf8(&b)
+            .ok()
+            .and_then(|s| hushtrace_ctf::metadata::parse_uuid(s.trim()))
+        {
+            u = p;
+        }
+    }
+    u
+}
+
+impl Capture {
+    /// Starts recording the kernel into `session_dir/kernel/`. Fails with [`Error::Access`]
+    /// before anything is created when tracefs cannot be used.
+    pub fn start(session_dir: &Path, opts: &Options) -> Result<Capture, Error> {
+        let root = tracefs::find_or_mount().map_err(Error::Access)?;
+        let stale = tracefs::remove_stale(&root);
+        let pid = std::process::id();
+        let main =
+            Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}")).map_err(Error::Access)?;
+        let mut cap = Capture {
+            instances: vec![main],
+            readers: Vec::new(),
+            stop: Arc::new(AtomicBool::new(false)),
+            dir: session_dir.join(KERNEL_DIR),
+            trace_clock: TraceClock::Mono,
+            uuid: uuid_v4(),
+            categories: opts.categories.clone(),
+            guard: None,
+            stale,
+            warnings: Vec::new(),
+        };
+        // From here on, an error drops `cap`, which removes the instance.
+        cap.guard = spawn_guard(&[
+            cap.instances[0].path.clone(),
+            root.join("instances")
+                .join(format!("{INSTANCE_PREFIX}{pid}-sys")),
+        ])
+        .ok();
+        let header = PageHeader::parse(&tracefs::read(&root.join("events/header_page"))?)
+            .map_err(|e| Error::Other(e.to_string()))?;
+        let clocks = tracefs::read(&cap.instances[0].file("trace_clock"))?;
+        let has = |c: &str| {
+            clocks
+                .split_whitespace()
+                .any(|w| w.trim_matches(|x| x == '[' || x == ']') == c)
+        };
+        cap.trace_clock = if clock::user_uses_tsc() && has("x86-tsc") {
+            TraceClock::Tsc
+        } else if has("mono") {
+            TraceClock::Mono
+        } else {
+            return Err(Error::Other(format!(
+                "--kernel: this kernel has neither the x86-tsc nor the mono trace clock \
+                 (it offers: {})",
+                clocks.trim()
+            )));
+        };
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .recursive(true)
+            .create(session_dir)
+            .map_err(|e| Error::Other(format!("{}: {e}", session_dir.display())))?;
+        std::fs::DirBuilder::new()
+            .mode(0o700)
+            .create(&cap.dir)
+            .map_err(|e| Error::Other(format!("{}: {e}", cap.dir.display())))?;
+
+        let main_cats: Vec<Category> = opts
+            .categories
+            .iter()
+            .copied()
+            .filter(|c| *c != Category::Syscalls)
+            .collect();
+        let inst = cap.instances[0].path.clone();
+        let dec = cap.setup(&inst, &main_cats, opts.buffer_size_kb, None)?;
+        cap.spawn_readers(&inst, &header, dec, 0)?;
+        if opts.categories.contains(&Category::Syscalls) {
+            let sys = Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}-sys"))
+                .map_err(Error::Access)?;
+            let path = sys.path.clone();
+            cap.instances.push(sys);
+            let dec = cap.setup(&path, &[Category::Syscalls], opts.buffer_size_kb, Some(pid))?;
+            cap.spawn_readers(&path, &header, dec, 1)?;
+            // Every task this process forks from now on (the program and its threads and
+            // children) is followed; the reader threads, started above, are not.
+            tracefs::write(&path.join("options/event-fork"), "1")?;
+            tracefs::write(&path.join("set_event_pid"), &pid.to_string())?;
+            tracefs::write(&path.join("tracing_on"), "1")?;
+        }
+        tracefs::write(&inst.join("tracing_on"), "1")?;
+        Ok(cap)
+    }
+
+    /// Configures instance `inst` for `cats` and returns its decoder.
+    fn setup(
+        &mut self,
+        inst: &Path,
+        cats: &[Category],
+        buffer_size_kb: u32,
+        skip_pid: Option<u32>,
+    ) -> Result<Arc<Decoder>, Error> {
+        tracefs::write(&inst.join("tracing_on"), "0")?;
+        tracefs::write(&inst.join("trace_clock"), self.trace_clock.as_str())?;
+        tracefs::write(
+            &inst.join("buffer_size_kb"),
+            &buffer_size_kb.max(4).to_string(),
+        )?;
+        let mut by_id = HashMap::new();
+        let mut common = None;
+        let mut common_pid = None;
+        for (i, class) in CLASSES.iter().enumerate() {
+            if !cats.contains(&class.category) {
+                continue;
+            }
+            let ev = inst.join("events").join(class.sys).join(class.ftrace);
+            let text = match tracefs::read(&ev.join("format")) {
+                Ok(t) => t,
+                // The x86 interrupt vectors (timer, IPIs) exist on x86 only.
+                Err(_) if class.sys == "irq_vectors" => continue,
+                Err(_) if class.name != "sched_switch" => {
+                    self.warnings.push(format!(
+                        "this kernel has no {}:{} event: {} not recorded",
+                        class.sys, class.ftrace, class.name
+                    ));
+                    continue;
+                }
+                Err(e) => {
+                    return Err(Error::Other(format!(
+                        "--kernel: {}: {e}",
+                        ev.join("format").display()
+                    )))
+                }
+            };
+            let f = EventFormat::parse(&text)
+                .map_err(|e| Error::Other(format!("{}: {e}", ev.join("format").display())))?;
+            let mut srcs = Vec::new();
+            for (name, src, _) in class.fields {
+                let field = f.field(src).cloned();
+                if field.is_none() {
+                    self.warnings.push(format!(
+                        "{}:{} has no field {src}: {}.{name} recorded as 0",
+                        class.sys, class.ftrace, class.name
+                    ));
+                }
+                srcs.push(field);
+            }
+            if common.is_none() {
+                common = f.field("common_type").cloned();
+                common_pid = f.field("common_pid").cloned();
+            }
+            by_id.insert(f.id, (i as u16, srcs));
+            tracefs::write(&ev.join("enable"), "1")?;
+        }
+        let common_type = common.ok_or_else(|| {
+            Error::Other(format!(
+                "--kernel: no event could be enabled in {}",
+                inst.display()
+            ))
+        })?;
+        let skip_pid = skip_pid.and_then(|p| Some((common_pid?, i64::from(p))));
+        Ok(Arc::new(Decoder {
+            by_id,
+            common_type,
+            skip_pid,
+        }))
+    }
+
+    fn spawn_readers(
+        &mut self,
+        inst: &Path,
+        header: &PageHeader,
+        dec: Arc<Decoder>,
+        channel: u32,
+    ) -> Result<(), Error> {
+        let subbuf = tracefs::read(&inst.join("buffer_subbuf_size_kb"))
+            .ok()
+            .and_then(|s| s.trim().parse::<usize>().ok())
+            .map(|kb| kb * 1024)
+            .unwrap_or(4096)
+            .max(4096);
+        for cpu in tracefs::cpus(inst)? {
+            let pipe = inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+            let file = std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&pipe)
+                .map_err(|e| Error::Other(format!("{}: {e}", pipe.display())))?;
+            let out = self
+                .dir
+                .join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
+            let w = StreamWriter::create(&out, self.uuid, u64::from(channel << 16 | cpu), cpu)?;
+            let stop = self.stop.clone();
+            let dec = dec.clone();
+            let header = *header;
+            let h = std::thread::Builder::new()
+                .name(format!("hushtrace-k{cpu}"))
+                .spawn(move || read_cpu(file, pipe, w, &dec, &header, subbuf, &stop))
+                .map_err(|e| Error::Other(format!("starting a reader thread: {e}")))?;
+            self.readers.push(h);
+        }
+        Ok(())
+    }
+
+    /// The guard process's pid (never to be signalled by the recorder).
+    pub fn guard_pid(&self) -> Option<u32> {
+        self.guard.as_ref().map(|g| g.id())
+    }
+
+    /// Stops recording, drains the buffers, writes the metadata (with `user_clock`, the clock
+    /// description and UUID of the user-space trace, when there is one) and removes the
+    /// instances.
+    pub fn finish(mut self, user_clock: Option<(ClockDesc, [u8; 16])>) -> Result<Summary, Error> {
+        for inst in &self.instances {
+            let _ = tracefs::write(&inst.file("tracing_on"), "0");
+        }
+        self.stop.store(true, Ordering::Release);
+        let mut summary = Summary {
+            dir: self.dir.clone(),
+            stale_removed: std::mem::take(&mut self.stale),
+            warnings: std::mem::take(&mut self.warnings),
+            trace_clock: self.trace_clock.as_str().into(),
+            ..Summary::default()
+        };
+        for h in self.readers.drain(..) {
+            match h.join() {
+                Ok(Ok(s)) => summary.cpus.push(s),
+                Ok(Err(e)) => summary.warnings.push(e),
+                Err(_) => summary
+                    .warnings
+                    .push("a kernel reader thread panicked".into()),
+            }
+        }
+        for inst in &mut self.instances {
+            inst.remove();
+        }
+        let clock = self.kernel_clock(user_clock);
+        summary.clock_note = clock.note.clone();
+        let meta = KernelMeta {
+            uuid: self.uuid,
+            clock,
+            trace_clock: self.trace_clock.as_str().into(),
+            hostname: read_trim("/proc/sys/kernel/hostname"),
+            kernel_release: read_trim("/proc/sys/kernel/osrelease"),
+            categories: self
+                .categories
+                .iter()
+                .map(|c| c.as_str())
+                .collect::<Vec<_>>()
+                .join(","),
+        };
+        let path = self.dir.join("metadata");
+        std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .custom_flags(libc::O_NOFOLLOW)
+            .open(&path)
+            .and_then(|mut f| io::Write::write_all(&mut f, ctf::to_tsdl(&meta).as_bytes()))
+            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+        Ok(summary)
+    }
+
+    fn kernel_clock(&self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {
+        let user_counter = user
+            .as_ref()
+            .is_some_and(|(d, _)| d.source != "clock_gettime");
+        match (self.trace_clock, user) {
+            (TraceClock::Tsc, Some((desc, uuid))) if user_counter => KernelClock {
+                name: "hushtrace".into(),
+                uuid,
+                desc,
+                note: "x86-tsc: the cycle counter the user-space events are stamped with, \
+                       same calibration (exact alignment)"
+                    .into(),
+            },
+            (TraceClock::Mono, Some((desc, uuid))) if !user_counter => KernelClock {
+                name: "hushtrace".into(),
+                uuid,
+                desc,
+                note: "mono: CLOCK_MONOTONIC, the clock the user-space events are stamped \
+                       with (exact alignment)"
+                    .into(),
+            },
+            (TraceClock::Tsc, _) => KernelClock {
+                name: "hushtrace_kernel_tsc".into(),
+                uuid: derived(clock::boot_uuid()),
+                desc: clock::tsc_desc().unwrap_or_else(clock::monotonic_desc),
+                note: "x86-tsc calibrated by the recorder (no user-space trace with the same \
+                       clock): alignment within the calibration error, about 1 us"
+                    .into(),
+            },
+            (TraceClock::Mono, _) => KernelClock {
+                name: "monotonic".into(),
+                uuid: derived(clock::boot_uuid()),
+                desc: clock::monotonic_desc(),
+                note: "mono (this kernel or machine has no usable x86-tsc clock): \
+                       CLOCK_MONOTONIC with its epoch offset measured at the end; the \
+                       user-space cycle counter was calibrated against the same clock, so \
+                       alignment is within that calibration error, about 1 us"
+                    .into(),
+            },
+        }
+    }
+}
+
+/// A UUID distinct from, but derived from, `u` (a different clock of the same boot).
+fn derived(mut u: [u8; 16]) -> [u8; 16] {
+    u[15] ^= 0x6b;
+    u
+}
+
+fn read_trim(p: &str) -> String {
+    std::fs::read_to_string(p)
+        .map(|s| s.trim().to_string())
+        .unwrap_or_default()
+}
+
+impl Drop for Capture {
+    fn drop(&mut self) {
+        for inst in &self.instances {
+            let _ = tracefs::write(&inst.file("tracing_on"), "0");
+        }
+        self.stop.store(true, Ordering::Release);
+        for h in self.readers.drain(..) {
+            let _ = h.join();
+        }
+        for inst in &mut self.instances {
+            inst.remove();
+        }
+        if let Some(mut g) = self.guard.take() {
+            drop(g.stdin.take());
+            let _ = g.wait();
+        }
+    }
+}
+
+/// A process that removes the instances when this one dies, however it dies (SIGKILL
+/// included): it waits for end-of-file on a pipe only this process holds the writing end of.
+/// It runs in its own process group, so a terminal's Ctrl-C does not kill it too.
+fn spawn_guard(paths: &[PathBuf]) -> io::Result<Child> {
+    use std::os::unix::process::CommandExt;
+    // rmdir fails (EBUSY) while a file of the instance is open: the dying recorder may
+    // close its pipe to the guard before its trace_pipe_raw files, so it is retried.
+    let script = "read _ignored; for d in \"$@\"; do \
+                  [ -d \"$d\" ] || continue; echo 0 > \"$d/tracing_on\"; \
+                  echo 0 > \"$d/events/enable\"; echo > \"$d/set_event_pid\"; n=0; \
+                  until rmdir \"$d\" || [ $n -ge 100 ]; do sleep 0.1; n=$((n+1)); done; \
+                  done";
+    Command::new("/bin/sh")
+        .arg("-c")
+        .arg(script)
+        .arg("hushtrace-kernel-guard")
+        .args(paths)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .process_group(0)
+        .spawn()
+}
+
+fn read_cpu(
+    file: std::fs::File,
+    pipe: PathBuf,
+    mut w: StreamWriter,
+    dec: &Decoder,
+    header: &PageHeader,
+    subbuf: usize,
+    stop: &AtomicBool,
+) -> Result<CpuStats, String> {
+    let cpu = w_cpu(&pipe);
+    let mut st = CpuStats {
+        cpu,
+        ..CpuStats::default()
+    };
+    let mut buf = vec![0u8; subbuf];
+    let mut last_pass = false;
+    let fd = file.as_raw_fd();
+    let mut first_error = None;
+    loop {
+        // SAFETY: `buf` is valid for `buf.len()` writable bytes; `fd` is open (owned by `file`).
+        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        if n > 0 {
+            st.pages += 1;
+            match Page::parse(&buf[..n as usize], header) {
+                Ok(page) => {
+                    match page.missed {
+                        Missed::None => {}
+                        Missed::Count(k) => {
+                            st.lost += k;
+                            w.lost(k);
+                        }
+                        Missed::Unknown => {
+                            st.lost += 1;
+                            st.lost_uncounted += 1;
+                            w.lost(1);
+                        }
+                    }
+                    for r in page.records() {
+                        match r {
+                            Ok((ts, rec)) => {
+                                dec.decode(rec, ts, &mut w).map_err(|e| e.to_string())?
+                            }
+                            Err(e) => {
+                                first_error.get_or_insert(format!("{}: {e}", pipe.display()));
+                                break;
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    first_error.get_or_insert(format!("{}: {e}", pipe.display()));
+                }
+            }
+            continue;
+        }
+        let err = io::Error::last_os_error();
+        if n < 0 && err.kind() == io::ErrorKind::Interrupted {
+            continue;
+        }
+        if n < 0 && err.raw_os_error() != Some(libc::EAGAIN) {
+            return Err(format!("reading {}: {err}", pipe.display()));
+        }
+        // Empty for now. After the stop, one more pass drains what came before it.
+        if stop.load(Ordering::Acquire) {
+            if last_pass {
+                break;
+            }
+            last_pass = true;
+            continue;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    w.flush().map_err(|e| e.to_string())?;
+    st.events = w.written;
+    st.reordered = w.reordered;
+    match first_error {
+        Some(e) => Err(format!("{e} ({} events read before it)", st.events)),
+        None => Ok(st),
+    }
+}
+
+fn w_cpu(pipe: &Path) -> u32 {
+    pipe.parent()
+        .and_then(|p| p.file_name())
+        .and_then(|n| n.to_string_lossy().strip_prefix("cpu")?.parse().ok())
+        .unwrap_or(0)
+}

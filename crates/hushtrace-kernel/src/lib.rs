@@ -1,0 +1,39 @@
+//! Kernel scheduling events on hushtrace's timeline.
+//!
+//! `hushtrace record --kernel` records, besides the program's own trace, the scheduler's
+//! switches and wakeups (and optionally interrupts and the program's system calls) for the
+//! whole machine, so that "why was this cycle late?" has an answer: preempted by whom, blocked
+//! how long, interrupted by what.
+//!
+//! * [`tracefs`]: a private ftrace instance (`instances/hushtrace-<pid>`), never the global
+//!   buffer; removed at the end, by a guard process if the recorder dies, and stale ones of
+//!   dead recorders by the next run or `hushtrace recover`.
+//! * [`format`], [`page`]: the kernel's event layouts (from tracefs, nothing hard-coded) and
+//!   its binary ring-buffer pages, read from `per_cpu/cpuN/trace_pipe_raw` by the recorder's
+//!   threads (the traced program is not touched).
+//! * [`capture`]: the recording; [`clock`]: the trace clock, `x86-tsc` (hushtrace's own cycle
+//!   counter) or `mono` with its offset written down.
+//! * [`ctf`]: the CTF 1.8 kernel trace under `DIR/kernel/`, with LTTng's kernel event names
+//!   and fields ([`schema`]) so babeltrace2 merges it with the user-space streams and Trace
+//!   Compass opens it as a kernel trace; and its reader.
+//! * [`analysis`]: thread states over time, and off-CPU intervals of a thread in a window.
+//!
+//! Why not libtracefs/libtraceevent or a crate: the crates on crates.io that read ftrace
+//! parse the text `trace` file or only toggle tracefs settings; libtraceevent (C, LGPL) would
+//! add a system library and FFI to parse a page format of a few dozen lines. The parser here
+//! follows the kernel's documented layout and reads every field offset from tracefs.
+#![deny(unsafe_op_in_unsafe_fn)]
+
+pub mod analysis;
+pub mod capture;
+pub mod clock;
+pub mod ctf;
+pub mod format;
+pub mod page;
+pub mod schema;
+pub mod signals;
+pub mod tracefs;
+
+pub use capture::{parse_categories, Capture, Error, Options, Summary};
+pub use ctf::{kernel_dir, KEvent, KernelTrace, KERNEL_DIR};
+pub use schema::Category;

@@ -1,0 +1,299 @@
+//! The kernel events hushtrace records: LTTng's names and fields (lttng-modules
+//! `instrumentation/events/sched.h`, `irq.h`), each taken from one ftrace event.
+
+/// A field's type in the CTF trace.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Ty {
+    /// `int32_t`.
+    I32,
+    /// `int64_t`.
+    I64,
+    /// `uint32_t`.
+    U32,
+    /// A NUL-terminated UTF-8 `string`.
+    Str,
+}
+
+impl Ty {
+    /// The TSDL type name.
+    pub fn tsdl(self) -> &'static str {
+        match self {
+            Ty::I32 => "int32_t",
+            Ty::I64 => "int64_t",
+            Ty::U32 => "uint32_t",
+            Ty::Str => "string",
+        }
+    }
+}
+
+/// Which `--kernel` category enables an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Category {
+    /// Scheduler: switches, wakeups, migrations, fork/exit.
+    Sched,
+    /// Hard and soft interrupts.
+    Irq,
+    /// The traced program's system calls.
+    Syscalls,
+}
+
+impl Category {
+    /// The name used on the command line.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Category::Sched => "sched",
+            Category::Irq => "irq",
+            Category::Syscalls => "syscalls",
+        }
+    }
+
+    /// Parses a name used on the command line.
+    pub fn parse(s: &str) -> Option<Category> {
+        match s {
+            "sched" => Some(Category::Sched),
+            "irq" => Some(Category::Irq),
+            "syscalls" | "syscall" => Some(Category::Syscalls),
+            _ => None,
+        }
+    }
+}
+
+/// One event class of the kernel trace.
+#[derive(Debug)]
+pub struct Class {
+    /// Name in the CTF trace (LTTng's).
+    pub name: &'static str,
+    /// ftrace subsystem.
+    pub sys: &'static str,
+    /// ftrace event name.
+    pub ftrace: &'static str,
+    /// Category that enables it.
+    pub category: Category,
+    /// `(CTF field name, ftrace field name, type)`.
+    pub fields: &'static [(&'static str, &'static str, Ty)],
+}
+
+const WAKE: &[(&str, &str, Ty)] = &[
+    ("comm", "comm", Ty::Str),
+    ("tid", "pid", Ty::I32),
+    ("prio", "prio", Ty::I32),
+    ("target_cpu", "target_cpu", Ty::I32),
+];
+
+const VECTOR: &[(&str, &str, Ty)] = &[("vector", "vector", Ty::I32)];
+
+/// Every class; the CTF event id is the index.
+pub const CLASSES: &[Class] = &[
+    Class {
+        name: "sched_switch",
+        sys: "sched",
+        ftrace: "sched_switch",
+        category: Category::Sched,
+        fields: &[
+            ("prev_comm", "prev_comm", Ty::Str),
+            ("prev_tid", "prev_pid", Ty::I32),
+            ("prev_prio", "prev_prio", Ty::I32),
+            ("prev_state", "prev_state", Ty::I64),
+            ("next_comm", "next_comm", Ty::Str),
+            ("next_tid", "next_pid", Ty::I32),
+            ("next_prio", "next_prio", Ty::I32),
+        ],
+    },
+    Class {
+        name: "sched_waking",
+        sys: "sched",
+        ftrace: "sched_waking",
+        category: Category::Sched,
+        fields: WAKE,
+    },
+    Class {
+        name: "sched_wakeup",
+        sys: "sched",
+        ftrace: "sched_wakeup",
+        category: Category::Sched,
+        fields: WAKE,
+    },
+    Class {
+        name: "sched_wakeup_new",
+        sys: "sched",
+        ftrace: "sched_wakeup_new",
+        category: Category::Sched,
+        fields: WAKE,
+    },
+    Class {
+        name: "sched_migrate_task",
+        sys: "sched",
+        ftrace: "sched_migrate_task",
+        category: Category::Sched,
+        fields: &[
+            ("comm", "comm", Ty::Str),
+            ("tid", "pid", Ty::I32),
+            ("prio", "prio", Ty::I32),
+            ("orig_cpu", "orig_cpu", Ty::I32),
+            ("dest_cpu", "dest_cpu", Ty::I32),
+        ],
+    },
+    Class {
+        name: "sched_process_fork",
+        sys: "sched",
+        ftrace: "sched_process_fork",
+        category: Category::Sched,
+        fields: &[
+            ("parent_comm", "parent_comm", Ty::Str),
+            ("parent_tid", "parent_pid", Ty::I32),
+            ("child_comm", "child_comm", Ty::Str),
+            ("child_tid", "child_pid", Ty::I32),
+        ],
+    },
+    Class {
+        name: "sched_process_exit",
+        sys: "sched",
+        ftrace: "sched_process_exit",
+        category: Category::Sched,
+        fields: &[
+            ("comm", "comm", Ty::Str),
+            ("tid", "pid", Ty::I32),
+            ("prio", "prio", Ty::I32),
+        ],
+    },
+    Class {
+        name: "irq_handler_entry",
+        sys: "irq",
+        ftrace: "irq_handler_entry",
+        category: Category::Irq,
+        fields: &[("irq", "irq", Ty::I32), ("name", "name", Ty::Str)],
+    },
+    Class {
+        name: "irq_handler_exit",
+        sys: "irq",
+        ftrace: "irq_handler_exit",
+        category: Category::Irq,
+        fields: &[("irq", "irq", Ty::I32), ("ret", "ret", Ty::I32)],
+    },
+    Class {
+        name: "irq_softirq_entry",
+        sys: "irq",
+        ftrace: "softirq_entry",
+        category: Category::Irq,
+        fields: &[("vec", "vec", Ty::U32)],
+    },
+    Class {
+        name: "irq_softirq_exit",
+        sys: "irq",
+        ftrace: "softirq_exit",
+        category: Category::Irq,
+        fields: &[("vec", "vec", Ty::U32)],
+    },
+    Class {
+        name: "x86_irq_vectors_local_timer_entry",
+        sys: "irq_vectors",
+        ftrace: "local_timer_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_local_timer_exit",
+        sys: "irq_vectors",
+        ftrace: "local_timer_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_reschedule_entry",
+        sys: "irq_vectors",
+        ftrace: "reschedule_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_reschedule_exit",
+        sys: "irq_vectors",
+        ftrace: "reschedule_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_entry",
+        sys: "irq_vectors",
+        ftrace: "call_function_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_exit",
+        sys: "irq_vectors",
+        ftrace: "call_function_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_single_entry",
+        sys: "irq_vectors",
+        ftrace: "call_function_single_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_call_function_single_exit",
+        sys: "irq_vectors",
+        ftrace: "call_function_single_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_irq_work_entry",
+        sys: "irq_vectors",
+        ftrace: "irq_work_entry",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "x86_irq_vectors_irq_work_exit",
+        sys: "irq_vectors",
+        ftrace: "irq_work_exit",
+        category: Category::Irq,
+        fields: VECTOR,
+    },
+    Class {
+        name: "syscall_entry_unknown",
+        sys: "raw_syscalls",
+        ftrace: "sys_enter",
+        category: Category::Syscalls,
+        fields: &[("tid", "common_pid", Ty::I32), ("id", "id", Ty::I64)],
+    },
+    Class {
+        name: "syscall_exit_unknown",
+        sys: "raw_syscalls",
+        ftrace: "sys_exit",
+        category: Category::Syscalls,
+        fields: &[
+            ("tid", "common_pid", Ty::I32),
+            ("id", "id", Ty::I64),
+            ("ret", "ret", Ty::I64),
+        ],
+    },
+];
+
+#[cfg(test)]
+#[test]
+fn classes_fit_the_decoder() {
+    assert!(CLASSES.iter().all(|c| c.fields.len() <= 8));
+    assert!(CLASSES.len() < usize::from(u16::MAX));
+}
+
+/// The id of the class called `name`.
+pub fn id_of(name: &str) -> Option<u16> {
+    CLASSES
+        .iter()
+        .position(|c| c.name == name)
+        .map(|i| i as u16)
+}
+
+/// The names of the Linux softirq vectors (`include/linux/interrupt.h`), for reports.
+pub fn softirq_name(vec: u32) -> &'static str {
+    const NAMES: [&str; 10] = [
+        "HI", "TIMER", "NET_TX", "NET_RX", "BLOCK", "IRQ_POLL", "TASKLET", "SCHED", "HRTIMER",
+        "RCU",
+    ];
+    NAMES.get(vec as usize).copied().unwrap_or("?")
+}

@@ -1,0 +1,237 @@
+//! tracefs: finding (or mounting) it, and the private ftrace instances hushtrace records in.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Prefix of hushtrace's instance names: `hushtrace-<recorder pid>[-<suffix>]`.
+pub const INSTANCE_PREFIX: &str = "hushtrace-";
+
+/// Why the kernel cannot be traced.
+#[derive(Debug)]
+pub enum AccessError {
+    /// tracefs is not mounted and cannot be mounted here.
+    NotMounted(String),
+    /// tracefs is there but this user may not create instances in it.
+    NoPermission(String),
+}
+
+impl std::fmt::Display for AccessError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            AccessError::NotMounted(s) | AccessError::NoPermission(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for AccessError {}
+
+const CANDIDATES: [&str; 2] = ["/sys/kernel/tracing", "/sys/kernel/debug/tracing"];
+
+/// The tracefs mount point: an existing mount, or `/sys/kernel/tracing` mounted now (root
+/// only). `HUSHTRACE_TRACEFS` names another mount point.
+pub fn find_or_mount() -> Result<PathBuf, AccessError> {
+    if let Some(p) = std::env::var_os("HUSHTRACE_TRACEFS") {
+        let p = PathBuf::from(p);
+        return if p.join("instances").is_dir() {
+            Ok(p)
+        } else {
+            Err(AccessError::NotMounted(format!(
+                "HUSHTRACE_TRACEFS={}: no tracefs there (no `instances` directory)",
+                p.display()
+            )))
+        };
+    }
+    for c in CANDIDATES {
+        if Path::new(c).join("instances").is_dir() {
+            return Ok(PathBuf::from(c));
+        }
+    }
+    let target = CANDIDATES[0];
+    let src = c"nodev";
+    let fstype = c"tracefs";
+    let tgt = std::ffi::CString::new(target).expect("no NUL");
+    // SAFETY: all pointers are valid NUL-terminated strings for the call; data may be null.
+    let r = unsafe {
+        libc::mount(
+            src.as_ptr(),
+            tgt.as_ptr(),
+            fstype.as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 && Path::new(target).join("instances").is_dir() {
+        return Ok(PathBuf::from(target));
+    }
+    let e = io::Error::last_os_error();
+    Err(AccessError::NotMounted(format!(
+        "--kernel needs tracefs: it is not mounted at {} and mounting it failed ({e}); run as \
+         root, or mount it (`mount -t tracefs nodev /sys/kernel/tracing`) and give this user \
+         write access to it",
+        CANDIDATES.join(" or ")
+    )))
+}
+
+/// Writes `value` to tracefs file `path`, naming the file in the error.
+pub fn write(path: &Path, value: &str) -> io::Result<()> {
+    std::fs::write(path, value).map_err(|e| {
+        io::Error::new(
+            e.kind(),
+            format!("writing {value:?} to {}: {e}", path.display()),
+        )
+    })
+}
+
+/// Reads tracefs file `path` as text, with large reads: some tracefs files (`header_page`)
+/// end a read early at a small buffer size and return nothing after it.
+pub fn read(path: &Path) -> io::Result<String> {
+    use std::io::Read;
+    let name = |e: io::Error| io::Error::new(e.kind(), format!("reading {}: {e}", path.display()));
+    let mut f = std::fs::File::open(path).map_err(name)?;
+    let mut out = Vec::new();
+    let mut buf = vec![0u8; 64 * 1024];
+    loop {
+        let n = f.read(&mut buf).map_err(name)?;
+        if n == 0 {
+            break;
+        }
+        out.extend_from_slice(&buf[..n]);
+    }
+    Ok(String::from_utf8_lossy(&out).into_owned())
+}
+
+/// A private ftrace instance, removed on drop.
+#[derive(Debug)]
+pub struct Instance {
+    /// `…/instances/<name>`.
+    pub path: PathBuf,
+    removed: bool,
+}
+
+impl Instance {
+    /// Creates instance `name` under tracefs `root`.
+    pub fn create(root: &Path, name: &str) -> Result<Instance, AccessError> {
+        let path = root.join("instances").join(name);
+        if path.exists() {
+            remove_dir(&path);
+        }
+        std::fs::create_dir(&path).map_err(|e| {
+            let msg = format!(
+                "--kernel: cannot create the ftrace instance {}: {e}; run as root or give this \
+                 user write access to {}",
+                path.display(),
+                root.join("instances").display()
+            );
+            if e.kind() == io::ErrorKind::PermissionDenied {
+                AccessError::NoPermission(msg)
+            } else {
+                AccessError::NotMounted(msg)
+            }
+        })?;
+        Ok(Instance {
+            path,
+            removed: false,
+        })
+    }
+
+    /// A file of the instance.
+    pub fn file(&self, rel: &str) -> PathBuf {
+        self.path.join(rel)
+    }
+
+    /// Stops recording and removes the instance (idempotent).
+    pub fn remove(&mut self) {
+        if !self.removed {
+            self.removed = true;
+            remove_dir(&self.path);
+        }
+    }
+}
+
+impl Drop for Instance {
+    fn drop(&mut self) {
+        self.remove();
+    }
+}
+
+/// Turns an instance off and removes it; errors are ignored (it may be gone already).
+fn remove_dir(path: &Path) {
+    let _ = std::fs::write(path.join("tracing_on"), "0");
+    let _ = std::fs::write(path.join("events/enable"), "0");
+    let _ = std::fs::write(path.join("set_event_pid"), "");
+    let _ = std::fs::remove_dir(path);
+}
+
+/// The recorder pid an instance name belongs to (`hushtrace-1234`, `hushtrace-1234-sys`).
+pub fn owner_pid(name: &str) -> Option<i32> {
+    let rest = name.strip_prefix(INSTANCE_PREFIX)?;
+    let pid = rest.split('-').next()?;
+    pid.parse().ok().filter(|&p| p > 0)
+}
+
+/// Whether process `pid` exists.
+pub fn alive(pid: i32) -> bool {
+    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
+    let r = unsafe { libc::kill(pid, 0) };
+    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
+}
+
+/// Removes the hushtrace instances under tracefs `root` whose recorder is dead; returns their
+/// names.
+pub fn remove_stale(root: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(rd) = std::fs::read_dir(root.join("instances")) else {
+        return out;
+    };
+    for e in rd.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if let Some(pid) = owner_pid(&name) {
+            if !alive(pid) {
+                remove_dir(&e.path());
+                out.push(name);
+            }
+        }
+    }
+    out.sort();
+    out
+}
+
+/// The stale instances on this machine, removed: tracefs found without mounting it.
+pub fn remove_stale_anywhere() -> Vec<String> {
+    CANDIDATES
+        .iter()
+        .filter(|c| Path::new(c).join("instances").is_dir())
+        .flat_map(|c| remove_stale(Path::new(c)))
+        .collect()
+}
+
+/// The online CPUs: the `per_cpu/cpuN` directories of an instance.
+pub fn cpus(instance: &Path) -> io::Result<Vec<u32>> {
+    let dir = instance.join("per_cpu");
+    let mut v: Vec<u32> = std::fs::read_dir(&dir)
+        .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", dir.display())))?
+        .flatten()
+        .filter_map(|e| {
+            e.file_name()
+                .to_string_lossy()
+                .strip_prefix("cpu")
+                .and_then(|n| n.parse().ok())
+        })
+        .collect();
+    v.sort_unstable();
+    Ok(v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instance_names() {
+        assert_eq!(owner_pid("hushtrace-123"), Some(123));
+        assert_eq!(owner_pid("hushtrace-123-sys"), Some(123));
+        assert_eq!(owner_pid("hushtrace-x"), None);
+        assert_eq!(owner_pid("other-123"), None);
+        assert!(alive(std::process::id() as i32));
+    }
+}

@@ -1,0 +1,139 @@
+"""hushtrace for Python: whole-program function tracing and inline tracepoints.
+
+Inline API::
+
+    import hushtrace
+    hushtrace.start("/tmp/trace")                 # or mode="overwrite"
+    hushtrace.event("app", "login", user="ada", attempt=2)
+    with hushtrace.span("app", "load", n=3):
+        ...
+    @hushtrace.trace
+    def work(): ...
+    hushtrace.counter("app", "queue", 17)
+    stats = hushtrace.stop()
+
+Whole program: ``python -m hushtrace run [-o DIR] script.py args...`` (every Python
+function call and return), or ``hushtrace record -o DIR -- python3 app.py`` with this package
+installed (its ``hushtrace.pth`` starts tracing when ``HUSHTRACE_OUTPUT`` is set).
+"""
+
+import functools as _functools
+import inspect as _inspect
+import os as _os
+import sys as _sys
+
+# The extension also exports the C interface (the ht_* symbols of libhushtrace.so): loaded
+# with RTLD_GLOBAL, it is what C libraries loaded later bind to, so C tracepoints and Python
+# record into one runtime, one session, one trace.
+_flags = _sys.getdlopenflags()
+_sys.setdlopenflags(_flags | _os.RTLD_GLOBAL)
+try:
+    from . import _hushtrace as _h
+finally:
+    _sys.setdlopenflags(_flags)
+from . import _functions, _process
+from ._hushtrace import counter, disable, enable, event, snapshot, span
+
+__all__ = [
+    "start",
+    "stop",
+    "event",
+    "span",
+    "trace",
+    "counter",
+    "enable",
+    "disable",
+    "snapshot",
+    "is_running",
+    "trace_functions",
+    "stop_functions",
+]
+
+
+def start(
+    dir,
+    mode="discard",
+    *,
+    functions=False,
+    c_calls=False,
+    include=(),
+    exclude=(),
+    max_stack_depth=None,
+    subbuf_size=None,
+    num_subbufs=None,
+):
+    """Starts a session writing to ``dir`` (this process's trace goes to ``dir/<pid>``).
+
+    ``mode``: ``"discard"`` (default: a full ring drops new events and counts them) or
+    ``"overwrite"`` (flight recorder; see ``snapshot()``). ``functions=True`` also records every
+    Python function call (see ``trace_functions``). Returns this process's trace directory.
+    """
+    path = _h.start(str(dir), mode, subbuf_size, num_subbufs)
+    _process.install()
+    if functions:
+        trace_functions(
+            c_calls=c_calls, include=include, exclude=exclude, max_stack_depth=max_stack_depth
+        )
+    return path
+
+
+def stop():
+    """Stops function tracing and the session; returns its statistics as a dict
+    (``events_written``, ``events_discarded``, ``trace_dir``), or None if none was running."""
+    if _functions.active():
+        _h._close_open_frames()
+    _functions.stop()
+    return _h.stop()
+
+
+def is_running():
+    """Whether a session started by this module is running."""
+    return _h.is_running()
+
+
+def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None):
+    """Records every Python function call and return on every thread (also threads started
+    before), as ``py:call`` spans named after the function. ``include``/``exclude``: globs on
+    the module or ``module.qualname``; ``c_calls``: builtin (C) functions too."""
+    _functions.start(
+        c_calls=c_calls, include=include, exclude=exclude, max_depth=max_stack_depth
+    )
+
+
+def stop_functions():
+    """Stops function tracing (the session goes on)."""
+    _functions.stop()
+
+
+def trace(fn=None, *, cat=None, name=None):
+    """Decorator: records each call of the function as a span ``cat:name`` (default: its
+    module and qualified name). Works on plain and ``async`` functions."""
+
+    def wrap(f):
+        pair = _h.SpanPair(cat or f.__module__ or "py", name or f.__qualname__)
+        begin, end = pair.begin, pair.end
+        if _inspect.iscoroutinefunction(f):
+
+            @_functools.wraps(f)
+            async def traced_async(*args, **kwargs):
+                if not begin():
+                    return await f(*args, **kwargs)
+                try:
+                    return await f(*args, **kwargs)
+                finally:
+                    end()
+
+            return traced_async
+
+        @_functools.wraps(f)
+        def traced(*args, **kwargs):
+            if not begin():
+                return f(*args, **kwargs)
+            try:
+                return f(*args, **kwargs)
+            finally:
+                end()
+
+        return traced
+
+    return wrap(fn) if fn is not None else wrap

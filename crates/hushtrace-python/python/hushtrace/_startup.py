@@ -1,0 +1,37 @@
+"""Imported by ``hushtrace.pth`` at interpreter start-up when ``HUSHTRACE_OUTPUT`` is set
+(``hushtrace record -- python3 app.py``, ``python -m hushtrace run``'s children): starts the
+session from the ``HUSHTRACE_*`` environment and, unless ``HUSHTRACE_PY_FUNCTIONS=0``,
+whole-program function tracing with the options of ``HUSHTRACE_PY_*``.
+``HUSHTRACE_PY=0`` turns this off."""
+
+import os
+import sys
+
+
+def _globs(var):
+    return [g for g in os.environ.get(var, "").split(",") if g]
+
+
+def autostart():
+    env = os.environ
+    if not env.get("HUSHTRACE_OUTPUT") or env.get("HUSHTRACE_PY") == "0":
+        return
+    try:
+        from . import _hushtrace as _h, _functions, _process
+
+        if _h.is_running() or not _h.start_from_env():
+            return
+        _process.install(sigterm=True)
+        if env.get("HUSHTRACE_PY_FUNCTIONS", "1") != "0":
+            depth = env.get("HUSHTRACE_PY_MAX_DEPTH")
+            _functions.start(
+                c_calls=env.get("HUSHTRACE_PY_C_CALLS") == "1",
+                include=_globs("HUSHTRACE_PY_INCLUDE"),
+                exclude=_globs("HUSHTRACE_PY_EXCLUDE"),
+                max_depth=int(depth) if depth else None,
+            )
+    except Exception as e:  # never break the program being traced
+        print(f"hushtrace: tracing not started: {e}", file=sys.stderr)
+
+
+autostart()

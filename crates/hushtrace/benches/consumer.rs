@@ -1,0 +1,340 @@
+//! The consumer's side of the cost (docs/BENCHMARKS.md, "The consumer"): what draining costs
+//! per byte, and which event rates one and two producer threads sustain without a loss.
+//!
+//! ```text
+//! cargo bench -p hushtrace --bench consumer -- cpu        # consumer CPU time per 100 MB
+//! cargo bench -p hushtrace --bench consumer -- lossless   # zero-loss rate ladder
+//! cargo bench -p hushtrace --bench consumer -- all
+//! ```
+//!
+//! Everything runs in one process, one session after the other, in a directory on disk
+//! (`HUSHTRACE_BENCH_OUT`, default `target/consumer-bench`), so two builds of this file (say,
+//! before and after a consumer change) can be run alternately for a same-run comparison. When
+//! `lttng-relayd` is on `PATH` the relay rows run too, against a relay daemon started here on
+//! loopback ports.
+//!
+//! **cpu.** One producer thread emits two-`i32` events (12 bytes with compact headers) at a
+//! fixed rate (`HUSHTRACE_BENCH_CPU_RATE`, default 8 M events/s, under the lossless rate so the
+//! consumer is never saturated) for `HUSHTRACE_BENCH_SECS` seconds (default 3). The CPU time of
+//! every thread the runtime started (`hushtrace-*` in `/proc/self/task/*/comm`, summed from
+//! `schedstat`, nanoseconds) is read once the producer has stopped and the rings have been
+//! drained, and divided by the bytes of packets the run wrote. Rows: files only; files and a
+//! relay.
+//!
+//! **lossless.** A ladder of fixed total rates (from `HUSHTRACE_BENCH_STEP`, default 4 M
+//! events/s, in steps of the same size, up to 96 M): at each step every configuration still in
+//! the race runs three 2-second trials, interleaved with the others', and leaves the race at
+//! its first trial with a discarded event; its result is the last step it passed three times.
+//! Configurations: one and two producer threads (the total rate split between them) with the
+//! default rings (512 KiB x 8) and with 4 MiB x 8 rings; and, with a relay, one thread with
+//! default rings writing to disk and to the relay (the "relay besides disk" ratio).
+//!
+//! Without `--bench` (`cargo test --benches`) it runs one short trial of each kind as a smoke
+//! test.
+
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, Instant};
+
+use hushtrace::{Mode, Session};
+
+fn env_u64(name: &str, default: u64) -> u64 {
+    match std::env::var(name) {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("{name}={v:?} is not a whole number")),
+        Err(_) => default,
+    }
+}
+
+/// Total CPU time, in ns, of the threads the runtime started in this process.
+fn runtime_cpu_ns() -> u64 {
+    let mut total = 0;
+    for t in std::fs::read_dir("/proc/self/task")
+        .expect("/proc/self/task")
+        .flatten()
+    {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if !comm.starts_with("hushtrace") {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
+        total += stat
+            .split_whitespace()
+            .next()
+            .and_then(|n| n.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    total
+}
+
+/// Bytes of the stream files under `dir` (all processes).
+fn stream_bytes(dir: &Path) -> u64 {
+    let mut total = 0;
+    let Ok(rd) = std::fs::read_dir(dir) else {
+        return 0;
+    };
+    for e in rd.flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            total += stream_bytes(&p);
+        } else if e.file_name().to_string_lossy().starts_with("stream_") {
+            total += e.metadata().map(|m| m.len()).unwrap_or(0);
+        }
+    }
+    total
+}
+
+/// One configuration of a trial.
+#[derive(Clone, Copy)]
+struct Config {
+    name: &'static str,
+    threads: usize,
+    subbuf: usize,
+    subbufs: usize,
+    relay: bool,
+}
+
+/// What a trial measured.
+struct Trial {
+    emitted: u64,
+    written: u64,
+    discarded: u64,
+    stream_bytes: u64,
+    /// Runtime threads' CPU time, ns (read after the producers stopped and the rings drained).
+    runtime_cpu_ns: u64,
+    achieved: f64,
+}
+
+/// Runs `cfg` at `rate` total events/s for `secs` seconds in a fresh session under `out`.
+fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> Trial {
+    let _ = std::fs::remove_dir_all(out);
+    let mut b = Session::builder()
+        .output_dir(out)
+        .mode(Mode::Discard)
+        .subbuf_size(cfg.subbuf)
+        .num_subbufs(cfg.subbufs);
+    if cfg.relay {
+        b = b.relay(relay.expect("a relay configuration without a relay"));
+    }
+    let session = b.start().expect("start the session");
+    let cpu_before = runtime_cpu_ns();
+    let per_thread = rate as f64 / cfg.threads as f64;
+    let go = Arc::new(Barrier::new(cfg.threads + 1));
+    let stop = Arc::new(AtomicBool::new(false));
+    let producers: Vec<_> = (0..cfg.threads)
+        .map(|_| {
+            let (go, stop) = (go.clone(), stop.clone());
+            std::thread::Builder::new()
+                .name("bench-producer".into())
+                .spawn(move || {
+                    hushtrace::init_thread();
+                    go.wait();
+                    let started = Instant::now();
+                    let mut n = 0u64;
+                    while !stop.load(Ordering::Relaxed) {
+                        let due = (started.elapsed().as_secs_f64() * per_thread) as u64;
+                        while n < due {
+                            for _ in 0..256 {
+                                hushtrace::event!(
+                                    "bench",
+                                    "ints",
+                                    a = n as i32,
+                                    b = (2 * n) as i32
+                                );
+                                n += 1;
+                            }
+                        }
+                        std::hint::spin_loop();
+                    }
+                    (n, started.elapsed().as_secs_f64())
+                })
+                .expect("spawn a producer")
+        })
+        .collect();
+    go.wait();
+    std::thread::sleep(Duration::from_secs_f64(secs));
+    stop.store(true, Ordering::Relaxed);
+    let mut emitted = 0;
+    let mut elapsed: f64 = 0.0;
+    for p in producers {
+        let (n, e) = p.join().expect("producer");
+        emitted += n;
+        elapsed = elapsed.max(e);
+    }
+    // Full packets drain on the read timer; give it a few periods, then read the CPU time
+    // before the stop (which ends the runtime's threads).
+    std::thread::sleep(Duration::from_millis(200));
+    let runtime_cpu_ns = runtime_cpu_ns() - cpu_before;
+    let stats = session.stop().expect("stop the session");
+    let t = Trial {
+        emitted,
+        written: stats.events_written,
+        discarded: stats.events_discarded,
+        stream_bytes: stream_bytes(out),
+        runtime_cpu_ns,
+        achieved: emitted as f64 / elapsed.max(1e-9),
+    };
+    let _ = std::fs::remove_dir_all(out);
+    t
+}
+
+const DEFAULT_RINGS: (usize, usize) = (512 << 10, 8);
+const BIG_RINGS: (usize, usize) = (4 << 20, 8);
+
+fn cpu(out: &Path, relay: Option<&str>, smoke: bool) {
+    let rate = env_u64("HUSHTRACE_BENCH_CPU_RATE", 8_000_000);
+    let secs = if smoke {
+        0.2
+    } else {
+        env_u64("HUSHTRACE_BENCH_SECS", 3) as f64
+    };
+    let mut rows = vec![Config {
+        name: "files",
+        threads: 1,
+        subbuf: DEFAULT_RINGS.0,
+        subbufs: DEFAULT_RINGS.1,
+        relay: false,
+    }];
+    if relay.is_some() {
+        rows.push(Config {
+            name: "files + relay",
+            relay: true,
+            ..rows[0]
+        });
+    }
+    for cfg in rows {
+        let t = trial(cfg, rate, secs, out, relay);
+        // With a relay the packets go out twice; the bytes are counted once (the payload).
+        let mb = t.stream_bytes as f64 / 1e6;
+        println!(
+            "cpu {:<14} rate={rate} emitted={} written={} discarded={} MB={mb:.1} \
+             runtime_cpu_ms={:.1} cpu_ms_per_100MB={:.1} ns_per_event={:.2}",
+            cfg.name,
+            t.emitted,
+            t.written,
+            t.discarded,
+            t.runtime_cpu_ns as f64 / 1e6,
+            t.runtime_cpu_ns as f64 / 1e6 / mb.max(1e-9) * 100.0,
+            t.runtime_cpu_ns as f64 / t.written.max(1) as f64,
+        );
+        assert_eq!(
+            t.stream_bytes % 8,
+            0,
+            "stream files are whole packets (bytes {})",
+            t.stream_bytes
+        );
+    }
+}
+
+fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
+    let step = env_u64("HUSHTRACE_BENCH_STEP", 4_000_000);
+    let max = env_u64("HUSHTRACE_BENCH_MAX", 96_000_000);
+    let secs = if smoke { 0.2 } else { 2.0 };
+    let mut configs = vec![];
+    for (rings, (subbuf, subbufs)) in [("default rings", DEFAULT_RINGS), ("4 MiB x 8", BIG_RINGS)] {
+        for threads in [1, 2] {
+            configs.push(Config {
+                name: match (threads, rings) {
+                    (1, "default rings") => "1 thread, default rings",
+                    (2, "default rings") => "2 threads, default rings",
+                    (1, _) => "1 thread, 4 MiB x 8",
+                    _ => "2 threads, 4 MiB x 8",
+                },
+                threads,
+                subbuf,
+                subbufs,
+                relay: false,
+            });
+        }
+    }
+    if relay.is_some() {
+        configs.push(Config {
+            name: "1 thread, disk + relay",
+            relay: true,
+            ..configs[0]
+        });
+    }
+    let mut best = vec![0u64; configs.len()];
+    let mut racing = vec![true; configs.len()];
+    let mut rate = step;
+    let trials = if smoke { 1 } else { 3 };
+    while racing.iter().any(|&r| r) && rate <= max {
+        for _ in 0..trials {
+            for (i, cfg) in configs.iter().enumerate() {
+                if !racing[i] {
+                    continue;
+                }
+                let t = trial(*cfg, rate, secs, out, relay);
+                println!(
+                    "trial {:<26} rate={rate} emitted={} written={} discarded={} achieved={:.0}",
+                    cfg.name, t.emitted, t.written, t.discarded, t.achieved
+                );
+                // A trial that could not even emit at the rate (the producer fell behind) is
+                // a loss too: the rate was not sustained.
+                if t.discarded > 0 || (!smoke && t.achieved < rate as f64 * 0.97) {
+                    racing[i] = false;
+                }
+            }
+        }
+        for i in 0..configs.len() {
+            if racing[i] {
+                best[i] = rate;
+            }
+        }
+        if smoke {
+            break;
+        }
+        rate += step;
+    }
+    for (i, cfg) in configs.iter().enumerate() {
+        println!(
+            "lossless {:<26} {:>5.1} M events/s (ratio to 1 thread, default rings: {:.2})",
+            cfg.name,
+            best[i] as f64 / 1e6,
+            best[i] as f64 / best[0].max(1) as f64
+        );
+    }
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let smoke = !args.iter().any(|a| a == "--bench");
+    let what = args
+        .iter()
+        .find(|a| !a.starts_with('-'))
+        .map(String::as_str)
+        .unwrap_or("all");
+    let out = std::env::var_os("HUSHTRACE_BENCH_OUT")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| {
+            PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../target/consumer-bench")
+        });
+    let relayd = hushtrace_testsupport::which("lttng-relayd")
+        .filter(|_| !smoke)
+        .map(|_| hushtrace_testsupport::Relayd::start());
+    let url = relayd.as_ref().map(|r| r.url());
+    println!(
+        "consumer bench: {what}{} (load average {})",
+        if smoke { " (smoke test)" } else { "" },
+        std::fs::read_to_string("/proc/loadavg")
+            .unwrap_or_default()
+            .split_whitespace()
+            .take(3)
+            .collect::<Vec<_>>()
+            .join(" ")
+    );
+    match what {
+        "cpu" => cpu(&out, url.as_deref(), smoke),
+        "lossless" => lossless(&out, url.as_deref(), smoke),
+        "all" => {
+            cpu(&out, url.as_deref(), smoke);
+            lossless(&out, url.as_deref(), smoke);
+        }
+        other => {
+            eprintln!("consumer bench: unknown part {other:?} (cpu, lossless, all)");
+            std::process::exit(2);
+        }
+    }
+}

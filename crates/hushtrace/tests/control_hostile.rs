@@ -1,0 +1,283 @@
+//! The control socket under slow, stuck and numerous clients (issue 18, point 2): the consumer
+//! drains the rings on time whatever the clients do — one that drips its request a byte at a
+//! time, many that connect and send nothing, one that asks for a large `status` and never
+//! reads it — and the program still stops and exits.
+//!
+//! The stuck-reader scenario runs in a child process (this test binary run again with `ROLE`
+//! set), so that a consumer blocked for good shows up as a bounded failure, not a hung test.
+
+mod common;
+
+use common::temp_dir;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::os::unix::net::UnixStream;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::sync::{mpsc, Mutex};
+use std::time::{Duration, Instant};
+
+const ROLE: &str = "HUSHTRACE_CONTROL_HOSTILE_ROLE";
+/// Threads of the program whose `status` is large.
+const WIDE_THREADS: usize = 4000;
+
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Not a test of its own: the traced program of `wide_status_that_is_never_read_...` runs this.
+#[test]
+fn role() {
+    let Ok(role) = std::env::var(ROLE) else {
+        return;
+    };
+    assert_eq!(role, "wide");
+    let out = PathBuf::from(std::env::var("OUT").unwrap());
+    let go = PathBuf::from(std::env::var("GO").unwrap());
+    let session = hushtrace::Session::builder()
+        .output_dir(&out)
+        .subbuf_size(4096)
+        .num_subbufs(2)
+        .read_timer(Duration::from_millis(10))
+        .start()
+        .expect("start");
+    // WIDE_THREADS threads, each with one event, alive until the test says go.
+    let (ready_tx, ready_rx) = mpsc::channel();
+    let mut threads = Vec::new();
+    for i in 0..WIDE_THREADS {
+        let (tx, go) = (ready_tx.clone(), go.clone());
+        threads.push(
+            std::thread::Builder::new()
+                .stack_size(64 * 1024)
+                .spawn(move || {
+                    hushtrace::event!("wide", "hello", i = i as u64);
+                    tx.send(()).unwrap();
+                    while !go.exists() {
+                        std::thread::sleep(Duration::from_millis(20));
+                    }
+                })
+                .expect("spawn"),
+        );
+    }
+    for _ in 0..WIDE_THREADS {
+        ready_rx.recv().unwrap();
+    }
+    println!("\nready");
+    for t in threads {
+        t.join().unwrap();
+    }
+    let stats = session.stop().expect("stop");
+    println!(
+        "\nresult emitted={} written={} discarded={}",
+        WIDE_THREADS, stats.events_written, stats.events_discarded
+    );
+}
+
+/// Waits for a line containing `prefix` on `rx` (at most `timeout`); returns what follows it.
+fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
+    let deadline = Instant::now() + timeout;
+    let mut seen = String::new();
+    while Instant::now() < deadline {
+        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
+            if let Some(i) = l.find(prefix) {
+                return l[i + prefix.len()..].trim().to_string();
+            }
+            seen.push_str(&l);
+            seen.push('\n');
+        }
+    }
+    panic!("no line {prefix:?} within {timeout:?}; output:\n{seen}");
+}
+
+/// `key=value` pairs of a result line.
+fn values(line: &str) -> std::collections::BTreeMap<String, u64> {
+    line.split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k.to_string(), v.parse().unwrap()))
+        .collect()
+}
+
+/// One client drips its request a byte every 100 ms for 3 s, 40 more connect and send
+/// nothing, while a thread emits about 50,000 events/s into a 512 KiB ring (it holds less
+/// than half a second of them). Every event is accounted for and next to none is discarded:
+/// the consumer never waited for a client. The dripping client gets an error answer (its
+/// request took too long) and the socket still answers afterwards.
+#[test]
+fn a_dripping_client_and_idle_clients_do_not_stall_the_drain() {
+    let _g = serial();
+    let dir = temp_dir("ctl-drip");
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .subbuf_size(64 * 1024)
+        .num_subbufs(8)
+        .read_timer(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    let pid = std::process::id();
+    let path = hushtrace::control::socket_path(pid).unwrap();
+    let drip_path = path.clone();
+    let dripper = std::thread::spawn(move || {
+        let mut c = UnixStream::connect(&drip_path).unwrap();
+        let started = Instant::now();
+        while started.elapsed() < Duration::from_secs(3) {
+            if c.write_all(b"s").is_err() {
+                break; // dropped by the server
+            }
+            std::thread::sleep(Duration::from_millis(100));
+        }
+        c.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+        let mut answer = String::new();
+        let _ = c.read_to_string(&mut answer);
+        answer
+    });
+    std::thread::sleep(Duration::from_millis(50));
+    let idle: Vec<UnixStream> = (0..40)
+        .map(|_| UnixStream::connect(&path).unwrap())
+        .collect();
+    let mut emitted = 0u64;
+    let started = Instant::now();
+    let mut pinged = None;
+    while started.elapsed() < Duration::from_secs(3) {
+        for _ in 0..500 {
+            hushtrace::event!("drip", "ev", seq = emitted);
+            emitted += 1;
+        }
+        if pinged.is_none() && started.elapsed() > Duration::from_millis(1500) {
+            // On a thread: a stalled consumer must not stall the emitting loop.
+            pinged = Some(std::thread::spawn(move || {
+                hushtrace::control::request(pid, "ping")
+            }));
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    let answer = dripper.join().unwrap();
+    let ping = pinged.unwrap().join().unwrap();
+    drop(idle);
+    let stats = session.stop().unwrap();
+    assert_eq!(
+        stats.events_written + stats.events_discarded,
+        emitted,
+        "events unaccounted for"
+    );
+    assert!(
+        stats.events_discarded * 100 <= emitted,
+        "{} of {emitted} events discarded: the consumer was held up by the clients",
+        stats.events_discarded
+    );
+    assert!(
+        answer.contains("\"ok\":false") && answer.contains("no complete request within"),
+        "the dripping client's answer: {answer:?}"
+    );
+    let ping = ping.expect("ping while the clients were connected");
+    assert!(ping.contains("\"ok\":true"), "{ping}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// More clients than the server takes at once: the extra ones get an error that says so,
+/// immediately, and the server answers again once they are gone.
+#[test]
+fn clients_beyond_the_cap_are_refused_with_an_error() {
+    let _g = serial();
+    let dir = temp_dir("ctl-cap");
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .read_timer(Duration::from_millis(10))
+        .start()
+        .unwrap();
+    let pid = std::process::id();
+    let path = hushtrace::control::socket_path(pid).unwrap();
+    let idle: Vec<UnixStream> = (0..hushtrace::control::MAX_CLIENTS)
+        .map(|_| UnixStream::connect(&path).unwrap())
+        .collect();
+    // Let the server accept them all before the extra one.
+    std::thread::sleep(Duration::from_millis(200));
+    let a = hushtrace::control::request(pid, "ping").unwrap();
+    assert!(a.contains("\"ok\":false") && a.contains("busy"), "{a}");
+    drop(idle);
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let a = hushtrace::control::request(pid, "ping").unwrap();
+        if a.contains("\"ok\":true") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never answered again: {a}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    session.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// A program with 4,000 threads: a client asks for `status` (an answer of some 300 KB, more
+/// than a socket buffer) and never reads it, 100 more connect and send nothing. The program
+/// still drains every event, stops and exits (bounded by a generous 60 s: before, the
+/// consumer blocked for good writing the answer and the program never exited).
+#[test]
+fn a_large_status_never_read_and_idle_clients_do_not_block_exit() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let _g = serial();
+    let out = temp_dir("ctl-wide");
+    let go = out.with_extension("go");
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "role", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "wide")
+        .env("OUT", &out)
+        .env("GO", &go)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HUSHTRACE_") {
+            cmd.env_remove(k);
+        }
+    }
+    let mut child = cmd.spawn().expect("run the traced program");
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    wait_line(&rx, "ready", Duration::from_secs(120));
+    let path = hushtrace::control::socket_path(child.id()).unwrap();
+    let mut stuck = UnixStream::connect(&path).unwrap();
+    stuck.write_all(b"status\n").unwrap();
+    let idle: Vec<UnixStream> = (0..100)
+        .filter_map(|_| UnixStream::connect(&path).ok())
+        .collect();
+    // Time for the server to take the request and fill the socket buffer with its answer.
+    std::thread::sleep(Duration::from_millis(500));
+    std::fs::write(&go, b"").unwrap();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("the program did not exit within 60 s: a client that never reads blocks it");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    let mut err = String::new();
+    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
+    assert!(
+        status.success(),
+        "the traced program failed ({status}):\n{err}"
+    );
+    let v = values(&wait_line(&rx, "result ", Duration::from_secs(5)));
+    assert_eq!(v["written"] + v["discarded"], v["emitted"], "{v:?}");
+    assert_eq!(v["discarded"], 0, "{v:?}");
+    drop((stuck, idle));
+    let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&go);
+    assert!(
+        !Path::new(&path).exists(),
+        "the socket outlived the program"
+    );
+}
