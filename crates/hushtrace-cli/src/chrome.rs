@@ -252,15 +252,13 @@ pub fn convert_with<W: Write>(
             Kind::SpanEnd => st.depth -= 1,
             _ => {}
         }
-        let root = match ev.event.class.kind {
-            Kind::AsyncBegin | Kind::AsyncEnd => {
-                async_root(&mut async_roots, &ev, classes.get(&ev))
-            }
-            _ => None,
-        };
         let cj = match py.resolve(&ev) {
             Some((f, full)) => classes.get_py(&ev, f, full),
             None => classes.get(&ev),
+        };
+        let root = match ev.event.class.kind {
+            Kind::AsyncBegin | Kind::AsyncEnd => async_root(&mut async_roots, &ev, cj),
+            _ => None,
         };
         trace_event(&mut line, &ev, cj, &st.ids, ev.time_ns - t0, root.as_ref());
         write_separated(&mut out, &line, &mut first)?;

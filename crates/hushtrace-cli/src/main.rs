@@ -97,8 +97,8 @@ enum Cmd {
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
-        /// Chrome JSON: `ts` in microseconds since the first event of the trace instead of since
-        /// the Unix epoch (the default, absolute, lines up with other traces of the same clock).
+        /// Chrome JSON: `ts` in microseconds since the first event of the trace. Now always the
+        /// case (the absolute origin is in the file's `otherData`); accepted for compatibility.
         #[arg(long)]
         relative_time: bool,
     },

@@ -18,6 +18,8 @@
 //!   `tracing` itself costs (macro, dispatch, registry), the least any layer can reach.
 //! * `*_msg`: `tracing::info!(a, b, "a literal message")` through the no-op layer, the
 //!   hushtrace layer and tracing-chrome.
+//! * `*_child_span`: `info_span!("child", i).entered()` dropped inside an entered span (its
+//!   contextual parent, which the bridge records), through the no-op and the hushtrace layer.
 //! * `reads_*`: the same through `registry().with(ReadLayer)`, a layer that reads what any
 //!   recording layer must and records nothing: it visits the fields (into a visitor that
 //!   keeps nothing) and looks up a closing span's metadata in the registry.
@@ -153,6 +155,33 @@ fn floor_span(iters: u64) -> Duration {
     })
 }
 
+/// Like [`timed`], with a span entered around the batch: the spans `f` creates are its
+/// children (`tracing`'s contextual parent, the current span).
+fn timed_in_parent(d: &Dispatch, iters: u64, f: impl Fn(u64)) -> Duration {
+    tracing::dispatcher::with_default(d, || {
+        let _parent = tracing::info_span!("parent").entered();
+        let t = Instant::now();
+        for i in 0..iters {
+            f(i);
+        }
+        t.elapsed()
+    })
+}
+
+#[inline(never)]
+fn floor_child_span(iters: u64) -> Duration {
+    timed_in_parent(FLOOR.get().unwrap(), iters, |i| {
+        let _s = tracing::info_span!("child", i = black_box(i)).entered();
+    })
+}
+
+#[inline(never)]
+fn bridge_child_span(iters: u64) -> Duration {
+    timed_in_parent(BRIDGE.get().unwrap(), iters, |i| {
+        let _s = tracing::info_span!("child", i = black_box(i)).entered();
+    })
+}
+
 #[inline(never)]
 fn reads_event(iters: u64) -> Duration {
     timed(READS.get().unwrap(), iters, |i| {
@@ -207,7 +236,7 @@ fn chrome_span(iters: u64) -> Duration {
     })
 }
 
-const BENCHES: [(&str, &str, BenchFn); 14] = [
+const BENCHES: [(&str, &str, BenchFn); 16] = [
     ("native_event", "hushtrace event!, 2 x u64", native_event),
     (
         "floor_event",
@@ -269,6 +298,16 @@ const BENCHES: [(&str, &str, BenchFn); 14] = [
         "chrome_span",
         "tracing info_span!(i) enter+exit -> tracing-chrome",
         chrome_span,
+    ),
+    (
+        "floor_child_span",
+        "the same in an entered span -> no-op layer",
+        floor_child_span,
+    ),
+    (
+        "bridge_child_span",
+        "the same in an entered span -> hushtrace layer",
+        bridge_child_span,
     ),
 ];
 
@@ -332,6 +371,7 @@ fn print_table(batches: &[Vec<f64>]) {
         ("chrome_span", "floor_span"),
         ("bridge_span", "floor_span"),
         ("bridge_span", "reads_span"),
+        ("bridge_child_span", "floor_child_span"),
     ] {
         println!("  {a} / {b} = {:.1}", p10(a) / p10(b));
     }

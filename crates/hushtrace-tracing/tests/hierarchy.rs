@@ -185,6 +185,10 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
     assert_eq!(s["nested"], 2 * REQUESTS, "{s}");
     assert_eq!(s["unclosed"], 0, "{s}");
     let tracks = s["async_tracks"].as_u64().unwrap();
+    eprintln!(
+        "{tracks} async tracks for {REQUESTS} requests: {}",
+        s["lanes"]
+    );
     assert!(
         (1..=2 * CONCURRENT).contains(&tracks),
         "{tracks} async tracks for {REQUESTS} requests {CONCURRENT} at a time: {s}"
