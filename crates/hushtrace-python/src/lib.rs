@@ -340,8 +340,7 @@ fn event_slow(
 /// object) → group. The groups hold references to both strings, so a matching pair of
 /// addresses is that very pair of objects.
 type EventCacheSlot = (usize, usize, *const Group);
-static EVENT_CACHE: GilCell<[EventCacheSlot; 256]> =
-    GilCell::new([(0, 0, std::ptr::null()); 256]);
+static EVENT_CACHE: GilCell<[EventCacheSlot; 256]> = GilCell::new([(0, 0, std::ptr::null()); 256]);
 
 #[inline]
 fn event_slot(cat: usize, name: usize) -> usize {
@@ -694,6 +693,15 @@ fn _set_disable(obj: &Bound<'_, PyAny>) {
     unsafe { hook::set_disable(obj.as_ptr()) };
 }
 
+/// Installs or removes the frame evaluation function; returns false when another tool's is
+/// installed.
+#[cfg(not(Py_3_12))]
+#[pyfunction]
+fn _eval_frame(_py: Python<'_>, on: bool) -> bool {
+    // SAFETY: GIL held (the `Python` token).
+    unsafe { hook::set_eval_frame(on) }
+}
+
 #[cfg(not(Py_3_12))]
 #[pyfunction]
 fn _profile_all_threads(_py: Python<'_>, on: bool) {
@@ -743,6 +751,7 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.add("MONITORING", false)?;
         m.add_function(wrap_pyfunction!(_profile_all_threads, m)?)?;
+        m.add_function(wrap_pyfunction!(_eval_frame, m)?)?;
         add_fastcall(m, c"_profile_thread_bootstrap", hook::thread_bootstrap)?;
     }
     Ok(())
