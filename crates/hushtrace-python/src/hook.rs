@@ -290,7 +290,7 @@ mod evalframe {
         unsafe {
             let (code, globals) = code_and_globals(frame);
             match funcs::of_code_globals(code, globals) {
-                Some(f) if !f.excluded && !(f.generator && creates_generator(frame)) => {
+                Some(f) if !(f.excluded || f.generator && creates_generator(frame)) => {
                     enter(f);
                     let r = _PyEval_EvalFrameDefault(ts, frame, throwflag);
                     exit(f);
