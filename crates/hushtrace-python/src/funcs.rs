@@ -30,7 +30,9 @@ pub struct Func {
     pub id: u32,
     /// Not traced (`--include`/`--exclude`, or the tracer's own code).
     pub excluded: bool,
-    /// A generator, coroutine or async generator function (`co_flags`).
+    /// A generator, coroutine or async generator function (`co_flags`; read by the frame
+    /// evaluation function below 3.12).
+    #[cfg_attr(Py_3_12, allow(dead_code))]
     pub generator: bool,
     /// The definition epoch in which its `py:function` event was last written.
     emitted: Cell<u32>,
@@ -369,12 +371,19 @@ unsafe fn intern_code(
         std::ptr::null_mut(),
         std::ptr::null_mut(),
     );
-    // SAFETY: GIL held (caller); takes ownership of the pending exception, if any.
-    unsafe { ffi::PyErr_Fetch(&mut t, &mut v, &mut tb) };
+    // SAFETY: GIL held (caller); takes ownership of the pending exception, if any. (Fetch and
+    // Restore exist on every supported version; their 3.12 replacements do not on 3.9-3.11.)
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Fetch(&mut t, &mut v, &mut tb)
+    };
     // SAFETY: forwarded contract.
     let f = unsafe { intern_code_inner(code, idx, module) };
     // SAFETY: GIL held; gives the references back.
-    unsafe { ffi::PyErr_Restore(t, v, tb) };
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Restore(t, v, tb)
+    };
     f
 }
 
