@@ -41,6 +41,7 @@ def main():
     args = ap.parse_args()
     d = tempfile.mkdtemp(prefix="ht-fork-")
     hushtrace.start(d, subbuf_size=8 << 20, num_subbufs=4)
+    fork_times(5)  # warm-up: first forks fault in the interpreter's pages
     empty = fork_times(args.forks)
     for i in range(1_000_000):
         hushtrace.event("app", "e", i=i)

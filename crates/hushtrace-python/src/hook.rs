@@ -216,6 +216,117 @@ mod monitoring {
 }
 
 #[cfg(not(Py_3_12))]
+pub use evalframe::set_eval_frame;
+
+#[cfg(not(Py_3_12))]
+mod evalframe {
+    //! Below 3.12, without C calls: a PEP 523 frame evaluation function. CPython calls it for
+    //! every frame it evaluates — a call, and each resumption of a generator or coroutine —
+    //! on every thread; it records the begin, evaluates the frame with the default evaluator,
+    //! and records the end when the evaluation returns, yields or raises. Unlike the profile
+    //! hook, it makes CPython allocate no frame object per call. (Setting it turns off 3.11's
+    //! inlining of Python-to-Python calls, as the profile hook does.)
+    use super::*;
+    use std::ffi::c_void;
+    use std::os::raw::c_int;
+
+    type EvalFn =
+        unsafe extern "C" fn(*mut ffi::PyThreadState, *mut c_void, c_int) -> *mut ffi::PyObject;
+
+    extern "C" {
+        fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut ffi::PyInterpreterState, f: EvalFn);
+        fn _PyInterpreterState_GetEvalFrameFunc(interp: *mut ffi::PyInterpreterState) -> EvalFn;
+        fn _PyEval_EvalFrameDefault(
+            ts: *mut ffi::PyThreadState,
+            frame: *mut c_void,
+            throwflag: c_int,
+        ) -> *mut ffi::PyObject;
+    }
+
+    /// The code object and globals of the frame being evaluated (borrowed).
+    ///
+    /// # Safety
+    /// `frame` is the frame CPython passes to the evaluation function.
+    #[inline]
+    unsafe fn code_and_globals(frame: *mut c_void) -> (*mut ffi::PyObject, *mut ffi::PyObject) {
+        let words = frame as *mut *mut ffi::PyObject;
+        // SAFETY: 3.11's `_PyInterpreterFrame` starts with f_func, f_globals, f_builtins,
+        // f_locals, f_code; 3.9's and 3.10's `PyFrameObject` with the variable-size object
+        // header (3 words), f_back, f_code, f_builtins, f_globals.
+        unsafe {
+            #[cfg(Py_3_11)]
+            return (*words.add(4), *words.add(1));
+            #[cfg(not(Py_3_11))]
+            return (*words.add(4), *words.add(6));
+        }
+    }
+
+    /// Whether this evaluation of a generator-like function's frame only creates the generator
+    /// (3.11 runs the frame up to `RETURN_GENERATOR` on the calling thread's stack; the
+    /// generator's own frames are owned by it). Not a call to show: 3.12's `sys.monitoring`
+    /// does not report it either; the generator's first resumption is its first slice.
+    #[inline]
+    unsafe fn creates_generator(frame: *mut c_void) -> bool {
+        #[cfg(Py_3_11)]
+        {
+            const FRAME_OWNED_BY_GENERATOR: u8 = 1;
+            // SAFETY: 3.11's `_PyInterpreterFrame`: 8 pointers, `int stacktop`, `bool
+            // is_entry`, then `char owner` at byte 69.
+            unsafe { *(frame as *const u8).add(69) != FRAME_OWNED_BY_GENERATOR }
+        }
+        #[cfg(not(Py_3_11))]
+        {
+            let _ = frame;
+            false // 3.9 and 3.10 create generators without evaluating their frame
+        }
+    }
+
+    unsafe extern "C" fn eval(
+        ts: *mut ffi::PyThreadState,
+        frame: *mut c_void,
+        throwflag: c_int,
+    ) -> *mut ffi::PyObject {
+        // SAFETY: called by CPython with the GIL held and a live frame.
+        unsafe {
+            let (code, globals) = code_and_globals(frame);
+            match funcs::of_code_globals(code, globals) {
+                Some(f) if !(f.excluded || f.generator && creates_generator(frame)) => {
+                    enter(f);
+                    let r = _PyEval_EvalFrameDefault(ts, frame, throwflag);
+                    exit(f);
+                    r
+                }
+                _ => _PyEval_EvalFrameDefault(ts, frame, throwflag),
+            }
+        }
+    }
+
+    /// Installs (`on`) or removes the evaluation function; returns false when another one
+    /// (a debugger's, a JIT's) is installed: the caller uses the profile hook then.
+    ///
+    /// # Safety
+    /// The GIL is held.
+    pub unsafe fn set_eval_frame(on: bool) -> bool {
+        // SAFETY: GIL held (caller).
+        unsafe {
+            let interp = ffi::PyInterpreterState_Get();
+            let cur = _PyInterpreterState_GetEvalFrameFunc(interp);
+            let default: EvalFn = _PyEval_EvalFrameDefault;
+            let ours: EvalFn = eval;
+            if on {
+                if cur as usize != default as usize && cur as usize != ours as usize {
+                    return false;
+                }
+                _PyInterpreterState_SetEvalFrameFunc(interp, ours);
+            } else if cur as usize == ours as usize {
+                _PyInterpreterState_SetEvalFrameFunc(interp, default);
+            }
+            true
+        }
+    }
+}
+
+#[cfg(not(Py_3_12))]
 pub use profile::*;
 
 #[cfg(not(Py_3_12))]

@@ -693,6 +693,15 @@ fn _set_disable(obj: &Bound<'_, PyAny>) {
     unsafe { hook::set_disable(obj.as_ptr()) };
 }
 
+/// Installs or removes the frame evaluation function; returns false when another tool's is
+/// installed.
+#[cfg(not(Py_3_12))]
+#[pyfunction]
+fn _eval_frame(_py: Python<'_>, on: bool) -> bool {
+    // SAFETY: GIL held (the `Python` token).
+    unsafe { hook::set_eval_frame(on) }
+}
+
 #[cfg(not(Py_3_12))]
 #[pyfunction]
 fn _profile_all_threads(_py: Python<'_>, on: bool) {
@@ -742,6 +751,7 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.add("MONITORING", false)?;
         m.add_function(wrap_pyfunction!(_profile_all_threads, m)?)?;
+        m.add_function(wrap_pyfunction!(_eval_frame, m)?)?;
         add_fastcall(m, c"_profile_thread_bootstrap", hook::thread_bootstrap)?;
     }
     Ok(())

@@ -35,7 +35,7 @@ def write_script(tmp_path, text, name="prog.py"):
     return p
 
 
-def run_traced(tmp_path, text, args=(), run_args=(), check=True, timeout=120):
+def run_traced(tmp_path, text, args=(), run_args=(), check=True, timeout=600):
     """Runs `text` as a script under `python -m hushtrace run`; returns (trace dir, stdout)."""
     script = write_script(tmp_path, text)
     out = tmp_path / "trace"

@@ -1,8 +1,9 @@
 """Switching whole-program function tracing on and off.
 
-3.12+: ``sys.monitoring`` (PEP 669) with the extension's builtin callbacks; below 3.12: the C
-profile hook on every running thread plus a ``threading.setprofile`` bootstrap that installs
-it on threads started later. asyncio tasks become async slices (``py:task``) through a wrapper
+3.12+: ``sys.monitoring`` (PEP 669) with the extension's builtin callbacks; below 3.12: a
+PEP 523 frame evaluation function (interpreter-wide: every thread, also those started
+before), or with C calls the C profile hook on every running thread plus a
+``threading.setprofile`` bootstrap that installs it on threads started later. asyncio tasks become async slices (``py:task``) through a wrapper
 of ``BaseEventLoop.create_task``, installed when asyncio is (or gets) imported.
 """
 
@@ -14,6 +15,7 @@ from . import _hushtrace as _h
 
 _tool = None
 _active = False
+_eval = False  # below 3.12: the frame evaluation function is installed (else the profile hook)
 
 
 def _free_tool_id(mon):
@@ -24,7 +26,7 @@ def _free_tool_id(mon):
 
 
 def start(c_calls=False, include=(), exclude=(), max_depth=None):
-    global _tool, _active
+    global _tool, _active, _eval
     if _active:
         stop()
     _h._prepare_functions(c_calls, max_depth, list(include), list(exclude))
@@ -55,6 +57,8 @@ def start(c_calls=False, include=(), exclude=(), max_depth=None):
         mon.restart_events()
         mon.set_events(tool, mask)
         _tool = tool
+    elif not c_calls and _h._eval_frame(True):
+        _eval = True
     else:
         threading.setprofile(_h._profile_thread_bootstrap)
         _h._profile_all_threads(True)
@@ -63,7 +67,7 @@ def start(c_calls=False, include=(), exclude=(), max_depth=None):
 
 
 def stop():
-    global _tool, _active
+    global _tool, _active, _eval
     if not _active:
         return
     _active = False
@@ -77,6 +81,9 @@ def stop():
                 mon.register_callback(_tool, getattr(mon.events, name), None)
             mon.free_tool_id(_tool)
             _tool = None
+    elif _eval:
+        _h._eval_frame(False)
+        _eval = False
     else:
         threading.setprofile(None)
         _h._profile_all_threads(False)
