@@ -25,15 +25,21 @@ impl LocalU64 {
     pub(crate) fn get(&self) -> u64 {
         self.0.load(Ordering::Relaxed)
     }
-    pub(crate) fn set(&self, v: u64) {
+    /// # Safety
+    /// As in the normal build: the caller is the single writer.
+    pub(crate) unsafe fn set(&self, v: u64) {
         self.0.store(v, Ordering::Relaxed)
     }
-    pub(crate) fn cas(&self, old: u64, new: u64) -> bool {
+    /// # Safety
+    /// As in the normal build: the caller is the single writer.
+    pub(crate) unsafe fn cas(&self, old: u64, new: u64) -> bool {
         self.0
             .compare_exchange(old, new, Ordering::Relaxed, Ordering::Relaxed)
             .is_ok()
     }
-    pub(crate) fn add(&self, v: u64) {
+    /// # Safety
+    /// As in the normal build: the caller is the single writer.
+    pub(crate) unsafe fn add(&self, v: u64) {
         self.0.fetch_add(v, Ordering::Relaxed);
     }
 }

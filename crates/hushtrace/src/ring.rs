@@ -147,7 +147,12 @@ impl AtomicIdent {
     }
 }
 
-/// Producer-side state. See the module docs for who may touch it when.
+/// Producer-side state. See the module docs for who may touch it when: the thread holding a
+/// [`ProducerKey`] for the buffer (and signal handlers nesting on it), or the consumer
+/// (holding a [`ConsumerKey`]) once the buffer is quiescent (`finish`, `recycle`). Every
+/// mutation of its `LocalU64`s is in a method reached only from those (the private helpers
+/// `reserve_*`, `finalize`, `open_next` are called by key-taking methods), which is the
+/// single-writer argument their `unsafe` blocks cite.
 #[derive(Debug)]
 pub(crate) struct Producer {
     /// Reservation offset inside the open packet.
@@ -234,6 +239,72 @@ pub struct Buffer {
 unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
+
+/// The right to call a ring's producer methods: held by the thread a buffer is attached to
+/// (inside a tracepoint, or under the registry lock), by whoever prepares a buffer before it
+/// is published to its thread, and by the fork child handler for the forking thread's buffer.
+/// Zero-sized, neither `Send` nor `Sync`: a key stays on the thread that minted it, and only
+/// `unsafe` code can mint one ([`ProducerKey::new`]); the consumer never holds one. Minted only
+/// in the thread-side modules (`write.rs`, `state.rs`, `nosyscall.rs`; `ci/layers.py` checks).
+///
+/// A key names a role, not a buffer: it proves the caller is *a* producer, and the mint's
+/// `// SAFETY:` comment argues it is the producer of the buffer it is used on.
+#[derive(Clone, Copy, Debug)]
+pub struct ProducerKey(core::marker::PhantomData<*const ()>);
+
+impl ProducerKey {
+    /// Mints a producer key.
+    ///
+    /// # Safety
+    /// The caller uses the key only on a buffer it produces for: the one attached to the
+    /// calling thread while it is inside a tracepoint on it (`depth > 0`) or holds the
+    /// registry lock, a buffer not yet published to any thread, or, in a fork child, the
+    /// forking thread's own buffer.
+    #[inline(always)]
+    #[cfg(not(hushtrace_loom))]
+    pub(crate) const unsafe fn new() -> ProducerKey {
+        ProducerKey(core::marker::PhantomData)
+    }
+    /// Mints a producer key (the loom build's models play the thread).
+    ///
+    /// # Safety
+    /// As in the normal build: the caller is the buffer's producer.
+    #[cfg(hushtrace_loom)]
+    pub const unsafe fn new() -> ProducerKey {
+        ProducerKey(core::marker::PhantomData)
+    }
+}
+
+/// The right to call a ring's consumer methods (drain, finish, recycle, the live reads of the
+/// flush and the snapshot): held by the session's one consumer. Zero-sized and `Send` (it moves
+/// to the consumer thread with the consumer) but not `Sync`, so it is never shared between
+/// threads; only `unsafe` code can mint one ([`ConsumerKey::new`]). Minted only in the consumer
+/// module (`ci/layers.py` checks); producers never hold one.
+#[derive(Clone, Copy, Debug)]
+pub struct ConsumerKey(core::marker::PhantomData<core::cell::Cell<()>>);
+
+impl ConsumerKey {
+    /// Mints a consumer key.
+    ///
+    /// # Safety
+    /// The caller is the session's consumer: at most one thread uses consumer keys of a
+    /// session's buffers at a time (the consumer thread, or a stop running the final pass when
+    /// there is no consumer thread), and it uses the producer-side operations of `finish` and
+    /// `recycle` only on buffers that are quiescent (module docs).
+    #[inline(always)]
+    #[cfg(not(hushtrace_loom))]
+    pub(crate) const unsafe fn new() -> ConsumerKey {
+        ConsumerKey(core::marker::PhantomData)
+    }
+    /// Mints a consumer key (the loom build's models play the consumer).
+    ///
+    /// # Safety
+    /// As in the normal build: the caller is the buffer's one consumer.
+    #[cfg(hushtrace_loom)]
+    pub const unsafe fn new() -> ConsumerKey {
+        ConsumerKey(core::marker::PhantomData)
+    }
+}
 
 /// Outcome of [`Buffer::reserve_extended`].
 enum Extended {
@@ -373,7 +444,7 @@ impl Buffer {
     /// bytes are visible to a consumer that Acquire-loads it: on x86_64 the same `mov` as a
     /// relaxed store (it only keeps the compiler from sinking the event's stores below it).
     #[inline(always)]
-    pub fn mark_done(&self) {
+    pub fn mark_done(&self, _key: &ProducerKey) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(self.producer.off.get(), Ordering::Release);
     }
@@ -386,7 +457,7 @@ impl Buffer {
     }
 
     /// Consumer, clean stop: the ring was drained (nothing to recover from it).
-    pub fn mark_clean(&self) {
+    pub fn mark_clean(&self, _key: &ConsumerKey) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_CLEAN)
             .store(1, Ordering::Release);
     }
@@ -421,7 +492,7 @@ impl Buffer {
     /// owner before it enters no-syscall mode, or by a session start for such a thread before
     /// the buffer is published to it.
     /// Returns whether the ring is locked in memory.
-    pub fn prefault(&self) -> bool {
+    pub fn prefault(&self, _key: &ProducerKey) -> bool {
         // Every page is about to be resident anyway: huge pages cost no extra memory here and
         // save TLB misses on the real-time thread's write path.
         platform::advise_hugepages(self.mem, self.capacity());
@@ -442,7 +513,7 @@ impl Buffer {
     }
 
     /// Sets the identity used for the next packets (owner, or before publication).
-    pub fn set_ident(&self, ident: Ident) {
+    pub fn set_ident(&self, _key: &ProducerKey, ident: Ident) {
         self.producer.ident.set(ident);
     }
 
@@ -456,6 +527,7 @@ impl Buffer {
     #[inline(always)]
     pub fn reserve_event(
         &self,
+        _key: &ProducerKey,
         id: u16,
         body: usize,
         depth: u32,
@@ -500,7 +572,8 @@ impl Buffer {
                     Extended::Lost => continue,
                 }
             }
-            if p.off.cas(o, o + len) {
+            // SAFETY: producer side, single writer (`Producer` docs).
+            if unsafe { p.off.cas(o, o + len) } {
                 // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside
                 // the open slot, and ours (the compare-and-swap reserved them).
                 let dst = unsafe { self.reserved(o, ts) };
@@ -523,7 +596,8 @@ impl Buffer {
         if o + len > end {
             return Extended::Full;
         }
-        if !self.producer.off.cas(o, o + len) {
+        // SAFETY: producer side, single writer (`Producer` docs).
+        if !unsafe { self.producer.off.cas(o, o + len) } {
             return Extended::Lost;
         }
         // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside the open
@@ -546,8 +620,11 @@ impl Buffer {
         let p = &*self.producer;
         // `ts` is now the stream's newest timestamp; a handler that nests from here on reads
         // an older `last_ts` (see its docs).
-        p.last_ts.set(ts);
-        p.events.add(1);
+        // SAFETY: producer side, single writer (`Producer` docs).
+        unsafe {
+            p.last_ts.set(ts);
+            p.events.add(1);
+        }
         // The caller writes the event's bytes into the open slot.
         #[cfg(hushtrace_loom)]
         self.touch_slot(
@@ -572,7 +649,8 @@ impl Buffer {
         // A nested (signal-handler) event must not switch packets under the interrupted one;
         // an event too large for an empty packet (with either header) is dropped.
         if depth > 1 || EXTENDED_HEADER_LEN + body > self.subbuf_size - PACKET_HEADER_LEN {
-            p.discarded.add(1);
+            // SAFETY: producer side, single writer (`Producer` docs).
+            unsafe { p.discarded.add(1) };
             self.mirror_discarded();
             return Err(Full::Dropped);
         }
@@ -597,7 +675,8 @@ impl Buffer {
             }
         }
         if r.is_err() {
-            p.discarded.add(1);
+            // SAFETY: producer side, single writer (`Producer` docs).
+            unsafe { p.discarded.add(1) };
             self.mirror_discarded();
         }
         // Wake the consumer (discard mode only: an attached overwrite-mode ring is read only
@@ -682,10 +761,13 @@ impl Buffer {
             put_u64(base, OFF_PTHREAD_ID, id.pthread);
         }
         p.base.set(base);
-        p.off.set(PACKET_HEADER_LEN as u64);
-        // The packet's first event is relative to its begin time.
-        p.last_ts.set(ts_begin);
-        p.events.set(0);
+        // SAFETY: producer side, single writer (`Producer` docs).
+        unsafe {
+            p.off.set(PACKET_HEADER_LEN as u64);
+            // The packet's first event is relative to its begin time.
+            p.last_ts.set(ts_begin);
+            p.events.set(0);
+        }
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(0, Ordering::Relaxed);
         // Release, after `done = 0` and the header: a consumer that Acquire-loads this
@@ -701,7 +783,7 @@ impl Buffer {
 
     /// Calls `write` for every packet ready for the consumer (in order) and releases each slot
     /// after it. Discard mode only while attached. Consumer thread only.
-    pub fn drain(&self, mut write: impl FnMut(&[u8], u64)) {
+    pub fn drain(&self, _key: &ConsumerKey, mut write: impl FnMut(&[u8], u64)) {
         while let Some(c) = self.handover.ready() {
             let slot = (c % self.num_subbufs as u64) as usize;
             let m = &self.meta[slot];
@@ -723,7 +805,7 @@ impl Buffer {
     /// packet, and an empty trailing packet when events were discarded after the last one (so the
     /// final discarded count is in the trace). In overwrite mode, only the newest `n` packets
     /// exist. Caller: the consumer, after the buffer became quiescent.
-    pub fn finish(&self, mut write: impl FnMut(&[u8], u64)) {
+    pub fn finish(&self, key: &ConsumerKey, mut write: impl FnMut(&[u8], u64)) {
         let p = &*self.producer;
         let n = self.num_subbufs as u64;
         if self.mode == Mode::Overwrite {
@@ -732,7 +814,7 @@ impl Buffer {
             let oldest = self.handover.committed().saturating_sub(n - open_slot_lost);
             self.handover.skip_to(oldest);
         }
-        self.drain(&mut write);
+        self.drain(key, &mut write);
         let now = clock::cycles_or_fallback();
         if p.open.get() {
             if p.events.get() > 0 || p.discarded.get() != p.discarded_reported.get() {
@@ -744,12 +826,13 @@ impl Buffer {
         } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(&|| now) {
             self.finalize(&clock::cycles_or_fallback);
         }
-        self.drain(&mut write);
+        self.drain(key, &mut write);
     }
 
     /// Counts one event dropped before reaching the ring (owner only, signal-safe).
-    pub fn count_dropped(&self) {
-        self.producer.discarded.add(1);
+    pub fn count_dropped(&self, _key: &ProducerKey) {
+        // SAFETY: the key holder is the producer, the single writer.
+        unsafe { self.producer.discarded.add(1) };
         self.mirror_discarded();
     }
 
@@ -760,18 +843,19 @@ impl Buffer {
 
     /// Prepares a drained buffer for another thread: the stream (sequence numbers, cumulative
     /// discarded count) continues, so readers see one well-formed stream.
-    pub fn recycle(&self) {
+    pub fn recycle(&self, _key: &ConsumerKey) {
         let p = &*self.producer;
         p.open.set(false);
         p.end.set(0);
-        p.off.set(0);
+        // SAFETY: the consumer (key) recycles a drained, quiescent buffer: the single writer.
+        unsafe { p.off.set(0) };
         self.state.store(BufState::Pooled, Ordering::Release);
     }
 
     /// O(`num_subbufs`) reset of the forking thread's buffer in the child of a `fork()`: the
     /// inherited packets belong to the parent, which writes them; the child starts a new, empty
     /// stream. Only stores: async-signal-safe.
-    pub fn reset_after_fork(&self, uuid: [u8; 16], ident: Ident) {
+    pub fn reset_after_fork(&self, _key: &ProducerKey, uuid: [u8; 16], ident: Ident) {
         if self.file_backed {
             // The parent's ring file was not inherited (MADV_DONTFORK): put private memory at
             // the same address so this thread keeps a ring of its own (not crash-persistent).
@@ -783,10 +867,13 @@ impl Buffer {
             }
         }
         let p = &*self.producer;
-        p.off.set(0);
-        p.last_ts.set(0);
-        p.events.set(0);
-        p.discarded.set(0);
+        // SAFETY: the fork child's only thread, the buffer's producer (key): the single writer.
+        unsafe {
+            p.off.set(0);
+            p.last_ts.set(0);
+            p.events.set(0);
+            p.discarded.set(0);
+        }
         p.overwritten.set(0);
         p.end.set(0);
         p.open.set(false);
@@ -839,14 +926,22 @@ unsafe fn put_u32(base: *mut u8, off: usize, v: u32) {
 mod tests {
     use super::*;
 
+    // SAFETY: each test is the only producer and consumer of its buffers (one thread).
+    const PK: &ProducerKey = &unsafe { ProducerKey::new() };
+    // SAFETY: as above.
+    const CK: &ConsumerKey = &unsafe { ConsumerKey::new() };
+
     fn buf(mode: Mode) -> Buffer {
         let b = Buffer::new(4096, 4, mode, 7, [9; 16]).unwrap();
-        b.set_ident(Ident {
-            vpid: 1,
-            vtid: 2,
-            procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-            pthread: 3,
-        });
+        b.set_ident(
+            PK,
+            Ident {
+                vpid: 1,
+                vtid: 2,
+                procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+                pthread: 3,
+            },
+        );
         b
     }
 
@@ -856,7 +951,7 @@ mod tests {
     fn write_n(b: &Buffer, n: u64) -> u64 {
         let mut ok = 0;
         for i in 0..n {
-            if let Ok(ptr) = b.reserve_event(1, 8, 1, || i, || {}) {
+            if let Ok(ptr) = b.reserve_event(PK, 1, 8, 1, || i, || {}) {
                 // SAFETY: 8 bytes of fields reserved.
                 unsafe { put_u64(ptr, 0, i) };
                 ok += 1;
@@ -876,9 +971,9 @@ mod tests {
             );
         };
         if finish {
-            b.finish(&mut f)
+            b.finish(CK, &mut f)
         } else {
-            b.drain(&mut f)
+            b.drain(CK, &mut f)
         }
         out
     }
@@ -928,14 +1023,14 @@ mod tests {
             // Third clock read: inside the fresh packet's reservation (after the old packet's
             // end and the new one's begin timestamps).
             if calls.get() == 3 {
-                while b.reserve_event(1, 8, 2, || 9, || {}).is_ok() {
+                while b.reserve_event(PK, 1, 8, 2, || 9, || {}).is_ok() {
                     nested.set(nested.get() + 1);
                 }
             }
             9
         };
         assert!(
-            b.reserve_event(1, 8, 1, now, || {}).is_ok(),
+            b.reserve_event(PK, 1, 8, 1, now, || {}).is_ok(),
             "interrupted event dropped"
         );
         assert_eq!(nested.get(), per_packet);
@@ -978,7 +1073,7 @@ mod tests {
             let now = || {
                 if interrupt.replace(false) {
                     for h in 1..=2 {
-                        let p = b.reserve_event(254, 8, 2, || ts + h, || {}).unwrap();
+                        let p = b.reserve_event(PK, 254, 8, 2, || ts + h, || {}).unwrap();
                         // SAFETY: 8 bytes of fields reserved.
                         unsafe { put_u64(p, 0, ts + h) };
                         expect.borrow_mut().push((254, ts + h));
@@ -989,7 +1084,7 @@ mod tests {
                 }
                 clock.get()
             };
-            let p = b.reserve_event(id, 8, 1, now, || {}).unwrap();
+            let p = b.reserve_event(PK, id, 8, 1, now, || {}).unwrap();
             // SAFETY: 8 bytes of fields reserved.
             unsafe { put_u64(p, 0, clock.get()) };
             expect.borrow_mut().push((id, clock.get()));
@@ -998,7 +1093,7 @@ mod tests {
         assert_eq!(expect.len(), want.len() + 2);
         let mut got = vec![];
         let mut headers = vec![];
-        b.finish(|bytes, _| {
+        b.finish(CK, |bytes, _| {
             let mut clock = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
             let mut off = PACKET_HEADER_LEN;
             while off < bytes.len() {

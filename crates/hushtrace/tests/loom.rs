@@ -19,7 +19,7 @@
 #![cfg(hushtrace_loom)]
 
 use hushtrace::handover::Handover;
-use hushtrace::ring::{BufState, Buffer, Ident, Mode};
+use hushtrace::ring::{BufState, Buffer, ConsumerKey, Ident, Mode, ProducerKey};
 use hushtrace_ctf::layout::{
     parse_event_header, read_u32, read_u64, COMPACT_HEADER_LEN, OFF_CONTENT_SIZE,
     OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_TIMESTAMP_BEGIN, OFF_VTID, PACKET_HEADER_LEN,
@@ -27,6 +27,12 @@ use hushtrace_ctf::layout::{
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use loom::sync::Arc;
+
+// SAFETY: in every model, the thread that calls producer methods on a buffer is the one the
+// model attaches it to (or the consumer after quiescence), and one thread plays the consumer.
+const PK: &ProducerKey = &unsafe { ProducerKey::new() };
+// SAFETY: as above.
+const CK: &ConsumerKey = &unsafe { ConsumerKey::new() };
 
 struct Ring {
     h: Handover,
@@ -101,7 +107,7 @@ fn model(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
 
 fn ring(mode: Mode, vtid: u32) -> Arc<Buffer> {
     let b = Buffer::new(SUBBUF, SLOTS, mode, 0, [7; 16]).expect("heap ring");
-    b.set_ident(ident(vtid));
+    b.set_ident(PK, ident(vtid));
     Arc::new(b)
 }
 
@@ -116,7 +122,7 @@ fn ident(vtid: u32) -> Ident {
 /// One event at nesting depth 1 (the thread itself, not a signal handler), carrying `n`.
 /// Returns whether it was written (otherwise it was dropped and counted).
 fn event(b: &Buffer, n: u64) -> bool {
-    match b.reserve_event(3, 8, 1, || n, || {}) {
+    match b.reserve_event(PK, 3, 8, 1, || n, || {}) {
         Ok(dst) => {
             // SAFETY: `reserve_event` wrote the header and returned 8 writable bytes at `dst`.
             unsafe { (dst as *mut [u8; 8]).write_unaligned(n.to_le_bytes()) };
@@ -202,11 +208,11 @@ fn discard_mode_consumer_reads_every_committed_event_once() {
         };
         let mut read = Vec::new();
         for _ in 0..3 {
-            b.drain(read_into(&mut read));
+            b.drain(CK, read_into(&mut read));
             loom::thread::yield_now();
         }
         let written = producer.join().unwrap();
-        b.finish(read_into(&mut read));
+        b.finish(CK, read_into(&mut read));
         assert_eq!(
             payloads(&read),
             written,
@@ -245,7 +251,7 @@ fn overwrite_mode_finish_keeps_the_newest_packets() {
             loom::thread::yield_now();
         }
         let mut read = Vec::new();
-        b.finish(read_into(&mut read));
+        b.finish(CK, read_into(&mut read));
         assert_eq!(seqs(&read), vec![2, 3], "the newest packets, contiguous");
         assert_eq!(payloads(&read), vec![4, 5, 6]);
         assert_eq!(b.lost(), 4, "packets 0 and 1 overwritten");
@@ -317,7 +323,7 @@ fn stop_detaches_waits_for_quiescence_and_finishes() {
             loom::thread::yield_now();
         }
         let mut read = Vec::new();
-        b.finish(read_into(&mut read));
+        b.finish(CK, read_into(&mut read));
         let written = producer.join().unwrap();
         assert_eq!(
             payloads(&read),
@@ -358,7 +364,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
                 if b.state
                     .transition(BufState::Pooled, BufState::Attached, Ordering::Acquire)
                 {
-                    b.set_ident(ident(2));
+                    b.set_ident(PK, ident(2));
                     for n in 10..13 {
                         assert!(event(&b, n));
                     }
@@ -372,8 +378,8 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
         while b.state.load(Ordering::Acquire) != BufState::Exited {
             loom::thread::yield_now();
         }
-        b.finish(read_into(&mut read));
-        b.recycle();
+        b.finish(CK, read_into(&mut read));
+        b.recycle(CK);
         let attached = loop {
             if b.state.load(Ordering::Acquire) == BufState::Exited {
                 break true;
@@ -384,7 +390,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
             loom::thread::yield_now();
         };
         if attached {
-            b.finish(read_into(&mut read));
+            b.finish(CK, read_into(&mut read));
             assert_eq!(seqs(&read), vec![0, 1, 2, 3], "the stream continues");
             assert_eq!(
                 read.iter().map(|p| p.vtid).collect::<Vec<_>>(),

@@ -14,7 +14,7 @@
 //! appends behind `d` and, when it finalizes, rewrites header fields (end time, sizes,
 //! discarded count), which is why the header is copied with atomic byte loads.
 
-use super::Buffer;
+use super::{Buffer, ConsumerKey};
 use hushtrace_ctf::layout::{read_u64, OFF_PACKET_SEQ_NUM, PACKET_HEADER_LEN};
 use hushtrace_ctf::ringfile::{OFF_DONE, OFF_OPEN_SEQ};
 use std::sync::atomic::{AtomicU8, Ordering};
@@ -34,7 +34,7 @@ impl Buffer {
     /// Consumer thread, discard mode, buffer attached: the open packet's complete events, or
     /// `None` when no packet is open, none is complete, or the producer moved on meanwhile
     /// (try again later). The slice stays valid until the consumer drains that packet.
-    pub(crate) fn open_packet(&self) -> Option<OpenPacket<'_>> {
+    pub(crate) fn open_packet(&self, _key: &ConsumerKey) -> Option<OpenPacket<'_>> {
         let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
         let done = self.hdr_word(OFF_DONE).load(Ordering::Acquire) as usize;
         let s2 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);

@@ -14,7 +14,7 @@
 //! that is dropped (seqlock style), and so is one whose header names another packet.
 //! No system call, no request to the producer, no waiting.
 
-use super::{Buffer, Ident};
+use super::{Buffer, ConsumerKey, Ident, ProducerKey};
 use hushtrace_ctf::layout::{
     read_u64, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE,
     OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN,
@@ -31,7 +31,12 @@ impl Buffer {
 
     /// Consumer: records in the ring header what the flush of idle threads did to this stream
     /// (packets added, the packet shipped in part), for crash recovery.
-    pub(crate) fn set_flush_state(&self, extra: u64, partial: Option<(u64, u64, u64)>) {
+    pub(crate) fn set_flush_state(
+        &self,
+        _key: &ConsumerKey,
+        extra: u64,
+        partial: Option<(u64, u64, u64)>,
+    ) {
         use hushtrace_ctf::ringfile::{
             OFF_FLUSH_EXTRA, OFF_FLUSH_OFF, OFF_FLUSH_SEQ, OFF_FLUSH_TS,
         };
@@ -46,7 +51,7 @@ impl Buffer {
     /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
     /// packet now if it holds events, so a snapshot requested by this thread includes its
     /// newest events. No system call (the consumer is not woken).
-    pub(crate) fn close_open_packet(&self, now: impl Fn() -> u64) {
+    pub(crate) fn close_open_packet(&self, _key: &ProducerKey, now: impl Fn() -> u64) {
         let p = &*self.producer;
         if p.open.get() && p.events.get() > 0 {
             self.finalize(&now);
@@ -59,7 +64,12 @@ impl Buffer {
     /// first, with its event count, then with the complete events of the open packet as a
     /// packet of their own (module docs; `desc` gives the events' sizes). When the producer
     /// is switching packets at every try (a few), the open packet is left out.
-    pub(crate) fn copy_newest(&self, desc: &TraceDesc, mut write: impl FnMut(&[u8], u64)) {
+    pub(crate) fn copy_newest(
+        &self,
+        _key: &ConsumerKey,
+        desc: &TraceDesc,
+        mut write: impl FnMut(&[u8], u64),
+    ) {
         let mut copy = vec![0u8; self.subbuf_size];
         for _ in 0..8 {
             let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
