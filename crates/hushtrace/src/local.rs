@@ -8,6 +8,7 @@
 //! (interrupts and signals arrive between instructions) at the cost of an ordinary instruction,
 //! the trick LTTng-UST's per-CPU buffers use with `cmpxchg_local`; elsewhere (and under Miri)
 //! relaxed atomics, which are correct but slower.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 #[cfg(not(hushtrace_loom))]
 use crate::platform;
@@ -92,6 +93,7 @@ impl LocalU64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests, not the hot path
 mod tests {
     use super::LocalU64;
     use std::cell::Cell;

@@ -1,4 +1,5 @@
 //! The public no-syscall API for real-time threads, and thread preparation.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::config::{Error, Policy};
 use crate::consumer;
@@ -147,6 +148,7 @@ fn enter_no_syscall(strict: bool) -> Result<(), Error> {
 }
 
 /// The error for a ring of `bytes` that `mlock` refused, naming `RLIMIT_MEMLOCK`.
+#[allow(clippy::disallowed_methods)] // formats an error: the API, not a tracepoint
 pub(crate) fn memlock_error(bytes: usize) -> Option<Error> {
     let limit = platform::memlock_limit()?;
     Some(Error::Config {

@@ -23,28 +23,38 @@
 //!   session stopped: see `session.rs`), with the hand-over ordered by the buffer `state`
 //!   ([`BufState`]).
 //!
+//! # Who may call what
+//! Producer methods take a [`ProducerKey`], consumer methods a [`ConsumerKey`]: zero-sized
+//! capabilities that only `unsafe` code mints (the thread-side modules and the consumer,
+//! checked by `ci/layers.py`), so neither side can call the other's methods by accident.
+//! Read-only accessors (`lost`, `ident`, `state`) need no key.
+//!
 //! # Model checking
-//! Every atomic here (the hand-over, `state`, `meta`, the relaxed and local producer fields)
-//! comes from [`crate::primitive`], so under `--cfg hushtrace_loom` this code runs on loom's
-//! atomics and on heap memory (the platform fallback), and `tests/loom.rs` model-checks the
-//! life cycle: reservation and packet switches against a draining consumer, the overwrite-mode
-//! finish, the stop's detach and quiescence, and thread exit with recycling. Loom cannot see
-//! the raw packet memory, so in that build every write and read of a slot's bytes also touches
-//! a per-slot `loom::cell::UnsafeCell` (`slot_cells`), and loom's race detector reports a slot
-//! read while it may be written. The module is `pub` (and `doc(hidden)`) only in that build.
+//! Every atomic here (the hand-over, `state`, `meta`, the header-page words of the flush and
+//! snapshot protocols, their fences, the relaxed and local producer fields) comes from
+//! [`crate::primitive`], so under `--cfg hushtrace_loom` this code runs on loom's atomics and
+//! on heap memory (the platform fallback), and `tests/loom.rs` model-checks the life cycle:
+//! reservation and packet switches against a draining consumer, the overwrite-mode finish, the
+//! stop's detach and quiescence, thread exit with recycling, the flush's read of the open
+//! packet and the snapshot of a live ring. Loom cannot see the raw packet memory, so in that
+//! build every write and read of a slot's bytes also touches loom `UnsafeCell`s, one per 4
+//! bytes (`cells`), and loom's race detector reports bytes read while they may be written or
+//! before their write is visible. The module is `pub` (and `doc(hidden)`) only in that build.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 mod flush;
 mod snapshot;
+#[cfg(hushtrace_loom)]
+pub use flush::OpenPacket;
 
 use crate::clock;
 use crate::handover::Handover;
 use crate::local::LocalU64;
 use crate::platform;
-use crate::primitive::{AtomicU64, AtomicU8, Ordering};
+use crate::primitive::{compiler_fence, AtomicU64, AtomicU8, Ordering};
 use crate::relaxed::{Relaxed16, RelaxedBool, RelaxedPtr, RelaxedU64};
 use crossbeam_utils::CachePadded;
 use hushtrace_ctf::layout::*;
-use std::sync::atomic::compiler_fence;
 
 pub use hushtrace_core::Mode;
 
@@ -224,10 +234,15 @@ pub struct Buffer {
     /// Stream instance id: names the stream file.
     pub instance: u64,
     locked: RelaxedBool,
-    /// Loom build only: one cell per slot, accessed wherever the code writes or reads the
-    /// slot's bytes, so loom's race detector sees the packet memory (module docs).
+    /// Loom build only: one cell per `CELL` bytes of every slot, accessed wherever the code
+    /// writes or reads those bytes, so loom's race detector sees the packet memory (module
+    /// docs).
     #[cfg(hushtrace_loom)]
-    slot_cells: Box<[loom::cell::UnsafeCell<()>]>,
+    cells: Box<[loom::cell::UnsafeCell<()>]>,
+    /// Loom build only: the words of the ring header page from `HDR_WORDS_FROM` on (`done`,
+    /// `open_seq`, `consumed`, the flush words, ...), as loom atomics.
+    #[cfg(hushtrace_loom)]
+    hdr_words: Box<[AtomicU64]>,
 }
 
 // SAFETY: the only non-thread-safe field is `mem`, a mapping the buffer owns: a slot's bytes
@@ -408,18 +423,32 @@ impl Buffer {
             instance,
             locked: RelaxedBool::new(false),
             #[cfg(hushtrace_loom)]
-            slot_cells: (0..num_subbufs)
+            cells: (0..num_subbufs * subbuf_size.div_ceil(CELL))
                 .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
+            #[cfg(hushtrace_loom)]
+            hdr_words: (HDR_WORDS_FROM..=HDR_WORDS_TO)
+                .step_by(8)
+                .map(|_| AtomicU64::new(0))
                 .collect(),
         }
     }
 
-    /// A word of the ring header page, as a relaxed atomic.
+    /// A word of the ring header page, as an atomic of [`crate::primitive`].
+    #[cfg(not(hushtrace_loom))]
     #[inline(always)]
-    fn hdr_word(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
+    fn hdr_word(&self, off: usize) -> &AtomicU64 {
         // SAFETY: `off` is one of the ring file's 8-aligned header offsets, inside the header
-        // page (page-aligned, so the word is 8-aligned); the page lives as long as `self`.
-        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.hdr.add(off) as *mut u64) }
+        // page (page-aligned, so the word is 8-aligned); the page lives as long as `self` and
+        // its words are only accessed atomically (`recover` reads the file after the process).
+        unsafe { crate::primitive::atomic_u64_at(self.hdr.add(off) as *mut u64) }
+    }
+
+    /// Loom build: the header word at `off`, a loom atomic of this buffer (`hdr_words`), so
+    /// the flush and snapshot protocols are model-checked.
+    #[cfg(hushtrace_loom)]
+    fn hdr_word(&self, off: usize) -> &AtomicU64 {
+        &self.hdr_words[(off - HDR_WORDS_FROM) / 8]
     }
 
     /// Writes the fixed part of the ring header (geometry, identity).
@@ -470,15 +499,20 @@ impl Buffer {
         }
     }
 
-    /// Loom build only: tells loom's race detector that the producer side writes the bytes of
-    /// `slot` (or, with `write == false`, that the consumer reads them). Panics (failing the
-    /// model) if the access can be concurrent with a conflicting one.
+    /// Loom build only: tells loom's race detector that the producer side writes the bytes
+    /// `off .. off + len` of `slot` (or, with `write == false`, that the consumer reads them),
+    /// in cells of `CELL` bytes. Panics (failing the model) if the access can be concurrent
+    /// with a conflicting one, e.g. a read of bytes whose write does not happen-before it.
     #[cfg(hushtrace_loom)]
-    fn touch_slot(&self, slot: usize, write: bool) {
-        if write {
-            self.slot_cells[slot].with_mut(|_| ());
-        } else {
-            self.slot_cells[slot].with(|_| ());
+    pub(crate) fn touch(&self, slot: usize, off: usize, len: usize, write: bool) {
+        let per_slot = self.subbuf_size.div_ceil(CELL);
+        for c in off / CELL..(off + len).div_ceil(CELL) {
+            let cell = &self.cells[slot * per_slot + c];
+            if write {
+                cell.with_mut(|_| ());
+            } else {
+                cell.with(|_| ());
+            }
         }
     }
 
@@ -502,8 +536,7 @@ impl Buffer {
             // SAFETY: `i < capacity`, inside our mapping, and a byte is always a valid AtomicU8.
             // An atomic add of 0 writes the page (faulting it in, breaking copy-on-write) without
             // changing any byte, so packets being written or read stay intact.
-            unsafe { std::sync::atomic::AtomicU8::from_ptr(self.mem.add(i)) }
-                .fetch_add(0, Ordering::Relaxed);
+            unsafe { crate::primitive::touch_byte(self.mem.add(i)) };
             i += page;
         }
         if !self.locked.get() && platform::mlock(self.mem, self.capacity()).is_ok() {
@@ -576,7 +609,7 @@ impl Buffer {
             if unsafe { p.off.cas(o, o + len) } {
                 // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside
                 // the open slot, and ours (the compare-and-swap reserved them).
-                let dst = unsafe { self.reserved(o, ts) };
+                let dst = unsafe { self.reserved(o, len, ts) };
                 // SAFETY: as above; the header is the first COMPACT_HEADER_LEN of them.
                 unsafe {
                     put_u32(dst, 0, compact_word(id, ts));
@@ -602,7 +635,7 @@ impl Buffer {
         }
         // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside the open
         // slot, and ours (the compare-and-swap reserved them).
-        let dst = unsafe { self.reserved(o, ts) };
+        let dst = unsafe { self.reserved(o, len, ts) };
         // SAFETY: as above; the header is the first EXTENDED_HEADER_LEN of them.
         unsafe {
             (dst as *mut [u8; EXTENDED_HEADER_LEN]).write_unaligned(extended_header(id, ts));
@@ -616,7 +649,7 @@ impl Buffer {
     /// # Safety
     /// The caller reserved bytes at offset `o` of the open packet with the compare-and-swap.
     #[inline(always)]
-    unsafe fn reserved(&self, o: u64, ts: u64) -> *mut u8 {
+    unsafe fn reserved(&self, o: u64, _len: u64, ts: u64) -> *mut u8 {
         let p = &*self.producer;
         // `ts` is now the stream's newest timestamp; a handler that nests from here on reads
         // an older `last_ts` (see its docs).
@@ -627,8 +660,10 @@ impl Buffer {
         }
         // The caller writes the event's bytes into the open slot.
         #[cfg(hushtrace_loom)]
-        self.touch_slot(
+        self.touch(
             (p.base.get() as usize - self.mem as usize) / self.subbuf_size,
+            o as usize,
+            _len as usize,
             true,
         );
         // SAFETY: the caller reserved offset `o` of the open slot `base`.
@@ -703,7 +738,12 @@ impl Buffer {
         let events = p.events.get();
         let ts_end = now();
         #[cfg(hushtrace_loom)]
-        self.touch_slot((seq % self.num_subbufs as u64) as usize, true);
+        self.touch(
+            (seq % self.num_subbufs as u64) as usize,
+            0,
+            PACKET_HEADER_LEN,
+            true,
+        );
         // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
         // producer until the hand-over below.
         unsafe {
@@ -744,7 +784,7 @@ impl Buffer {
         let base = unsafe { self.mem.add(slot * self.subbuf_size) };
         let id = p.ident.get();
         #[cfg(hushtrace_loom)]
-        self.touch_slot(slot, true);
+        self.touch(slot, 0, PACKET_HEADER_LEN, true);
         // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long.
         unsafe {
             put_u32(base, OFF_MAGIC, MAGIC);
@@ -789,7 +829,7 @@ impl Buffer {
             let m = &self.meta[slot];
             let len = m.len.load(Ordering::Relaxed) as usize;
             #[cfg(hushtrace_loom)]
-            self.touch_slot(slot, false);
+            self.touch(slot, 0, len, false);
             // SAFETY: packet `c` is committed and not yet consumed, so the producer does not
             // touch its slot; `len <= subbuf_size` (set by `finalize`).
             let bytes =
@@ -906,6 +946,16 @@ impl Drop for Buffer {
 /// Bytes of the ring header page before the slots.
 const RING_HEADER_LEN: usize = hushtrace_ctf::ringfile::HEADER_LEN;
 
+/// Loom build: the header words kept as loom atomics, `OFF_DONE ..= OFF_CLEAN`.
+#[cfg(hushtrace_loom)]
+const HDR_WORDS_FROM: usize = hushtrace_ctf::ringfile::OFF_DONE;
+#[cfg(hushtrace_loom)]
+const HDR_WORDS_TO: usize = hushtrace_ctf::ringfile::OFF_CLEAN;
+/// Loom build: bytes of packet memory per race-detector cell. Events in the models are
+/// multiples of 4 bytes from a 4-aligned packet header, so no cell holds two events.
+#[cfg(hushtrace_loom)]
+const CELL: usize = 4;
+
 /// # Safety
 /// `base + off .. base + off + 8` must be writable.
 #[inline(always)]
@@ -923,6 +973,7 @@ unsafe fn put_u32(base: *mut u8, off: usize, v: u32) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests, not the hot path
 mod tests {
     use super::*;
 

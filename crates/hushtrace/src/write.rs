@@ -1,5 +1,6 @@
 //! The tracepoint write path: from a callsite hit to bytes in the calling thread's ring. No
 //! lock, no allocation, and no system call on a thread in no-syscall mode.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::clock;
 use crate::config::Policy;
