@@ -79,13 +79,84 @@ def layers_of(deps):
     return level
 
 
+RUNTIME = pathlib.Path("crates/hushtrace/src")
+ROW = re.compile(r"^\|\s*(\d+)\s*\|\s*`([a-z_][a-z0-9_]*)`\s*\|")
+# Where the ring's keys may be minted (module names of crates/hushtrace/src).
+MINTS = {
+    "ProducerKey::new": {"write", "state", "nosyscall", "thread", "ctx"},
+    "ConsumerKey::new": {"consumer"},
+}
+
+
+def documented_layers(doc):
+    """{module: layer} from the runtime's layer table in ARCHITECTURE.md."""
+    text = doc.read_text()
+    start = text.find("## Layers of the runtime")
+    if start < 0:
+        return None
+    end = text.find("\n## ", start + 1)
+    table = {}
+    for line in text[start:end if end > 0 else None].splitlines():
+        m = ROW.match(line)
+        if m:
+            table[m.group(2)] = int(m.group(1))
+    return table
+
+
+def check_doc(deps, level, doc):
+    """Problems between the code's layers and ARCHITECTURE.md's table."""
+    table = documented_layers(doc)
+    if table is None:
+        return [f"{doc}: no '## Layers of the runtime' section"]
+    problems = []
+    for m in sorted(set(level) - set(table)):
+        problems.append(f"module `{m}` (layer {level[m]}) is missing from the table")
+    for m in sorted(set(table) - set(level)):
+        problems.append(f"the table names `{m}`, which is not a module of {RUNTIME}")
+    for m in sorted(set(table) & set(level)):
+        if table[m] != level[m]:
+            up = max(deps[m], key=lambda d: level[d], default=None)
+            why = f" (it imports `{up}`, layer {level[up]})" if up else " (it imports nothing)"
+            problems.append(f"`{m}` is at layer {table[m]} in the table, {level[m]} in the code{why}")
+    return problems
+
+
+def strip_comments(text):
+    return "\n".join(l for l in text.splitlines() if not l.lstrip().startswith("//"))
+
+
+def module_of(root, f):
+    rel = f.relative_to(root)
+    return rel.parts[0][:-3] if len(rel.parts) == 1 else rel.parts[0]
+
+
+def check_contracts(root):
+    """Key mints outside their modules; direct std atomics in the ring."""
+    problems = []
+    for f in sorted(root.rglob("*.rs")):
+        text = strip_comments(f.read_text())
+        mod = module_of(root, f)
+        for mint, allowed in MINTS.items():
+            if mint in text and mod not in allowed and mod != "ring":
+                problems.append(f"{f}: mints `{mint}` (allowed in: {', '.join(sorted(allowed))})")
+        if mod == "ring" and re.search(r"\b(std|core)::sync::atomic\b", text):
+            problems.append(f"{f}: uses std atomics directly (take them from crate::primitive)")
+    for f in sorted((root / "ring").rglob("*.rs")) + [root / "ring.rs"]:
+        text = strip_comments(f.read_text())
+        # In ring.rs itself only the unit tests may mint (they play both sides).
+        body = text.split("#[cfg(test)]", 1)[0]
+        for mint in MINTS:
+            if re.search(r"\b" + re.escape(mint) + r"\(\)", body):
+                problems.append(f"{f}: mints `{mint}` outside its unit tests")
+    return problems
+
+
 def main(args):
     if args:
         roots = [pathlib.Path(a) for a in args]
     else:
-        runtime = pathlib.Path("crates/hushtrace/src")
-        roots = [runtime] + sorted(
-            p for p in pathlib.Path("crates").glob("*/src") if p.is_dir() and p != runtime
+        roots = [RUNTIME] + sorted(
+            p for p in pathlib.Path("crates").glob("*/src") if p.is_dir() and p != RUNTIME
         )
     failed = False
     for root in roots:
@@ -102,6 +173,19 @@ def main(args):
         print(f"{crate}: no import cycles among {len(deps)} modules")
         for lv in range(max(level.values(), default=-1) + 1):
             print(f"  layer {lv}: " + ", ".join(sorted(m for m in level if level[m] == lv)))
+        if not args and root == RUNTIME:
+            problems = check_doc(deps, level, pathlib.Path("ARCHITECTURE.md"))
+            if problems:
+                failed = True
+                print("ARCHITECTURE.md's layer table differs from the code:")
+                for p in problems:
+                    print("  " + p)
+            problems = check_contracts(root)
+            if problems:
+                failed = True
+                print("contracts of the ring broken:")
+                for p in problems:
+                    print("  " + p)
     return 1 if failed else 0
 
 

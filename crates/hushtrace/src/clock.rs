@@ -5,6 +5,7 @@
 //! `platform`): no vDSO, no seqlock that could spin on a real-time kernel, no system call.
 //! Without an invariant counter (other architectures, Miri) every timestamp comes from the
 //! fallback clock.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::platform;
 use hushtrace_ctf::metadata::ClockDesc;
@@ -74,7 +75,8 @@ pub fn calibrate() -> &'static ClockDesc {
 }
 
 /// Measures the counter's frequency over 20 ms and its epoch offset; `None` if it ticks below
-/// 1 MHz.
+/// 1 MHz. Once per process, before the first timestamp: not the hot path.
+#[allow(clippy::disallowed_methods)] // sleeps 20 ms
 fn calibrate_counter() -> Option<ClockDesc> {
     let (c0, m0) = sample(platform::monotonic_ns);
     std::thread::sleep(Duration::from_millis(20));
@@ -90,6 +92,7 @@ fn calibrate_counter() -> Option<ClockDesc> {
     Some(desc_from(freq, zero_ns, platform::COUNTER_SOURCE))
 }
 
+#[allow(clippy::disallowed_methods)] // allocates the source name: calibration only
 fn desc_from(freq: u64, zero_ns: i128, source: &str) -> ClockDesc {
     let offset_s = zero_ns.div_euclid(1_000_000_000);
     let rem_ns = zero_ns.rem_euclid(1_000_000_000);
@@ -112,6 +115,7 @@ pub fn cycles_or_fallback() -> u64 {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests, not the hot path
 mod tests {
     use super::*;
 

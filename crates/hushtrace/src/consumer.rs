@@ -10,7 +10,7 @@ use crate::config::Error;
 use crate::control::{self, Request};
 use crate::platform::{self, SignalBlock};
 use crate::relay_sink::RelaySink;
-use crate::ring::{BufState, Buffer, Mode};
+use crate::ring::{BufState, Buffer, ConsumerKey, Mode};
 use crate::state::{self, ConsumerThread, Shared};
 use crate::tracedir::{Dir, TraceFiles};
 use hushtrace_core::all_callsites;
@@ -54,6 +54,8 @@ pub(crate) struct Consumer {
     last_flush: Instant,
     /// Reused packet copy.
     scratch: Vec<u8>,
+    /// The right to call the rings' consumer methods (`ring::ConsumerKey`).
+    key: ConsumerKey,
 }
 
 /// The flush of idle threads, per stream (buffer instance).
@@ -141,6 +143,10 @@ impl Consumer {
             out: std::collections::HashMap::new(),
             last_flush: Instant::now(),
             scratch: Vec::new(),
+            // SAFETY: a session has one consumer at a time (`ensure_running` starts it once;
+            // a stop without a consumer thread creates its own for the final pass), and it
+            // finishes and recycles only quiescent buffers (`cycle`).
+            key: unsafe { ConsumerKey::new() },
         };
         c.write_metadata()?;
         Ok(c)
@@ -273,7 +279,7 @@ impl Consumer {
         let mut failed = None;
         for b in bufs.iter().filter(live) {
             let name = format!("{STREAM_PREFIX}{}", b.instance);
-            b.copy_newest(&desc, |bytes, _events| {
+            b.copy_newest(&self.key, &desc, |bytes, _events| {
                 if let Err(e) = files.append(b.instance, &name, bytes) {
                     failed.get_or_insert_with(|| err(&path.join(&name), e));
                 }
@@ -325,7 +331,7 @@ impl Consumer {
                 put(&mut out, OFF_PACKET_SIZE, bits);
                 events = events.saturating_sub(p.events);
                 st.partial = None;
-                b.set_flush_state(st.extra, None);
+                b.set_flush_state(&self.key, st.extra, None);
             }
             None => out.extend_from_slice(bytes),
         }
@@ -357,7 +363,7 @@ impl Consumer {
                 idle.push(b.instance);
                 continue;
             }
-            let Some(open) = b.open_packet() else {
+            let Some(open) = b.open_packet(&self.key) else {
                 idle.push(b.instance);
                 continue;
             };
@@ -404,6 +410,7 @@ impl Consumer {
                 last_ts: last_ts.max(begin),
             });
             b.set_flush_state(
+                &self.key,
                 st.extra,
                 Some((open.seq, (from + len) as u64, last_ts.max(begin))),
             );
@@ -504,19 +511,20 @@ impl Consumer {
                 }
             }
         }
+        let key = self.key;
         for b in &bufs {
             match b.state.load(Ordering::Acquire) {
-                BufState::Attached if last => b.finish(|p, n| self.write_packet(b, p, n)),
+                BufState::Attached if last => b.finish(&key, |p, n| self.write_packet(b, p, n)),
                 BufState::Attached if self.shared.cfg.mode == Mode::Discard => {
-                    b.drain(|p, n| self.write_packet(b, p, n));
+                    b.drain(&key, |p, n| self.write_packet(b, p, n));
                 }
                 BufState::Exited => {
-                    b.finish(|p, n| self.write_packet(b, p, n));
-                    b.recycle();
+                    b.finish(&key, |p, n| self.write_packet(b, p, n));
+                    b.recycle(&key);
                     state::exited_buffer_done();
                 }
                 // Only once the stop has quiesced the producers (it sets `stop` after that).
-                BufState::Detached if last => b.finish(|p, n| self.write_packet(b, p, n)),
+                BufState::Detached if last => b.finish(&key, |p, n| self.write_packet(b, p, n)),
                 _ => {}
             }
         }
@@ -561,7 +569,7 @@ impl Consumer {
 
     /// Marks a drained buffer's ring file clean and removes it.
     fn remove_ring(&self, b: &Buffer) {
-        b.mark_clean();
+        b.mark_clean(&self.key);
         if let Some(r) = self.shared.inner.lock().rings.as_mut() {
             r.remove_file(&format!(
                 "{}{}",

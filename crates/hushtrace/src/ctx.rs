@@ -1,6 +1,7 @@
 //! The per-thread tracer context: identity caches, the attached buffer, the nesting depth and
 //! the no-syscall flags. A plain data type; the thread registry and thread-local storage that
 //! own it are in `state.rs` and `thread.rs`.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::platform;
 use crate::ring::{AtomicIdent, Buffer, Ident};

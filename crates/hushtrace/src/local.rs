@@ -8,6 +8,7 @@
 //! (interrupts and signals arrive between instructions) at the cost of an ordinary instruction,
 //! the trick LTTng-UST's per-CPU buffers use with `cmpxchg_local`; elsewhere (and under Miri)
 //! relaxed atomics, which are correct but slower.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 #[cfg(not(hushtrace_loom))]
 use crate::platform;
@@ -22,7 +23,9 @@ pub(crate) use crate::primitive::LocalU64;
 ///
 /// Invariant: only the owning thread calls the mutating methods, except while the owner is
 /// quiescent (not inside a tracepoint and unable to enter one on this buffer), which the
-/// runtime guarantees with its detach/quiesce protocol.
+/// runtime guarantees with its detach/quiesce protocol. The type is `Sync` (other threads read
+/// it) and cannot check who writes, so the mutators are `unsafe fn`s whose callers state the
+/// single-writer argument (in the ring: the producer or consumer key they hold).
 ///
 /// `repr(C, align(8))`: the value is 8-byte aligned on every target, including 32-bit ones
 /// where a `u64` alone is only 4-byte aligned. The platform primitives (a plain `cmpxchg` on
@@ -51,46 +54,76 @@ impl LocalU64 {
         unsafe { core::ptr::read_volatile(self.0.get()) }
     }
 
+    /// Stores `v`.
+    ///
+    /// # Safety
+    /// The caller is the single writer: the owning thread (or a signal handler nesting on
+    /// it), or the one thread that took the counter over after the owner became quiescent,
+    /// with that hand-over ordered by a Release/Acquire pair. (`LocalU64` is `Sync` so other
+    /// threads may `get` it; the type cannot tell writers apart, so the mutators are unsafe.)
     #[inline(always)]
-    pub(crate) fn set(&self, v: u64) {
-        // SAFETY: see `get`.
+    pub(crate) unsafe fn set(&self, v: u64) {
+        // SAFETY: a single writer (caller), so no other thread writes concurrently; an aligned
+        // 8-byte store is a single instruction, so handlers on this thread see old or new.
         unsafe { core::ptr::write_volatile(self.0.get(), v) }
     }
 
     /// Replaces `old` by `new` if the value is still `old`, atomically with respect to signal
     /// handlers on the owning thread.
+    ///
+    /// # Safety
+    /// As for [`LocalU64::set`]: the caller is the single writer.
     #[inline(always)]
-    pub(crate) fn cas(&self, old: u64, new: u64) -> bool {
+    pub(crate) unsafe fn cas(&self, old: u64, new: u64) -> bool {
         // SAFETY: the pointer is valid for the lifetime of `self` and 8-byte aligned
-        // (`repr(C, align(8))`), as `local_cas` requires; by the type invariant only the owning
-        // thread and its signal handlers (or one thread after a quiescent hand-over) access it.
+        // (`repr(C, align(8))`), as `local_cas` requires; only the owning thread and its signal
+        // handlers (or one thread after a quiescent hand-over) write it (caller).
         unsafe { platform::local_cas(self.0.get(), old, new) }
     }
 
     /// Adds `v` (wrapping), atomically with respect to signal handlers on the owning thread.
+    ///
+    /// # Safety
+    /// As for [`LocalU64::set`]: the caller is the single writer.
     #[inline(always)]
-    pub(crate) fn add(&self, v: u64) {
+    pub(crate) unsafe fn add(&self, v: u64) {
         // SAFETY: as in `cas`.
         unsafe { platform::local_add(self.0.get(), v) }
     }
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests, not the hot path
 mod tests {
     use super::LocalU64;
     use std::cell::Cell;
 
+    // The tests are single-threaded (or hand over after a Release/Acquire pair): every caller
+    // is the single writer the mutators require.
+    fn cas(c: &LocalU64, old: u64, new: u64) -> bool {
+        // SAFETY: single writer (module note above).
+        unsafe { c.cas(old, new) }
+    }
+    fn add(c: &LocalU64, v: u64) {
+        // SAFETY: single writer.
+        unsafe { c.add(v) }
+    }
+    fn set(c: &LocalU64, v: u64) {
+        // SAFETY: single writer.
+        unsafe { c.set(v) }
+    }
+
     #[test]
     fn ops() {
         let c = LocalU64::new(5);
-        assert!(c.cas(5, 7));
-        assert!(!c.cas(5, 9));
+        assert!(cas(&c, 5, 7));
+        assert!(!cas(&c, 5, 9));
         assert_eq!(c.get(), 7);
-        c.add(3);
+        add(&c, 3);
         assert_eq!(c.get(), 10);
-        c.set(1);
+        set(&c, 1);
         assert_eq!(c.get(), 1);
-        c.add(u64::MAX);
+        add(&c, u64::MAX);
         assert_eq!(c.get(), 0, "add wraps");
         assert_eq!(LocalU64::default().get(), 0);
     }
@@ -115,7 +148,7 @@ mod tests {
             tries += 1;
             let o = off.get();
             interrupt();
-            if off.cas(o, o + len) {
+            if cas(off, o, o + len) {
                 return (o, tries);
             }
         }
@@ -163,7 +196,7 @@ mod tests {
                 }
             };
             let (o, _) = reserve(off, len, &nested);
-            events.add(1);
+            add(events, 1);
             ranges.borrow_mut().push((o, o + len));
             depth.set(d - 1);
         }
@@ -193,7 +226,7 @@ mod tests {
             let c = c.clone();
             std::thread::spawn(move || {
                 for _ in 0..100 {
-                    c.0.add(1);
+                    add(&c.0, 1);
                 }
                 // Release: the owner's updates happen-before the other thread's Acquire.
                 c.1.store(true, Ordering::Release);
@@ -203,7 +236,7 @@ mod tests {
             std::thread::yield_now();
         }
         assert_eq!(c.0.get(), 100);
-        assert!(c.0.cas(100, 0));
+        assert!(cas(&c.0, 100, 0));
         producer.join().unwrap();
     }
 }

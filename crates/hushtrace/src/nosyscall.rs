@@ -1,9 +1,11 @@
 //! The public no-syscall API for real-time threads, and thread preparation.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::config::{Error, Policy};
 use crate::consumer;
 use crate::env;
 use crate::platform::{self, SignalBlock};
+use crate::ring::ProducerKey;
 use crate::state;
 use crate::thread;
 use std::marker::PhantomData;
@@ -67,7 +69,8 @@ pub fn set_thread_name(name: &str) {
         if !b.is_null() {
             // SAFETY: the attached buffer is alive: we hold the registry lock, so it is neither
             // detached nor freed meanwhile.
-            unsafe { (*b).set_ident(id) };
+            // The registry lock is held on the buffer's own thread: its producer (the key).
+            unsafe { (*b).set_ident(&ProducerKey::new(), id) };
         }
     });
 }
@@ -125,7 +128,10 @@ fn enter_no_syscall(strict: bool) -> Result<(), Error> {
         // SAFETY: the attached buffer is alive while attached; we hold the registry lock, so
         // no session stop detaches and frees it meanwhile.
         let buf = unsafe { &*b };
-        if !buf.prefault() && strict {
+        // SAFETY: this thread is the producer of the buffer attached to it, and holds the
+        // registry lock.
+        let key = &unsafe { ProducerKey::new() };
+        if !buf.prefault(key) && strict {
             if let Some(e) = memlock_error(buf.capacity()) {
                 return Err(e);
             }
@@ -142,6 +148,7 @@ fn enter_no_syscall(strict: bool) -> Result<(), Error> {
 }
 
 /// The error for a ring of `bytes` that `mlock` refused, naming `RLIMIT_MEMLOCK`.
+#[allow(clippy::disallowed_methods)] // formats an error: the API, not a tracepoint
 pub(crate) fn memlock_error(bytes: usize) -> Option<Error> {
     let limit = platform::memlock_limit()?;
     Some(Error::Config {

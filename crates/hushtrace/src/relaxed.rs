@@ -10,6 +10,7 @@
 //! The atomics come from [`crate::primitive`], so a loom build (`--cfg hushtrace_loom`) checks
 //! that every cross-thread read of these fields is ordered by those pairs. (That is why `new`
 //! is not a `const fn`: loom's atomics are created at run time.)
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::primitive::{AtomicBool, AtomicPtr, AtomicU64, Ordering::Relaxed};
 

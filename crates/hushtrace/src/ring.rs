@@ -23,28 +23,38 @@
 //!   session stopped: see `session.rs`), with the hand-over ordered by the buffer `state`
 //!   ([`BufState`]).
 //!
+//! # Who may call what
+//! Producer methods take a [`ProducerKey`], consumer methods a [`ConsumerKey`]: zero-sized
+//! capabilities that only `unsafe` code mints (the thread-side modules and the consumer,
+//! checked by `ci/layers.py`), so neither side can call the other's methods by accident.
+//! Read-only accessors (`lost`, `ident`, `state`) need no key.
+//!
 //! # Model checking
-//! Every atomic here (the hand-over, `state`, `meta`, the relaxed and local producer fields)
-//! comes from [`crate::primitive`], so under `--cfg hushtrace_loom` this code runs on loom's
-//! atomics and on heap memory (the platform fallback), and `tests/loom.rs` model-checks the
-//! life cycle: reservation and packet switches against a draining consumer, the overwrite-mode
-//! finish, the stop's detach and quiescence, and thread exit with recycling. Loom cannot see
-//! the raw packet memory, so in that build every write and read of a slot's bytes also touches
-//! a per-slot `loom::cell::UnsafeCell` (`slot_cells`), and loom's race detector reports a slot
-//! read while it may be written. The module is `pub` (and `doc(hidden)`) only in that build.
+//! Every atomic here (the hand-over, `state`, `meta`, the header-page words of the flush and
+//! snapshot protocols, their fences, the relaxed and local producer fields) comes from
+//! [`crate::primitive`], so under `--cfg hushtrace_loom` this code runs on loom's atomics and
+//! on heap memory (the platform fallback), and `tests/loom.rs` model-checks the life cycle:
+//! reservation and packet switches against a draining consumer, the overwrite-mode finish, the
+//! stop's detach and quiescence, thread exit with recycling, the flush's read of the open
+//! packet and the snapshot of a live ring. Loom cannot see the raw packet memory, so in that
+//! build every write and read of a slot's bytes also touches loom `UnsafeCell`s, one per 4
+//! bytes (`cells`), and loom's race detector reports bytes read while they may be written or
+//! before their write is visible. The module is `pub` (and `doc(hidden)`) only in that build.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 mod flush;
 mod snapshot;
+#[cfg(hushtrace_loom)]
+pub use flush::OpenPacket;
 
 use crate::clock;
 use crate::handover::Handover;
 use crate::local::LocalU64;
 use crate::platform;
-use crate::primitive::{AtomicU64, AtomicU8, Ordering};
+use crate::primitive::{compiler_fence, AtomicU64, AtomicU8, Ordering};
 use crate::relaxed::{Relaxed16, RelaxedBool, RelaxedPtr, RelaxedU64};
 use crossbeam_utils::CachePadded;
 use hushtrace_ctf::layout::*;
-use std::sync::atomic::compiler_fence;
 
 pub use hushtrace_core::Mode;
 
@@ -147,7 +157,12 @@ impl AtomicIdent {
     }
 }
 
-/// Producer-side state. See the module docs for who may touch it when.
+/// Producer-side state. See the module docs for who may touch it when: the thread holding a
+/// [`ProducerKey`] for the buffer (and signal handlers nesting on it), or the consumer
+/// (holding a [`ConsumerKey`]) once the buffer is quiescent (`finish`, `recycle`). Every
+/// mutation of its `LocalU64`s is in a method reached only from those (the private helpers
+/// `reserve_*`, `finalize`, `open_next` are called by key-taking methods), which is the
+/// single-writer argument their `unsafe` blocks cite.
 #[derive(Debug)]
 pub(crate) struct Producer {
     /// Reservation offset inside the open packet.
@@ -219,10 +234,15 @@ pub struct Buffer {
     /// Stream instance id: names the stream file.
     pub instance: u64,
     locked: RelaxedBool,
-    /// Loom build only: one cell per slot, accessed wherever the code writes or reads the
-    /// slot's bytes, so loom's race detector sees the packet memory (module docs).
+    /// Loom build only: one cell per `CELL` bytes of every slot, accessed wherever the code
+    /// writes or reads those bytes, so loom's race detector sees the packet memory (module
+    /// docs).
     #[cfg(hushtrace_loom)]
-    slot_cells: Box<[loom::cell::UnsafeCell<()>]>,
+    cells: Box<[loom::cell::UnsafeCell<()>]>,
+    /// Loom build only: the words of the ring header page from `HDR_WORDS_FROM` on (`done`,
+    /// `open_seq`, `consumed`, the flush words, ...), as loom atomics.
+    #[cfg(hushtrace_loom)]
+    hdr_words: Box<[AtomicU64]>,
 }
 
 // SAFETY: the only non-thread-safe field is `mem`, a mapping the buffer owns: a slot's bytes
@@ -234,6 +254,72 @@ pub struct Buffer {
 unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
+
+/// The right to call a ring's producer methods: held by the thread a buffer is attached to
+/// (inside a tracepoint, or under the registry lock), by whoever prepares a buffer before it
+/// is published to its thread, and by the fork child handler for the forking thread's buffer.
+/// Zero-sized, neither `Send` nor `Sync`: a key stays on the thread that minted it, and only
+/// `unsafe` code can mint one ([`ProducerKey::new`]); the consumer never holds one. Minted only
+/// in the thread-side modules (`write.rs`, `state.rs`, `nosyscall.rs`; `ci/layers.py` checks).
+///
+/// A key names a role, not a buffer: it proves the caller is *a* producer, and the mint's
+/// `// SAFETY:` comment argues it is the producer of the buffer it is used on.
+#[derive(Clone, Copy, Debug)]
+pub struct ProducerKey(core::marker::PhantomData<*const ()>);
+
+impl ProducerKey {
+    /// Mints a producer key.
+    ///
+    /// # Safety
+    /// The caller uses the key only on a buffer it produces for: the one attached to the
+    /// calling thread while it is inside a tracepoint on it (`depth > 0`) or holds the
+    /// registry lock, a buffer not yet published to any thread, or, in a fork child, the
+    /// forking thread's own buffer.
+    #[inline(always)]
+    #[cfg(not(hushtrace_loom))]
+    pub(crate) const unsafe fn new() -> ProducerKey {
+        ProducerKey(core::marker::PhantomData)
+    }
+    /// Mints a producer key (the loom build's models play the thread).
+    ///
+    /// # Safety
+    /// As in the normal build: the caller is the buffer's producer.
+    #[cfg(hushtrace_loom)]
+    pub const unsafe fn new() -> ProducerKey {
+        ProducerKey(core::marker::PhantomData)
+    }
+}
+
+/// The right to call a ring's consumer methods (drain, finish, recycle, the live reads of the
+/// flush and the snapshot): held by the session's one consumer. Zero-sized and `Send` (it moves
+/// to the consumer thread with the consumer) but not `Sync`, so it is never shared between
+/// threads; only `unsafe` code can mint one ([`ConsumerKey::new`]). Minted only in the consumer
+/// module (`ci/layers.py` checks); producers never hold one.
+#[derive(Clone, Copy, Debug)]
+pub struct ConsumerKey(core::marker::PhantomData<core::cell::Cell<()>>);
+
+impl ConsumerKey {
+    /// Mints a consumer key.
+    ///
+    /// # Safety
+    /// The caller is the session's consumer: at most one thread uses consumer keys of a
+    /// session's buffers at a time (the consumer thread, or a stop running the final pass when
+    /// there is no consumer thread), and it uses the producer-side operations of `finish` and
+    /// `recycle` only on buffers that are quiescent (module docs).
+    #[inline(always)]
+    #[cfg(not(hushtrace_loom))]
+    pub(crate) const unsafe fn new() -> ConsumerKey {
+        ConsumerKey(core::marker::PhantomData)
+    }
+    /// Mints a consumer key (the loom build's models play the consumer).
+    ///
+    /// # Safety
+    /// As in the normal build: the caller is the buffer's one consumer.
+    #[cfg(hushtrace_loom)]
+    pub const unsafe fn new() -> ConsumerKey {
+        ConsumerKey(core::marker::PhantomData)
+    }
+}
 
 /// Outcome of [`Buffer::reserve_extended`].
 enum Extended {
@@ -337,18 +423,32 @@ impl Buffer {
             instance,
             locked: RelaxedBool::new(false),
             #[cfg(hushtrace_loom)]
-            slot_cells: (0..num_subbufs)
+            cells: (0..num_subbufs * subbuf_size.div_ceil(CELL))
                 .map(|_| loom::cell::UnsafeCell::new(()))
+                .collect(),
+            #[cfg(hushtrace_loom)]
+            hdr_words: (HDR_WORDS_FROM..=HDR_WORDS_TO)
+                .step_by(8)
+                .map(|_| AtomicU64::new(0))
                 .collect(),
         }
     }
 
-    /// A word of the ring header page, as a relaxed atomic.
+    /// A word of the ring header page, as an atomic of [`crate::primitive`].
+    #[cfg(not(hushtrace_loom))]
     #[inline(always)]
-    fn hdr_word(&self, off: usize) -> &std::sync::atomic::AtomicU64 {
+    fn hdr_word(&self, off: usize) -> &AtomicU64 {
         // SAFETY: `off` is one of the ring file's 8-aligned header offsets, inside the header
-        // page (page-aligned, so the word is 8-aligned); the page lives as long as `self`.
-        unsafe { std::sync::atomic::AtomicU64::from_ptr(self.hdr.add(off) as *mut u64) }
+        // page (page-aligned, so the word is 8-aligned); the page lives as long as `self` and
+        // its words are only accessed atomically (`recover` reads the file after the process).
+        unsafe { crate::primitive::atomic_u64_at(self.hdr.add(off) as *mut u64) }
+    }
+
+    /// Loom build: the header word at `off`, a loom atomic of this buffer (`hdr_words`), so
+    /// the flush and snapshot protocols are model-checked.
+    #[cfg(hushtrace_loom)]
+    fn hdr_word(&self, off: usize) -> &AtomicU64 {
+        &self.hdr_words[(off - HDR_WORDS_FROM) / 8]
     }
 
     /// Writes the fixed part of the ring header (geometry, identity).
@@ -373,7 +473,7 @@ impl Buffer {
     /// bytes are visible to a consumer that Acquire-loads it: on x86_64 the same `mov` as a
     /// relaxed store (it only keeps the compiler from sinking the event's stores below it).
     #[inline(always)]
-    pub fn mark_done(&self) {
+    pub fn mark_done(&self, _key: &ProducerKey) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(self.producer.off.get(), Ordering::Release);
     }
@@ -386,7 +486,7 @@ impl Buffer {
     }
 
     /// Consumer, clean stop: the ring was drained (nothing to recover from it).
-    pub fn mark_clean(&self) {
+    pub fn mark_clean(&self, _key: &ConsumerKey) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_CLEAN)
             .store(1, Ordering::Release);
     }
@@ -399,15 +499,20 @@ impl Buffer {
         }
     }
 
-    /// Loom build only: tells loom's race detector that the producer side writes the bytes of
-    /// `slot` (or, with `write == false`, that the consumer reads them). Panics (failing the
-    /// model) if the access can be concurrent with a conflicting one.
+    /// Loom build only: tells loom's race detector that the producer side writes the bytes
+    /// `off .. off + len` of `slot` (or, with `write == false`, that the consumer reads them),
+    /// in cells of `CELL` bytes. Panics (failing the model) if the access can be concurrent
+    /// with a conflicting one, e.g. a read of bytes whose write does not happen-before it.
     #[cfg(hushtrace_loom)]
-    fn touch_slot(&self, slot: usize, write: bool) {
-        if write {
-            self.slot_cells[slot].with_mut(|_| ());
-        } else {
-            self.slot_cells[slot].with(|_| ());
+    pub(crate) fn touch(&self, slot: usize, off: usize, len: usize, write: bool) {
+        let per_slot = self.subbuf_size.div_ceil(CELL);
+        for c in off / CELL..(off + len).div_ceil(CELL) {
+            let cell = &self.cells[slot * per_slot + c];
+            if write {
+                cell.with_mut(|_| ());
+            } else {
+                cell.with(|_| ());
+            }
         }
     }
 
@@ -421,7 +526,7 @@ impl Buffer {
     /// owner before it enters no-syscall mode, or by a session start for such a thread before
     /// the buffer is published to it.
     /// Returns whether the ring is locked in memory.
-    pub fn prefault(&self) -> bool {
+    pub fn prefault(&self, _key: &ProducerKey) -> bool {
         // Every page is about to be resident anyway: huge pages cost no extra memory here and
         // save TLB misses on the real-time thread's write path.
         platform::advise_hugepages(self.mem, self.capacity());
@@ -431,8 +536,7 @@ impl Buffer {
             // SAFETY: `i < capacity`, inside our mapping, and a byte is always a valid AtomicU8.
             // An atomic add of 0 writes the page (faulting it in, breaking copy-on-write) without
             // changing any byte, so packets being written or read stay intact.
-            unsafe { std::sync::atomic::AtomicU8::from_ptr(self.mem.add(i)) }
-                .fetch_add(0, Ordering::Relaxed);
+            unsafe { crate::primitive::touch_byte(self.mem.add(i)) };
             i += page;
         }
         if !self.locked.get() && platform::mlock(self.mem, self.capacity()).is_ok() {
@@ -442,7 +546,7 @@ impl Buffer {
     }
 
     /// Sets the identity used for the next packets (owner, or before publication).
-    pub fn set_ident(&self, ident: Ident) {
+    pub fn set_ident(&self, _key: &ProducerKey, ident: Ident) {
         self.producer.ident.set(ident);
     }
 
@@ -456,6 +560,7 @@ impl Buffer {
     #[inline(always)]
     pub fn reserve_event(
         &self,
+        _key: &ProducerKey,
         id: u16,
         body: usize,
         depth: u32,
@@ -500,10 +605,11 @@ impl Buffer {
                     Extended::Lost => continue,
                 }
             }
-            if p.off.cas(o, o + len) {
+            // SAFETY: producer side, single writer (`Producer` docs).
+            if unsafe { p.off.cas(o, o + len) } {
                 // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside
                 // the open slot, and ours (the compare-and-swap reserved them).
-                let dst = unsafe { self.reserved(o, ts) };
+                let dst = unsafe { self.reserved(o, len, ts) };
                 // SAFETY: as above; the header is the first COMPACT_HEADER_LEN of them.
                 unsafe {
                     put_u32(dst, 0, compact_word(id, ts));
@@ -523,12 +629,13 @@ impl Buffer {
         if o + len > end {
             return Extended::Full;
         }
-        if !self.producer.off.cas(o, o + len) {
+        // SAFETY: producer side, single writer (`Producer` docs).
+        if !unsafe { self.producer.off.cas(o, o + len) } {
             return Extended::Lost;
         }
         // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside the open
         // slot, and ours (the compare-and-swap reserved them).
-        let dst = unsafe { self.reserved(o, ts) };
+        let dst = unsafe { self.reserved(o, len, ts) };
         // SAFETY: as above; the header is the first EXTENDED_HEADER_LEN of them.
         unsafe {
             (dst as *mut [u8; EXTENDED_HEADER_LEN]).write_unaligned(extended_header(id, ts));
@@ -542,16 +649,21 @@ impl Buffer {
     /// # Safety
     /// The caller reserved bytes at offset `o` of the open packet with the compare-and-swap.
     #[inline(always)]
-    unsafe fn reserved(&self, o: u64, ts: u64) -> *mut u8 {
+    unsafe fn reserved(&self, o: u64, _len: u64, ts: u64) -> *mut u8 {
         let p = &*self.producer;
         // `ts` is now the stream's newest timestamp; a handler that nests from here on reads
         // an older `last_ts` (see its docs).
-        p.last_ts.set(ts);
-        p.events.add(1);
+        // SAFETY: producer side, single writer (`Producer` docs).
+        unsafe {
+            p.last_ts.set(ts);
+            p.events.add(1);
+        }
         // The caller writes the event's bytes into the open slot.
         #[cfg(hushtrace_loom)]
-        self.touch_slot(
+        self.touch(
             (p.base.get() as usize - self.mem as usize) / self.subbuf_size,
+            o as usize,
+            _len as usize,
             true,
         );
         // SAFETY: the caller reserved offset `o` of the open slot `base`.
@@ -572,7 +684,8 @@ impl Buffer {
         // A nested (signal-handler) event must not switch packets under the interrupted one;
         // an event too large for an empty packet (with either header) is dropped.
         if depth > 1 || EXTENDED_HEADER_LEN + body > self.subbuf_size - PACKET_HEADER_LEN {
-            p.discarded.add(1);
+            // SAFETY: producer side, single writer (`Producer` docs).
+            unsafe { p.discarded.add(1) };
             self.mirror_discarded();
             return Err(Full::Dropped);
         }
@@ -597,7 +710,8 @@ impl Buffer {
             }
         }
         if r.is_err() {
-            p.discarded.add(1);
+            // SAFETY: producer side, single writer (`Producer` docs).
+            unsafe { p.discarded.add(1) };
             self.mirror_discarded();
         }
         // Wake the consumer (discard mode only: an attached overwrite-mode ring is read only
@@ -624,7 +738,12 @@ impl Buffer {
         let events = p.events.get();
         let ts_end = now();
         #[cfg(hushtrace_loom)]
-        self.touch_slot((seq % self.num_subbufs as u64) as usize, true);
+        self.touch(
+            (seq % self.num_subbufs as u64) as usize,
+            0,
+            PACKET_HEADER_LEN,
+            true,
+        );
         // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
         // producer until the hand-over below.
         unsafe {
@@ -665,7 +784,7 @@ impl Buffer {
         let base = unsafe { self.mem.add(slot * self.subbuf_size) };
         let id = p.ident.get();
         #[cfg(hushtrace_loom)]
-        self.touch_slot(slot, true);
+        self.touch(slot, 0, PACKET_HEADER_LEN, true);
         // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long.
         unsafe {
             put_u32(base, OFF_MAGIC, MAGIC);
@@ -682,10 +801,13 @@ impl Buffer {
             put_u64(base, OFF_PTHREAD_ID, id.pthread);
         }
         p.base.set(base);
-        p.off.set(PACKET_HEADER_LEN as u64);
-        // The packet's first event is relative to its begin time.
-        p.last_ts.set(ts_begin);
-        p.events.set(0);
+        // SAFETY: producer side, single writer (`Producer` docs).
+        unsafe {
+            p.off.set(PACKET_HEADER_LEN as u64);
+            // The packet's first event is relative to its begin time.
+            p.last_ts.set(ts_begin);
+            p.events.set(0);
+        }
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(0, Ordering::Relaxed);
         // Release, after `done = 0` and the header: a consumer that Acquire-loads this
@@ -701,13 +823,13 @@ impl Buffer {
 
     /// Calls `write` for every packet ready for the consumer (in order) and releases each slot
     /// after it. Discard mode only while attached. Consumer thread only.
-    pub fn drain(&self, mut write: impl FnMut(&[u8], u64)) {
+    pub fn drain(&self, _key: &ConsumerKey, mut write: impl FnMut(&[u8], u64)) {
         while let Some(c) = self.handover.ready() {
             let slot = (c % self.num_subbufs as u64) as usize;
             let m = &self.meta[slot];
             let len = m.len.load(Ordering::Relaxed) as usize;
             #[cfg(hushtrace_loom)]
-            self.touch_slot(slot, false);
+            self.touch(slot, 0, len, false);
             // SAFETY: packet `c` is committed and not yet consumed, so the producer does not
             // touch its slot; `len <= subbuf_size` (set by `finalize`).
             let bytes =
@@ -723,7 +845,7 @@ impl Buffer {
     /// packet, and an empty trailing packet when events were discarded after the last one (so the
     /// final discarded count is in the trace). In overwrite mode, only the newest `n` packets
     /// exist. Caller: the consumer, after the buffer became quiescent.
-    pub fn finish(&self, mut write: impl FnMut(&[u8], u64)) {
+    pub fn finish(&self, key: &ConsumerKey, mut write: impl FnMut(&[u8], u64)) {
         let p = &*self.producer;
         let n = self.num_subbufs as u64;
         if self.mode == Mode::Overwrite {
@@ -732,7 +854,7 @@ impl Buffer {
             let oldest = self.handover.committed().saturating_sub(n - open_slot_lost);
             self.handover.skip_to(oldest);
         }
-        self.drain(&mut write);
+        self.drain(key, &mut write);
         let now = clock::cycles_or_fallback();
         if p.open.get() {
             if p.events.get() > 0 || p.discarded.get() != p.discarded_reported.get() {
@@ -744,12 +866,13 @@ impl Buffer {
         } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(&|| now) {
             self.finalize(&clock::cycles_or_fallback);
         }
-        self.drain(&mut write);
+        self.drain(key, &mut write);
     }
 
     /// Counts one event dropped before reaching the ring (owner only, signal-safe).
-    pub fn count_dropped(&self) {
-        self.producer.discarded.add(1);
+    pub fn count_dropped(&self, _key: &ProducerKey) {
+        // SAFETY: the key holder is the producer, the single writer.
+        unsafe { self.producer.discarded.add(1) };
         self.mirror_discarded();
     }
 
@@ -760,18 +883,19 @@ impl Buffer {
 
     /// Prepares a drained buffer for another thread: the stream (sequence numbers, cumulative
     /// discarded count) continues, so readers see one well-formed stream.
-    pub fn recycle(&self) {
+    pub fn recycle(&self, _key: &ConsumerKey) {
         let p = &*self.producer;
         p.open.set(false);
         p.end.set(0);
-        p.off.set(0);
+        // SAFETY: the consumer (key) recycles a drained, quiescent buffer: the single writer.
+        unsafe { p.off.set(0) };
         self.state.store(BufState::Pooled, Ordering::Release);
     }
 
     /// O(`num_subbufs`) reset of the forking thread's buffer in the child of a `fork()`: the
     /// inherited packets belong to the parent, which writes them; the child starts a new, empty
     /// stream. Only stores: async-signal-safe.
-    pub fn reset_after_fork(&self, uuid: [u8; 16], ident: Ident) {
+    pub fn reset_after_fork(&self, _key: &ProducerKey, uuid: [u8; 16], ident: Ident) {
         if self.file_backed {
             // The parent's ring file was not inherited (MADV_DONTFORK): put private memory at
             // the same address so this thread keeps a ring of its own (not crash-persistent).
@@ -783,10 +907,13 @@ impl Buffer {
             }
         }
         let p = &*self.producer;
-        p.off.set(0);
-        p.last_ts.set(0);
-        p.events.set(0);
-        p.discarded.set(0);
+        // SAFETY: the fork child's only thread, the buffer's producer (key): the single writer.
+        unsafe {
+            p.off.set(0);
+            p.last_ts.set(0);
+            p.events.set(0);
+            p.discarded.set(0);
+        }
         p.overwritten.set(0);
         p.end.set(0);
         p.open.set(false);
@@ -819,6 +946,16 @@ impl Drop for Buffer {
 /// Bytes of the ring header page before the slots.
 const RING_HEADER_LEN: usize = hushtrace_ctf::ringfile::HEADER_LEN;
 
+/// Loom build: the header words kept as loom atomics, `OFF_DONE ..= OFF_CLEAN`.
+#[cfg(hushtrace_loom)]
+const HDR_WORDS_FROM: usize = hushtrace_ctf::ringfile::OFF_DONE;
+#[cfg(hushtrace_loom)]
+const HDR_WORDS_TO: usize = hushtrace_ctf::ringfile::OFF_CLEAN;
+/// Loom build: bytes of packet memory per race-detector cell. Events in the models are
+/// multiples of 4 bytes from a 4-aligned packet header, so no cell holds two events.
+#[cfg(hushtrace_loom)]
+const CELL: usize = 4;
+
 /// # Safety
 /// `base + off .. base + off + 8` must be writable.
 #[inline(always)]
@@ -836,17 +973,26 @@ unsafe fn put_u32(base: *mut u8, off: usize, v: u32) {
 }
 
 #[cfg(test)]
+#[allow(clippy::disallowed_methods)] // tests, not the hot path
 mod tests {
     use super::*;
 
+    // SAFETY: each test is the only producer and consumer of its buffers (one thread).
+    const PK: &ProducerKey = &unsafe { ProducerKey::new() };
+    // SAFETY: as above.
+    const CK: &ConsumerKey = &unsafe { ConsumerKey::new() };
+
     fn buf(mode: Mode) -> Buffer {
         let b = Buffer::new(4096, 4, mode, 7, [9; 16]).unwrap();
-        b.set_ident(Ident {
-            vpid: 1,
-            vtid: 2,
-            procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-            pthread: 3,
-        });
+        b.set_ident(
+            PK,
+            Ident {
+                vpid: 1,
+                vtid: 2,
+                procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+                pthread: 3,
+            },
+        );
         b
     }
 
@@ -856,7 +1002,7 @@ mod tests {
     fn write_n(b: &Buffer, n: u64) -> u64 {
         let mut ok = 0;
         for i in 0..n {
-            if let Ok(ptr) = b.reserve_event(1, 8, 1, || i, || {}) {
+            if let Ok(ptr) = b.reserve_event(PK, 1, 8, 1, || i, || {}) {
                 // SAFETY: 8 bytes of fields reserved.
                 unsafe { put_u64(ptr, 0, i) };
                 ok += 1;
@@ -876,9 +1022,9 @@ mod tests {
             );
         };
         if finish {
-            b.finish(&mut f)
+            b.finish(CK, &mut f)
         } else {
-            b.drain(&mut f)
+            b.drain(CK, &mut f)
         }
         out
     }
@@ -928,14 +1074,14 @@ mod tests {
             // Third clock read: inside the fresh packet's reservation (after the old packet's
             // end and the new one's begin timestamps).
             if calls.get() == 3 {
-                while b.reserve_event(1, 8, 2, || 9, || {}).is_ok() {
+                while b.reserve_event(PK, 1, 8, 2, || 9, || {}).is_ok() {
                     nested.set(nested.get() + 1);
                 }
             }
             9
         };
         assert!(
-            b.reserve_event(1, 8, 1, now, || {}).is_ok(),
+            b.reserve_event(PK, 1, 8, 1, now, || {}).is_ok(),
             "interrupted event dropped"
         );
         assert_eq!(nested.get(), per_packet);
@@ -978,7 +1124,7 @@ mod tests {
             let now = || {
                 if interrupt.replace(false) {
                     for h in 1..=2 {
-                        let p = b.reserve_event(254, 8, 2, || ts + h, || {}).unwrap();
+                        let p = b.reserve_event(PK, 254, 8, 2, || ts + h, || {}).unwrap();
                         // SAFETY: 8 bytes of fields reserved.
                         unsafe { put_u64(p, 0, ts + h) };
                         expect.borrow_mut().push((254, ts + h));
@@ -989,7 +1135,7 @@ mod tests {
                 }
                 clock.get()
             };
-            let p = b.reserve_event(id, 8, 1, now, || {}).unwrap();
+            let p = b.reserve_event(PK, id, 8, 1, now, || {}).unwrap();
             // SAFETY: 8 bytes of fields reserved.
             unsafe { put_u64(p, 0, clock.get()) };
             expect.borrow_mut().push((id, clock.get()));
@@ -998,7 +1144,7 @@ mod tests {
         assert_eq!(expect.len(), want.len() + 2);
         let mut got = vec![];
         let mut headers = vec![];
-        b.finish(|bytes, _| {
+        b.finish(CK, |bytes, _| {
             let mut clock = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
             let mut off = PACKET_HEADER_LEN;
             while off < bytes.len() {

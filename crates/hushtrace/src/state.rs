@@ -12,7 +12,7 @@ use crate::config::{Config, Policy, Stats};
 use crate::ctx::ThreadCtx;
 use crate::lock::{SpinGuard, SpinLock};
 use crate::platform::{self, SignalBlock};
-use crate::ring::{BufState, Buffer};
+use crate::ring::{BufState, Buffer, ProducerKey};
 use crate::tracedir::Dir;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicU8, AtomicUsize, Ordering};
@@ -202,9 +202,12 @@ impl Shared {
             }
         };
         drop(inner);
-        buf.set_ident(ctx.ident.get());
+        // SAFETY: the buffer is not published to any thread yet (a pooled buffer's previous
+        // thread exited; a new one is ours): the caller prepares it as its producer.
+        let key = &unsafe { ProducerKey::new() };
+        buf.set_ident(key, ctx.ident.get());
         if ctx.no_syscall.load(Ordering::Relaxed) {
-            buf.prefault();
+            buf.prefault(key);
         }
         // Release: the buffer's initialization happens-before the owner's Acquire load.
         ctx.buffer
@@ -566,7 +569,7 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     }
     if let (Some(c), false) = (me, mine.is_null()) {
         // SAFETY: our attached buffer is alive (in the session's list) and this thread is its
-        // owner; the reset only stores.
-        unsafe { (*mine).reset_after_fork(uuid, c.ident.get()) };
+        // owner (the producer key); the reset only stores.
+        unsafe { (*mine).reset_after_fork(&ProducerKey::new(), uuid, c.ident.get()) };
     }
 }

@@ -1,12 +1,13 @@
 //! The tracepoint write path: from a callsite hit to bytes in the calling thread's ring. No
 //! lock, no allocation, and no system call on a thread in no-syscall mode.
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use crate::clock;
 use crate::config::Policy;
 use crate::consumer;
 use crate::ctx::{ThreadCtx, Violation};
 use crate::platform;
-use crate::ring::Buffer;
+use crate::ring::{Buffer, ProducerKey};
 use crate::state;
 use crate::thread;
 use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind, STR_CAP};
@@ -139,9 +140,11 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
     } else {
         // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol waits).
         let buf = unsafe { &*buf };
+        // SAFETY: this thread is inside a tracepoint (`depth > 0`) on the buffer attached to it.
+        let key = &unsafe { ProducerKey::new() };
         // The fields' length, computed once: the reservation and the encoding both use it.
         let body = payload.encoded_len();
-        match buf.reserve_event(id, body, d, || now(ctx), || after_commit(ctx)) {
+        match buf.reserve_event(key, id, body, d, || now(ctx), || after_commit(ctx)) {
             Ok(dst) => {
                 // SAFETY: `reserve_event` wrote the header and returned `body` writable bytes at
                 // `dst`; the sealed payload writes exactly `body`.
@@ -151,7 +154,7 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
                 }
                 if d == 1 {
                     // The event is complete: what a crash recovery may keep.
-                    buf.mark_done();
+                    buf.mark_done(key);
                 }
                 true
             }
@@ -251,8 +254,9 @@ pub(crate) fn drop_event() {
         let buf = ctx.buffer.load(Ordering::Acquire);
         let in_ring = !buf.is_null();
         if in_ring {
-            // SAFETY: attached buffers stay alive while `depth > 0`.
-            unsafe { (*buf).count_dropped() };
+            // SAFETY: attached buffers stay alive while `depth > 0`, and this thread, inside a
+            // tracepoint on the buffer attached to it, is its producer (the key).
+            unsafe { (*buf).count_dropped(&ProducerKey::new()) };
         }
         compiler_fence(Ordering::SeqCst);
         ctx.leave(d);
@@ -288,7 +292,7 @@ pub(crate) fn close_own_packet() {
         if d == 1 && !buf.is_null() {
             // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol
             // waits), and this thread is its producer.
-            unsafe { &*buf }.close_open_packet(|| now(ctx));
+            unsafe { &*buf }.close_open_packet(&unsafe { ProducerKey::new() }, || now(ctx));
         }
         compiler_fence(Ordering::SeqCst);
         ctx.leave(d);

@@ -5,12 +5,17 @@
 //! * the real ring (`src/ring.rs`: reservation, packet switches, `finalize`, `drain`, `finish`,
 //!   `recycle`, the `BufState` transitions) in its life cycle: a producer switching packets
 //!   while the consumer drains (discard mode), the overwrite-mode finish, a session stop's
-//!   detach and quiescence, and thread exit with recycling and re-attachment.
+//!   detach and quiescence, and thread exit with recycling and re-attachment;
+//! * the consumer's live reads through the ring header page: the flush of idle threads
+//!   (`open_packet`: `open_seq`, `done`, `open_seq`) and the snapshot of a live
+//!   overwrite-mode ring (`copy_newest`). Weakening an ordering they rely on fails them, e.g.
+//!   `mark_done`'s Release store of `done` made Relaxed: "Causality violation: Concurrent
+//!   read and write accesses" in both.
 //!
 //! Under that cfg every atomic of the ring is loom's (`src/primitive.rs`) and ring memory comes
 //! from the heap. Loom cannot see raw memory, so the ring also touches a loom `UnsafeCell` per
-//! slot wherever it writes or reads a slot's bytes: a slot read while it may be written fails
-//! the model. The models assert on what the consumer reads back: packet sequence numbers,
+//! 4 bytes of a slot wherever it writes or reads them: bytes read while they may be written,
+//! or before their write happens-before the read, fail the model. The models assert on what the consumer reads back: packet sequence numbers,
 //! event payloads (each event carries its number), per-packet counts and loss counts.
 //!
 //! The thread-side steps the runtime does outside `ring.rs` (entering a tracepoint, the stop's
@@ -19,7 +24,7 @@
 #![cfg(hushtrace_loom)]
 
 use hushtrace::handover::Handover;
-use hushtrace::ring::{BufState, Buffer, Ident, Mode};
+use hushtrace::ring::{BufState, Buffer, ConsumerKey, Ident, Mode, ProducerKey};
 use hushtrace_ctf::layout::{
     parse_event_header, read_u32, read_u64, COMPACT_HEADER_LEN, OFF_CONTENT_SIZE,
     OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_TIMESTAMP_BEGIN, OFF_VTID, PACKET_HEADER_LEN,
@@ -27,6 +32,12 @@ use hushtrace_ctf::layout::{
 use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use loom::sync::Arc;
+
+// SAFETY: in every model, the thread that calls producer methods on a buffer is the one the
+// model attaches it to (or the consumer after quiescence), and one thread plays the consumer.
+const PK: &ProducerKey = &unsafe { ProducerKey::new() };
+// SAFETY: as above.
+const CK: &ConsumerKey = &unsafe { ConsumerKey::new() };
 
 struct Ring {
     h: Handover,
@@ -101,7 +112,7 @@ fn model(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
 
 fn ring(mode: Mode, vtid: u32) -> Arc<Buffer> {
     let b = Buffer::new(SUBBUF, SLOTS, mode, 0, [7; 16]).expect("heap ring");
-    b.set_ident(ident(vtid));
+    b.set_ident(PK, ident(vtid));
     Arc::new(b)
 }
 
@@ -116,7 +127,7 @@ fn ident(vtid: u32) -> Ident {
 /// One event at nesting depth 1 (the thread itself, not a signal handler), carrying `n`.
 /// Returns whether it was written (otherwise it was dropped and counted).
 fn event(b: &Buffer, n: u64) -> bool {
-    match b.reserve_event(3, 8, 1, || n, || {}) {
+    match b.reserve_event(PK, 3, 8, 1, || n, || {}) {
         Ok(dst) => {
             // SAFETY: `reserve_event` wrote the header and returned 8 writable bytes at `dst`.
             unsafe { (dst as *mut [u8; 8]).write_unaligned(n.to_le_bytes()) };
@@ -202,11 +213,11 @@ fn discard_mode_consumer_reads_every_committed_event_once() {
         };
         let mut read = Vec::new();
         for _ in 0..3 {
-            b.drain(read_into(&mut read));
+            b.drain(CK, read_into(&mut read));
             loom::thread::yield_now();
         }
         let written = producer.join().unwrap();
-        b.finish(read_into(&mut read));
+        b.finish(CK, read_into(&mut read));
         assert_eq!(
             payloads(&read),
             written,
@@ -245,7 +256,7 @@ fn overwrite_mode_finish_keeps_the_newest_packets() {
             loom::thread::yield_now();
         }
         let mut read = Vec::new();
-        b.finish(read_into(&mut read));
+        b.finish(CK, read_into(&mut read));
         assert_eq!(seqs(&read), vec![2, 3], "the newest packets, contiguous");
         assert_eq!(payloads(&read), vec![4, 5, 6]);
         assert_eq!(b.lost(), 4, "packets 0 and 1 overwritten");
@@ -317,7 +328,7 @@ fn stop_detaches_waits_for_quiescence_and_finishes() {
             loom::thread::yield_now();
         }
         let mut read = Vec::new();
-        b.finish(read_into(&mut read));
+        b.finish(CK, read_into(&mut read));
         let written = producer.join().unwrap();
         assert_eq!(
             payloads(&read),
@@ -358,7 +369,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
                 if b.state
                     .transition(BufState::Pooled, BufState::Attached, Ordering::Acquire)
                 {
-                    b.set_ident(ident(2));
+                    b.set_ident(PK, ident(2));
                     for n in 10..13 {
                         assert!(event(&b, n));
                     }
@@ -372,8 +383,8 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
         while b.state.load(Ordering::Acquire) != BufState::Exited {
             loom::thread::yield_now();
         }
-        b.finish(read_into(&mut read));
-        b.recycle();
+        b.finish(CK, read_into(&mut read));
+        b.recycle(CK);
         let attached = loop {
             if b.state.load(Ordering::Acquire) == BufState::Exited {
                 break true;
@@ -384,7 +395,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
             loom::thread::yield_now();
         };
         if attached {
-            b.finish(read_into(&mut read));
+            b.finish(CK, read_into(&mut read));
             assert_eq!(seqs(&read), vec![0, 1, 2, 3], "the stream continues");
             assert_eq!(
                 read.iter().map(|p| p.vtid).collect::<Vec<_>>(),
@@ -399,4 +410,138 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
         first.join().unwrap();
         second.join().unwrap();
     });
+}
+
+// ---- The consumer's live reads: the flush of idle threads and the snapshot ----
+
+/// `write.rs` at nesting depth 1: the event, then `done` (Release) for the flush and `recover`.
+fn event_done(b: &Buffer, n: u64) -> bool {
+    let ok = event(b, n);
+    if ok {
+        b.mark_done(PK);
+    }
+    ok
+}
+
+/// The numbers carried by the complete events `bytes` of packet `seq`, checked to be the ones
+/// the models put there: the packet's events are `2 * seq, 2 * seq + 1` (two per packet, none
+/// dropped), so a prefix of those.
+fn open_events(bytes: &[u8], begin: u64, seq: u64) -> Vec<u64> {
+    assert_eq!(bytes.len() % EV, 0, "the flush cut an event");
+    let mut clock = begin;
+    let evs: Vec<u64> = bytes
+        .chunks(EV)
+        .map(|e| {
+            let h = parse_event_header(e, clock).unwrap();
+            let n = read_u64(e, h.len).unwrap();
+            assert_eq!(h.ts, n, "timestamp decodes");
+            clock = h.ts;
+            n
+        })
+        .collect();
+    assert!(!evs.is_empty());
+    assert_eq!(
+        evs,
+        (2 * seq..2 * seq + evs.len() as u64).collect::<Vec<_>>()
+    );
+    evs
+}
+
+/// The flush of idle threads (`ring/flush.rs`): the producer writes three events (a packet
+/// switch after the second), marking each complete (`done`, Release) as `write.rs` does, while
+/// the consumer drains and reads the open packet's complete events twice. Whatever
+/// `open_packet` returns is a run of complete events of the packet its header names (bytes
+/// the producer wrote before the `done` the consumer read: the slot cells fail the model if
+/// that write does not happen-before the read), and the consumer reads all events once the
+/// producer is quiescent. At most two preemptions. Weakening `mark_done`'s Release (or the
+/// consumer's Acquire of `done`) to Relaxed fails this model (`ci/loom.sh`).
+#[test]
+fn flush_reads_only_complete_events_of_the_open_packet() {
+    model(Some(2), || {
+        let b = ring(Mode::Discard, 1);
+        let producer = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                for n in 0..3 {
+                    assert!(event_done(&b, n));
+                }
+            })
+        };
+        let mut read = Vec::new();
+        for _ in 0..2 {
+            b.drain(CK, read_into(&mut read));
+            if let Some(open) = b.open_packet(CK) {
+                assert_eq!(read_u64(&open.header, OFF_PACKET_SEQ_NUM), Some(open.seq));
+                let begin = read_u64(&open.header, OFF_TIMESTAMP_BEGIN).unwrap();
+                open_events(open.events, begin, open.seq);
+            }
+        }
+        producer.join().unwrap();
+        b.finish(CK, read_into(&mut read));
+        assert_eq!(payloads(&read), vec![0, 1, 2]);
+    });
+}
+
+/// The snapshot of a live overwrite-mode ring (`ring/snapshot.rs`): the producer writes four
+/// events (packet 0 committed, packet 1 open with two) while the consumer takes a snapshot.
+/// Every packet the snapshot yields holds complete events of the packet its header names, in
+/// order, the packets are consecutive, and the slot cells fail the model if a byte it yields
+/// was not written before the commit or `done` it read. The producer does not lap the reader
+/// here: a lapped copy is a race by design, detected by the re-read of `committed` and the
+/// header check on bytes loom cannot see. At most two preemptions.
+#[test]
+fn snapshot_of_a_live_ring_yields_complete_events() {
+    model(Some(2), || {
+        let b = ring(Mode::Overwrite, 1);
+        let producer = {
+            let b = b.clone();
+            loom::thread::spawn(move || {
+                for n in 0..4 {
+                    assert!(event_done(&b, n));
+                }
+            })
+        };
+        let desc = desc();
+        let mut seqs = Vec::new();
+        b.copy_newest(CK, &desc, |bytes, events| {
+            let seq = read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap();
+            assert_eq!(
+                read_u64(bytes, OFF_CONTENT_SIZE),
+                Some(bytes.len() as u64 * 8)
+            );
+            let begin = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
+            let evs = open_events(&bytes[PACKET_HEADER_LEN..], begin, seq);
+            assert_eq!(evs.len() as u64, events);
+            seqs.push(seq);
+        });
+        assert!(
+            seqs.windows(2).all(|w| w[1] == w[0] + 1),
+            "snapshot packets out of order: {seqs:?}"
+        );
+        producer.join().unwrap();
+    });
+}
+
+/// The metadata the snapshot walks the open packet's events with: class 3, one `u64`.
+fn desc() -> hushtrace_ctf::metadata::TraceDesc {
+    use hushtrace_ctf::metadata::{ClockDesc, EventClass, TraceDesc};
+    TraceDesc {
+        uuid: [7; 16],
+        clock_uuid: [0; 16],
+        clock: ClockDesc {
+            freq: 1_000_000_000,
+            offset_s: 0,
+            offset: 0,
+            source: "tsc".into(),
+        },
+        vpid: 1,
+        procname: "loom".into(),
+        hostname: "h".into(),
+        events: vec![EventClass {
+            id: 3,
+            name: "loom:ev".into(),
+            kind: hushtrace_ctf::Kind::Instant,
+            fields: Some(vec![("n".into(), hushtrace_ctf::FieldType::U64)]),
+        }],
+    }
 }

@@ -164,9 +164,6 @@ fn role() {
     };
     let out = PathBuf::from(std::env::var("OUT").unwrap());
     let relay = std::env::var("RELAY").unwrap();
-    if role == "bench" {
-        return role_bench(&out, &relay);
-    }
     let builder = hushtrace::Session::builder()
         .output_dir(&out)
         .relay(&relay)
@@ -295,120 +292,6 @@ fn role_killed(builder: hushtrace::SessionBuilder) {
         stats.events_written,
         stats.events_discarded
     );
-}
-
-/// Emits `RATE` events per second (in bursts of 256) for 2 s from one thread, to the local
-/// directory only (`relay` empty) or also to the relay; prints the counts.
-fn role_bench(out: &Path, relay: &str) {
-    let rate: u64 = std::env::var("RATE").unwrap().parse().unwrap();
-    let mut b = hushtrace::Session::builder()
-        .output_dir(out)
-        // 1 MiB packets, 64 of them: ~90 ms of buffering at the rates measured, so a trial
-        // measures the sustained rate of the sink, not whether the 2-core machine happened to
-        // deschedule the consumer for a few ms (with 4 MiB rings the same build's lossless rate
-        // varied 2x between runs).
-        .subbuf_size(1024 * 1024)
-        .num_subbufs(64);
-    if !relay.is_empty() {
-        b = b
-            .relay(relay)
-            .relay_host_name(HOST)
-            .relay_session_name("bench")
-            .relay_only(std::env::var_os("RELAY_ONLY").is_some());
-    }
-    let session = b.start().expect("start");
-    let started = Instant::now();
-    let mut n = 0u64;
-    while started.elapsed() < Duration::from_secs(2) {
-        let due = (started.elapsed().as_secs_f64() * rate as f64) as u64;
-        while n < due {
-            for _ in 0..256 {
-                hushtrace::event!("relaytest", "bench", seq = n, a = 1u64, b = 2u32);
-                n += 1;
-            }
-        }
-        // Ahead of schedule: sleep like an application between bursts of work, instead of
-        // spinning, so the cores the consumer (and a local relay) need are not taken by a
-        // busy wait that no real program does (~1 ms bursts, a few thousand events each).
-        std::thread::sleep(Duration::from_micros(500));
-    }
-    let stats = session.stop().expect("stop");
-    println!(
-        "\nresult emitted={n} written={} discarded={}",
-        stats.events_written, stats.events_discarded
-    );
-}
-
-/// One 2 s trial of the `bench` role at `rate` events/s: whether nothing was discarded, nor
-/// missing from the relay's copy (reported on stderr). `relay`: the relay's URL or "" (local
-/// disk only).
-fn lossless_trial(rate: u64, relay: &str, relay_only: bool) -> bool {
-    let out = temp_dir("relay-bench");
-    let mut env = vec![
-        ("OUT", out.display().to_string()),
-        ("RELAY", relay.to_string()),
-        ("RATE", rate.to_string()),
-    ];
-    if relay_only {
-        env.push(("RELAY_ONLY", "1".into()));
-    }
-    let mut p = spawn_role("bench", &env);
-    let rx = lines(&mut p);
-    let mut stderr = p.stderr.take().unwrap();
-    let err = std::thread::spawn(move || {
-        let mut s = String::new();
-        let _ = std::io::Read::read_to_string(&mut stderr, &mut s);
-        s
-    });
-    let r = wait_line(&rx, "result ", Duration::from_secs(120));
-    wait_exit(&mut p, Duration::from_secs(60), "bench");
-    let err = err.join().unwrap();
-    let _ = std::fs::remove_dir_all(&out);
-    r.contains("discarded=0") && !err.contains("could not be streamed to the relay")
-}
-
-/// Sustained lossless rate streaming to a relay over loopback, as a ratio to the local disk
-/// alone, in the same run: `cargo test -p hushtrace --release --test relay relay_throughput --
-/// --ignored --nocapture`. Rates climb in steps of 2 M events/s (24-byte events); at each
-/// step every sink still in the race gets three trials, interleaved with the others', and
-/// leaves the race at its first trial with a loss: a sink's result is the last step it passed
-/// three times. (Bisection on single trials was dominated by scheduling noise.)
-#[test]
-#[ignore = "measurement, not a check"]
-fn relay_throughput() {
-    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let relay = Relayd::start();
-    let url = relay.url();
-    let sinks: [(&str, &str, bool); 3] = [
-        ("local disk", "", false),
-        ("local disk + relay", &url, false),
-        ("relay only", &url, true),
-    ];
-    let mut best = [0u64; 3];
-    let mut racing = [true; 3];
-    let mut rate = 2_000_000u64;
-    while racing.iter().any(|&r| r) && rate <= 96_000_000 {
-        for _trial in 0..3 {
-            for (i, (_, url, only)) in sinks.iter().enumerate() {
-                if racing[i] && !lossless_trial(rate, url, *only) {
-                    racing[i] = false;
-                }
-            }
-        }
-        for i in 0..3 {
-            if racing[i] {
-                best[i] = rate;
-            }
-        }
-        rate += 2_000_000;
-    }
-    for (i, (name, _, _)) in sinks.iter().enumerate() {
-        println!(
-            "lossless rate: {name:>18}: {:>3} M events/s (ratio to the local disk {:.2})",
-            best[i] / 1_000_000,
-            best[i] as f64 / best[0].max(1) as f64
-        );
-    }
 }
 
 // ------------------------------------------------------------------------------------------

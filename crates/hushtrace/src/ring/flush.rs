@@ -14,14 +14,16 @@
 //! appends behind `d` and, when it finalizes, rewrites header fields (end time, sizes,
 //! discarded count), which is why the header is copied with atomic byte loads.
 
-use super::Buffer;
+#![allow(clippy::disallowed_methods)] // the consumer side: not the hot path
+
+use super::{Buffer, ConsumerKey};
+use crate::primitive::{load_byte, Ordering};
 use hushtrace_ctf::layout::{read_u64, OFF_PACKET_SEQ_NUM, PACKET_HEADER_LEN};
 use hushtrace_ctf::ringfile::{OFF_DONE, OFF_OPEN_SEQ};
-use std::sync::atomic::{AtomicU8, Ordering};
 
 /// The complete part of a live ring's open packet.
 #[derive(Debug)]
-pub(crate) struct OpenPacket<'a> {
+pub struct OpenPacket<'a> {
     /// Its sequence number in the ring.
     pub seq: u64,
     /// A copy of its header (packet header and context as written when it was opened).
@@ -34,7 +36,7 @@ impl Buffer {
     /// Consumer thread, discard mode, buffer attached: the open packet's complete events, or
     /// `None` when no packet is open, none is complete, or the producer moved on meanwhile
     /// (try again later). The slice stays valid until the consumer drains that packet.
-    pub(crate) fn open_packet(&self) -> Option<OpenPacket<'_>> {
+    pub fn open_packet(&self, _key: &ConsumerKey) -> Option<OpenPacket<'_>> {
         let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
         let done = self.hdr_word(OFF_DONE).load(Ordering::Acquire) as usize;
         let s2 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
@@ -54,13 +56,17 @@ impl Buffer {
         let base = unsafe { self.mem.add(slot * self.subbuf_size) };
         let mut header = [0u8; PACKET_HEADER_LEN];
         for (i, byte) in header.iter_mut().enumerate() {
-            // SAFETY: inside the slot; a byte is always a valid AtomicU8. Atomic loads: the
-            // producer may be finalizing the packet (module docs).
-            *byte = unsafe { AtomicU8::from_ptr(base.add(i)) }.load(Ordering::Relaxed);
+            // SAFETY: inside the slot. Atomic loads: the producer may be finalizing the packet
+            // (module docs).
+            *byte = unsafe { load_byte(base.add(i)) };
         }
         if read_u64(&header, OFF_PACKET_SEQ_NUM) != Some(s1) {
             return None;
         }
+        // Loom: the event bytes read below must have been written before (their writes
+        // happen-before the Acquire of `done`), and are not written again meanwhile.
+        #[cfg(hushtrace_loom)]
+        self.touch(slot, PACKET_HEADER_LEN, done - PACKET_HEADER_LEN, false);
         // SAFETY: bytes `[PACKET_HEADER_LEN, done)` of the open packet `s1` are complete and
         // not written again before the consumer (this thread) releases the slot (module docs).
         let events = unsafe {

@@ -14,14 +14,16 @@
 //! that is dropped (seqlock style), and so is one whose header names another packet.
 //! No system call, no request to the producer, no waiting.
 
-use super::{Buffer, Ident};
+#![allow(clippy::disallowed_methods)] // the consumer side: not the hot path
+
+use super::{Buffer, ConsumerKey, Ident, ProducerKey};
+use crate::primitive::{fence, load_byte, Ordering};
 use hushtrace_ctf::layout::{
     read_u64, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE,
     OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN,
 };
 use hushtrace_ctf::metadata::TraceDesc;
 use hushtrace_ctf::ringfile::{OFF_DISCARDED, OFF_DONE, OFF_OPEN_SEQ};
-use std::sync::atomic::{fence, AtomicU8, Ordering};
 
 impl Buffer {
     /// The identity the producer writes into its packets.
@@ -31,7 +33,12 @@ impl Buffer {
 
     /// Consumer: records in the ring header what the flush of idle threads did to this stream
     /// (packets added, the packet shipped in part), for crash recovery.
-    pub(crate) fn set_flush_state(&self, extra: u64, partial: Option<(u64, u64, u64)>) {
+    pub(crate) fn set_flush_state(
+        &self,
+        _key: &ConsumerKey,
+        extra: u64,
+        partial: Option<(u64, u64, u64)>,
+    ) {
         use hushtrace_ctf::ringfile::{
             OFF_FLUSH_EXTRA, OFF_FLUSH_OFF, OFF_FLUSH_SEQ, OFF_FLUSH_TS,
         };
@@ -46,7 +53,7 @@ impl Buffer {
     /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
     /// packet now if it holds events, so a snapshot requested by this thread includes its
     /// newest events. No system call (the consumer is not woken).
-    pub(crate) fn close_open_packet(&self, now: impl Fn() -> u64) {
+    pub(crate) fn close_open_packet(&self, _key: &ProducerKey, now: impl Fn() -> u64) {
         let p = &*self.producer;
         if p.open.get() && p.events.get() > 0 {
             self.finalize(&now);
@@ -59,7 +66,12 @@ impl Buffer {
     /// first, with its event count, then with the complete events of the open packet as a
     /// packet of their own (module docs; `desc` gives the events' sizes). When the producer
     /// is switching packets at every try (a few), the open packet is left out.
-    pub(crate) fn copy_newest(&self, desc: &TraceDesc, mut write: impl FnMut(&[u8], u64)) {
+    pub fn copy_newest(
+        &self,
+        _key: &ConsumerKey,
+        desc: &TraceDesc,
+        mut write: impl FnMut(&[u8], u64),
+    ) {
         let mut copy = vec![0u8; self.subbuf_size];
         for _ in 0..8 {
             let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
@@ -109,6 +121,11 @@ impl Buffer {
             if read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(c) {
                 continue;
             }
+            // Loom: the packet's bytes were all written before its commit, which the Acquire
+            // of `committed` ordered before this read (the models do not lap the reader, whose
+            // racing copies the checks above drop; loom cannot see those bytes' values).
+            #[cfg(hushtrace_loom)]
+            self.touch(slot, 0, len, false);
             write(&copy[..len], events);
         }
     }
@@ -134,6 +151,14 @@ impl Buffer {
         if self.handover.committed() >= seq + n || read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(seq) {
             return None;
         }
+        // Loom: the complete events were written before the Release of `done` we read.
+        #[cfg(hushtrace_loom)]
+        self.touch(
+            (seq % n) as usize,
+            PACKET_HEADER_LEN,
+            done - PACKET_HEADER_LEN,
+            false,
+        );
         let begin = read_u64(copy, OFF_TIMESTAMP_BEGIN).unwrap_or(0);
         let w = desc.walk_events(&copy[PACKET_HEADER_LEN..done], begin);
         if w.events == 0 {
@@ -157,9 +182,8 @@ impl Buffer {
         debug_assert!(out.len() <= self.subbuf_size && slot < self.num_subbufs);
         for (i, byte) in out.iter_mut().enumerate() {
             // SAFETY: `slot * subbuf_size + i` is inside the mapping (`i < out.len() <=
-            // subbuf_size`, `slot < num_subbufs`), and a byte is always a valid AtomicU8.
-            *byte = unsafe { AtomicU8::from_ptr(self.mem.add(slot * self.subbuf_size + i)) }
-                .load(Ordering::Relaxed);
+            // subbuf_size`, `slot < num_subbufs`).
+            *byte = unsafe { load_byte(self.mem.add(slot * self.subbuf_size + i)) };
         }
     }
 }
