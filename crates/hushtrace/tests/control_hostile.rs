@@ -42,20 +42,23 @@ fn role() {
         .read_timer(Duration::from_millis(10))
         .start()
         .expect("start");
-    // WIDE_THREADS threads, each with one event, alive until the test says go.
+    // WIDE_THREADS threads, each with one event, alive until the test says go: they block on
+    // a gate this thread holds (no polling: 4,000 threads waking every few ms would swamp a
+    // two-core machine), and this thread alone watches for the go file, for at most 5 min (an
+    // orphaned program, whose test died, still ends).
+    let gate = std::sync::Arc::new(std::sync::RwLock::new(()));
+    let closed = gate.write().unwrap();
     let (ready_tx, ready_rx) = mpsc::channel();
     let mut threads = Vec::new();
     for i in 0..WIDE_THREADS {
-        let (tx, go) = (ready_tx.clone(), go.clone());
+        let (tx, gate) = (ready_tx.clone(), gate.clone());
         threads.push(
             std::thread::Builder::new()
                 .stack_size(64 * 1024)
                 .spawn(move || {
                     hushtrace::event!("wide", "hello", i = i as u64);
                     tx.send(()).unwrap();
-                    while !go.exists() {
-                        std::thread::sleep(Duration::from_millis(20));
-                    }
+                    drop(gate.read());
                 })
                 .expect("spawn"),
         );
@@ -64,6 +67,11 @@ fn role() {
         ready_rx.recv().unwrap();
     }
     println!("\nready");
+    let waiting = Instant::now();
+    while !go.exists() && waiting.elapsed() < Duration::from_secs(300) {
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    drop(closed);
     for t in threads {
         t.join().unwrap();
     }
