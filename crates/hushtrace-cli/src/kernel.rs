@@ -48,16 +48,17 @@ pub fn start(
         categories,
         buffer_size_kb: buffer_kb.unwrap_or(Options::default().buffer_size_kb),
     };
+    // Before the capture starts: see `Forwarder::install`.
+    let signals = hushtrace_kernel::signals::Forwarder::install().ok();
     let capture = Capture::start(output, &opts).map_err(|e| {
+        // Nothing of a failed start stays behind (the directory did not exist before).
+        let _ = std::fs::remove_dir_all(&kdir);
         eprintln!("hushtrace: error: {e}");
         match e {
             hushtrace_kernel::Error::Access(_) => ExitCode::from(2),
             hushtrace_kernel::Error::Other(_) => ExitCode::FAILURE,
         }
     })?;
-    let signals =
-        hushtrace_kernel::signals::Forwarder::install(capture.guard_pid().into_iter().collect())
-            .ok();
     Ok(KernelRecording { capture, signals })
 }
 

@@ -9,8 +9,8 @@
 //! * Chrome JSON: a `Kernel` process with one thread per CPU whose slices are the tasks that
 //!   ran on it (`comm/tid`).
 
-use crate::chrome::ConvertError;
-use crate::perfetto::proto::{Clock, ClockSnapshot};
+use crate::output::ConvertError;
+use crate::perfetto_proto::{Clock, ClockSnapshot};
 use hushtrace_ctf::reader::Session;
 use hushtrace_kernel::{KEvent, KernelTrace};
 use prost::Message;
@@ -21,7 +21,7 @@ use std::io::{self, Write};
 /// (`protos/perfetto/trace/ftrace/*.proto`).
 pub mod proto {
     #![allow(missing_docs)]
-    use crate::perfetto::proto::ClockSnapshot;
+    use crate::perfetto_proto::ClockSnapshot;
 
     /// `TracePacket` with only the fields this module writes.
     #[derive(Clone, PartialEq, prost::Message)]
@@ -421,7 +421,7 @@ pub fn chrome<W: Write>(
             return Ok::<(), io::Error>(());
         }
         let mut name = Vec::new();
-        crate::chrome::json_str(&mut name, &format!("{comm}/{tid}"));
+        crate::output::json_str(&mut name, &format!("{comm}/{tid}"));
         let name = String::from_utf8_lossy(&name).into_owned();
         n += 1;
         chrome_line(

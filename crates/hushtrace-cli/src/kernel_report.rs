@@ -14,7 +14,7 @@ use std::collections::{BinaryHeap, HashMap};
 use std::fmt::Write as _;
 
 /// Off-CPU time of one span name, summed over its instances.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, PartialEq, Eq, serde::Serialize)]
 pub struct SpanRow {
     /// `category:name`.
     pub name: String,
@@ -230,6 +230,27 @@ pub fn bar(sp: &SlowSpan, x: &Explanation) -> String {
 }
 
 impl KernelReport {
+    /// `report` (the JSON value of the rest of the report) with a `"kernel"` member added
+    /// when the session has a kernel trace: its directory, clock, event and lost counts, and
+    /// the per-span rows.
+    pub fn with_json(&self, mut report: serde_json::Value) -> serde_json::Value {
+        if let (Some((k, _)), Some(obj)) = (&self.kernel, report.as_object_mut()) {
+            obj.insert(
+                "kernel".into(),
+                serde_json::json!({
+                    "dir": k.dir.display().to_string(),
+                    "trace_clock": k.trace_clock,
+                    "clock_note": k.clock.note,
+                    "events": k.events.len(),
+                    "lost": k.discarded,
+                    "cpus": k.cpus,
+                    "spans": self.rows,
+                }),
+            );
+        }
+        report
+    }
+
     /// The off-CPU section of the text report (empty without a kernel trace).
     pub fn to_text(&self) -> String {
         let mut s = String::new();

@@ -218,7 +218,10 @@ fn is_broken_pipe(e: &anyhow::Error) -> bool {
     })
 }
 
-fn open_session(dir: &Path) -> anyhow::Result<Session> {
+/// Opens the trace at `dir` (recovering dead processes' rings first) and prints the reader's
+/// warnings; with `say_elsewhere`, also where the events are when the directory holds none
+/// although its processes wrote some (a relay-only session).
+fn open_session(dir: &Path, say_elsewhere: bool) -> anyhow::Result<Session> {
     // Said once, and without advising `hushtrace recover` on a path that is not there.
     if let Err(e) = std::fs::symlink_metadata(dir) {
         if e.kind() == std::io::ErrorKind::NotFound {
@@ -231,6 +234,11 @@ fn open_session(dir: &Path) -> anyhow::Result<Session> {
     let s = Session::open(dir)?;
     for w in &s.warnings {
         eprintln!("hushtrace: warning: {w}");
+    }
+    if say_elsewhere {
+        if let Some(msg) = report::elsewhere(&s) {
+            eprintln!("hushtrace: warning: {msg}");
+        }
     }
     Ok(s)
 }
@@ -378,7 +386,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             quiet,
             relative_time,
         } => {
-            let session = open_session(&dir)?;
+            let session = open_session(&dir, true)?;
             let options = chrome::Options {
                 relative: relative_time,
             };
@@ -407,7 +415,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             slowest,
             n,
         } => {
-            let session = open_session(&dir)?;
+            let session = open_session(&dir, false)?;
             if let Some(span) = slowest.as_deref() {
                 let k = hushtrace_cli::kernel_report::compute(&session, Some(span), n)?;
                 print!("{}", k.slowest_text());
@@ -422,7 +430,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                     out.write_all(k.to_text().as_bytes())?;
                 }
                 ReportFormat::Json => {
-                    serde_json::to_writer_pretty(&mut out, &r)?;
+                    let k = hushtrace_cli::kernel_report::compute(&session, None, 0)?;
+                    serde_json::to_writer_pretty(
+                        &mut out,
+                        &k.with_json(serde_json::to_value(&r)?),
+                    )?;
                     writeln!(out)?;
                 }
             }
@@ -435,7 +447,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             per_thread,
             folded,
         } => {
-            let session = open_session(&dir)?;
+            let session = open_session(&dir, true)?;
             let roots = if per_thread {
                 flame::Roots::Thread
             } else if per_process {

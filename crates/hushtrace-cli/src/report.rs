@@ -450,8 +450,8 @@ fn origin_name(o: Origin) -> &'static str {
 
 /// Where the events of a session that holds none went, when its processes wrote some: a
 /// relay-only session keeps the metadata and statistics here and sends the event streams to
-/// the relay only.
-fn elsewhere(session: &Session) -> Option<String> {
+/// the relay only. `None` when the directory holds events, or its processes wrote none.
+pub fn elsewhere(session: &Session) -> Option<String> {
     let written: u64 = session
         .traces
         .iter()

@@ -642,3 +642,25 @@ fn a_4000_thread_trace_reads_under_1024_descriptors() {
     let json = std::fs::read_to_string(&out).unwrap();
     assert_eq!(json.matches(r#""ph":"B""#).count(), 4000 * 3);
 }
+
+/// Issue 18.5: one process's hostile files (a FIFO as its ring pointer) do not keep another
+/// process of the session from being recovered; the error names the hostile file.
+#[test]
+fn one_hostile_process_does_not_block_the_recovery_of_others() {
+    use hushtrace_ctf::ringfile::RINGS_FILE;
+    let dir = tempfile::tempdir().unwrap();
+    let good = dead_ring(dir.path(), None);
+    let other = tempfile::tempdir().unwrap();
+    let bad = dead_ring(other.path(), None);
+    let bad_trace = dir.path().join(format!("{}", 1u64 << 40));
+    std::fs::rename(&bad.trace, &bad_trace).unwrap();
+    let pointer = bad_trace.join(RINGS_FILE);
+    std::fs::remove_file(&pointer).unwrap();
+    mkfifo(&pointer);
+    let o = hushtrace(&["recover", dir.path().to_str().unwrap()]);
+    let err = text(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains(RINGS_FILE) && err.contains("FIFO"), "{err}");
+    assert!(good.trace.join("stream_0").is_file(), "{err}");
+    assert!(!good.ring_dir.exists(), "{err}");
+}

@@ -33,6 +33,10 @@ fn tracefs_lock(test: &str) -> Option<std::fs::File> {
     Some(f)
 }
 
+fn tracefs_usable() -> bool {
+    hushtrace_kernel::tracefs::find_or_mount().is_ok()
+}
+
 fn hushtrace(args: &[&str]) -> Output {
     Command::new(env!("CARGO_BIN_EXE_hushtrace"))
         .args(args)
@@ -166,19 +170,16 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         .find(|r| r.name == "rt:cycle")
         .expect("rt:cycle row");
     assert_eq!(row.count, 150);
-    let err = (row.runnable_ns - measured).abs() as f64 / measured as f64;
-    assert!(
-        err < 0.05,
-        "runnable {} ns vs measured {measured} ns ({:.1}% off)\n{}",
-        row.runnable_ns,
-        err * 100.0,
-        k.to_text()
-    );
+    // The cycles' runnable time goes to the hog first, as much as the program measured its
+    // bursts inside them. (Anything else that ran instead, a threaded interrupt handler at
+    // a higher real-time priority for instance, is listed after it.)
     let (top, ns) = &row.ran_instead[0];
     assert_eq!(top, &format!("hog/{hog}"), "{}", k.to_text());
+    let err = (*ns - measured).abs() as f64 / measured as f64;
     assert!(
-        *ns as f64 >= 0.95 * row.runnable_ns as f64,
-        "{}",
+        err < 0.05,
+        "hog ran {ns} ns inside the cycles, the program measured {measured} ns ({:.1}% off)\n{}",
+        err * 100.0,
         k.to_text()
     );
     assert!(row.blocked_ns < row.runnable_ns / 20, "{}", k.to_text());
@@ -203,6 +204,14 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     let o = hushtrace(&["report", dir.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&o.stdout);
     assert!(s.contains("Off-CPU time per span"), "{s}");
+    let o = hushtrace(&["report", dir.to_str().unwrap(), "--format", "json"]);
+    let j: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(j["kernel"]["spans"][0]["name"], "rt:cycle");
+    assert_eq!(j["kernel"]["spans"][0]["runnable_ns"], row.runnable_ns);
+    assert!(
+        j["spans"].is_array(),
+        "the rest of the report is still there"
+    );
 
     // Alignment: every switch into sleep (the 300 µs pause right after each span's end)
     // falls after that span's end and before the next span's begin: a kernel clock off by a
@@ -223,6 +232,15 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     }
     assert_eq!(spans.len(), 150);
     let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    // One clock: the kernel trace's is the program trace's (x86-tsc: same counter, same
+    // calibration; mono: the same CLOCK_MONOTONIC), so babeltrace2 merges them as one.
+    let user = &session.traces[0].desc;
+    assert_eq!(kt.clock.uuid, user.clock_uuid);
+    let (kc, uc) = (&kt.clock.desc, &user.clock);
+    assert_eq!(
+        (kc.freq, kc.offset_s, kc.offset),
+        (uc.freq, uc.offset_s, uc.offset)
+    );
     let (mut inside, mut between, mut sleeps) = (0, 0, 0);
     for e in kt.events.iter().filter(|e| e.name() == "sched_switch") {
         if e.int("prev_tid") != cycle {
@@ -321,10 +339,46 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
     };
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");
-    let Some(out) = record(&dir, "sched", &["block"]) else {
+    let Some(out) = record(&dir, "sched,syscalls", &["block"]) else {
         return;
     };
     let v = values(&out);
+    // --kernel syscalls: the program's system calls (its read on the pipe among them), and
+    // none of the recorder's own.
+    let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    let reader = v["reader_tid"];
+    let sys: Vec<_> = kt
+        .events
+        .iter()
+        .filter(|e| e.name() == "syscall_entry_unknown")
+        .collect();
+    assert!(
+        sys.iter()
+            .any(|e| e.int("tid") == reader && e.int("id") == libc::SYS_read),
+        "no read(2) of the reader thread among {} system calls",
+        sys.len()
+    );
+    // The program's tasks: its process and what it forked (threads included), transitively.
+    let mut program = vec![Session::open(&dir).unwrap().traces[0].desc.vpid as i64];
+    for e in kt
+        .events
+        .iter()
+        .filter(|e| e.name() == "sched_process_fork")
+    {
+        if program.contains(&e.int("parent_tid")) {
+            program.push(e.int("child_tid"));
+        }
+    }
+    assert!(program.contains(&reader) && program.contains(&v["writer_tid"]));
+    let foreign: Vec<i64> = sys
+        .iter()
+        .map(|e| e.int("tid"))
+        .filter(|t| !program.contains(t))
+        .collect();
+    assert!(
+        foreign.is_empty(),
+        "system calls of other tasks: {foreign:?}"
+    );
     let (writer, measured) = (v["writer_tid"], v["measured_ns"]);
     let session = Session::open(&dir).unwrap();
     let k = kernel_report::compute(&session, None, 0).unwrap();
@@ -334,10 +388,11 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
         .find(|r| r.name == "io:wait")
         .expect("io:wait row");
     assert_eq!(row.count, 1);
-    // Blocked for the writer's 20 ms sleep; then runnable until a CPU was free (a loaded
-    // machine): together, what the program measured around its read.
-    assert!(row.blocked_ns >= 19_000_000, "{}", k.to_text());
+    // Blocked for (about) the writer's 20 ms sleep, runnable for what a loaded machine made
+    // it wait for a CPU (before its read, and after the writer woke it): together, what the
+    // program measured around its read.
     let off = row.blocked_ns + row.runnable_ns;
+    assert!(row.blocked_ns >= off / 2, "{}", k.to_text());
     let err = (off - measured).abs() as f64 / measured as f64;
     assert!(
         err < 0.05,
@@ -374,7 +429,10 @@ fn kernel_mono_clock_when_the_runtime_does_not_use_the_cycle_counter() {
     let session = Session::open(&dir).unwrap();
     assert_eq!(kt.clock.uuid, session.traces[0].desc.clock_uuid);
     let (kc, uc) = (&kt.clock.desc, &session.traces[0].desc.clock);
-    assert_eq!((kc.freq, kc.offset_s, kc.offset), (uc.freq, uc.offset_s, uc.offset));
+    assert_eq!(
+        (kc.freq, kc.offset_s, kc.offset),
+        (uc.freq, uc.offset_s, uc.offset)
+    );
     let v = values(&out);
     let k = kernel_report::compute(&session, None, 0).unwrap();
     let row = k
@@ -393,6 +451,33 @@ fn kernel_mono_clock_when_the_runtime_does_not_use_the_cycle_counter() {
 }
 
 #[test]
+fn kernel_buffer_overflow_is_counted_and_shown() {
+    let Some(_lock) = tracefs_lock("kernel_overflow") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("t");
+    // Two pages per CPU against a context switch every few µs: the buffers overflow between
+    // two reads.
+    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(["record", "--kernel", "--kernel-buffer-kb", "8", "-o"])
+        .arg(&dir)
+        .arg("--")
+        .arg(testbin("kernel_workload"))
+        .args(["pingpong", "50000"])
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{stderr}");
+    assert!(stderr.contains(" LOST (per-CPU buffers full"), "{stderr}");
+    let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    assert!(kt.discarded > 0);
+    let o = hushtrace(&["report", dir.to_str().unwrap()]);
+    let s = String::from_utf8_lossy(&o.stdout);
+    assert!(s.contains(&format!("{} events LOST", kt.discarded)), "{s}");
+}
+
+#[test]
 fn kernel_without_tracefs_access_is_exit_2_before_the_program_runs() {
     let tmp = tempfile::tempdir().unwrap();
     let marker = tmp.path().join("ran");
@@ -408,6 +493,24 @@ fn kernel_without_tracefs_access_is_exit_2_before_the_program_runs() {
     assert_eq!(out.status.code(), Some(2), "{stderr}");
     assert!(stderr.contains("no tracefs there"), "{stderr}");
     assert!(!marker.exists(), "the program ran");
+    // Not root: as `nobody` (where setpriv exists and `nobody` may run the binary).
+    if tracefs_usable() && hushtrace_testsupport::which("setpriv").is_some() {
+        let out = Command::new("setpriv")
+            .args(["--reuid=65534", "--regid=65534", "--clear-groups"])
+            .arg(env!("CARGO_BIN_EXE_hushtrace"))
+            .args(["record", "--kernel", "-o", "/nonexistent/x", "--", "touch"])
+            .arg(&marker)
+            .output()
+            .unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        if stderr.contains("hushtrace: error:") {
+            assert_eq!(out.status.code(), Some(2), "{stderr}");
+            assert!(stderr.contains("needs write access to tracefs"), "{stderr}");
+            assert!(!marker.exists(), "the program ran");
+        } else {
+            println!("not run as nobody: {stderr}");
+        }
+    }
     let out = hushtrace(&[
         "record",
         "--kernel",
@@ -477,6 +580,16 @@ fn kernel_instances_are_removed_after_signals_and_sigkill() {
         "{stderr}"
     );
     KernelTrace::open(&tmp.path().join("term/kernel")).unwrap();
+
+    // The program crashes: record reports it, and the kernel trace is complete all the same.
+    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
+        .args(["record", "--kernel", "-o"])
+        .arg(tmp.path().join("crash"))
+        .args(["--", "sh", "-c", "kill -SEGV $$"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(128 + libc::SIGSEGV));
+    KernelTrace::open(&tmp.path().join("crash/kernel")).unwrap();
 
     // SIGKILL to record: its guard process removes the instance at once.
     let mut c = spawn("kill", "3");

@@ -177,16 +177,18 @@ fn relay_copies_read_like_the_local_trace() {
     let local = record("updates", false);
     let copy = relay.session_dir("hushrelay", "updates");
     // The relay's metadata really is a sequence of updates (the parent's callsites became
-    // known in three phases after the header went out).
+    // known in phases after the header went out).
     let metas: Vec<usize> = std::fs::read_dir(&copy)
         .unwrap()
         .flatten()
         .map(|e| signatures(&e.path().join("metadata")))
         .collect();
     assert_eq!(metas.len(), 2, "parent and forked child: {metas:?}");
+    // (Usually 4 in the parent: the header, then one update per phase; a busy machine can merge
+    // phases.)
     assert!(
-        metas.iter().any(|&n| n >= 3),
-        "updates per process: {metas:?}"
+        metas.iter().any(|&n| n >= 2),
+        "no metadata update appended: {metas:?}"
     );
 
     let scratch = tempfile::tempdir().unwrap();
@@ -218,6 +220,17 @@ fn relay_copies_read_like_the_local_trace() {
         out.contains("only to an LTTng relay") && out.contains("/onlyrelay/"),
         "{out}"
     );
+    // convert says so too, instead of a silently empty output.
+    let json = scratch.path().join("only.json");
+    let o = hushtrace(&[
+        "convert",
+        only.to_str().unwrap(),
+        "-o",
+        json.to_str().unwrap(),
+    ]);
+    let err = text(&o.stderr);
+    assert!(o.status.success(), "{err}");
+    assert!(err.contains("only to an LTTng relay"), "{err}");
     let got = counts(&relay.session_dir("hushrelay", "onlyrelay"), scratch.path());
     assert_eq!(got.report[0], want.report[0], "{got:?}");
     assert_eq!(got.folded.lines().count(), want.folded.lines().count());

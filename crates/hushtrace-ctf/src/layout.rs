@@ -185,6 +185,14 @@ pub fn parse_event_header(b: &[u8], prev: u64) -> Option<EventHeader> {
 pub const METADATA_FILE: &str = "metadata";
 /// Prefix of stream file names in a trace directory (`stream_<instance id>`).
 pub const STREAM_PREFIX: &str = "stream_";
+/// In a process's trace directory: a file naming the directory that holds its ring files
+/// (a private directory on a tmpfs when there is one, else a subdirectory of the trace
+/// directory). Hidden (a leading dot), so that `babeltrace2`, which reads every other regular
+/// file of a directory holding `metadata` as a CTF stream, skips it while the process runs or
+/// after it was killed.
+pub const RINGS_FILE: &str = ".rings";
+/// The pointer file's name in traces of older versions (still read by recovery).
+pub const LEGACY_RINGS_FILE: &str = "rings";
 /// Per-process statistics file, written beside (not inside) the process's trace directory:
 /// `<session dir>/<trace dir name>.stats.json`.
 pub const STATS_SUFFIX: &str = ".stats.json";

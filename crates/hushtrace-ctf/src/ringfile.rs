@@ -63,14 +63,7 @@ pub const OFF_FLUSH_TS: usize = 160;
 pub const OFF_CLEAN: usize = 192;
 /// Prefix of ring file names (`ring_<instance>`).
 pub const RING_PREFIX: &str = "ring_";
-/// In a process's trace directory: a file naming the directory that holds its ring files
-/// (a private directory on a tmpfs when there is one, else a subdirectory of the trace
-/// directory). Hidden (a leading dot), so that `babeltrace2`, which reads every other regular
-/// file of a directory holding `metadata` as a CTF stream, skips it while the process runs or
-/// after it was killed.
-pub const RINGS_FILE: &str = ".rings";
-/// The pointer file's name in traces of older versions (still read by recovery).
-pub const LEGACY_RINGS_FILE: &str = "rings";
+pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE};
 
 /// In a ring directory: the types mirror (see `hushtrace_core::mirror`).
 pub const TYPES_FILE: &str = "types";
@@ -627,66 +620,93 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
         }
     }
     let mut out = Vec::new();
+    // One process's hostile or broken files do not keep the others from being recovered: each
+    // is tried, and the errors are returned together afterwards.
+    let mut errors = Vec::new();
     for td in dirs {
-        let Some(ring_dir) = ring_dir(&td)? else {
-            continue;
-        };
-        let rings = rings_in(&ring_dir);
-        if rings.is_empty() {
-            continue;
+        match recover_process(&td) {
+            Ok(Some(pr)) => out.push(pr),
+            Ok(None) => {}
+            Err(e) => errors.push(e),
         }
-        let mut pr = ProcessRecovery {
-            trace_dir: td.path().to_path_buf(),
-            pid: rings[0].1.pid,
-            rings: 0,
-            recovered: Recovered::default(),
-            live: 0,
-        };
-        let mut desc =
-            crate::reader::read_metadata(&td.join(METADATA_FILE)).map_err(|e| e.to_string())?;
-        complete_metadata(&td, &ring_dir, &mut desc)?;
-        for (name, h) in &rings {
-            if alive(h.pid) {
-                pr.live += 1;
-                continue;
-            }
-            let ring_path = ring_dir.join(name);
-            let f = ring_dir.open_file_rw(name).map_err(|e| e.to_string())?;
-            let stream = format!("{STREAM_PREFIX}{}", h.instance);
-            let r = recover_ring_file(&f, &ring_path, &desc, &td, &stream)?;
-            pr.rings += 1;
-            pr.recovered.packets += r.packets;
-            pr.recovered.events += r.events;
-            pr.recovered.torn += r.torn;
-            pr.recovered.discarded += r.discarded;
-            pr.recovered.overwritten += r.overwritten;
-            // Done: mark it clean (a second run skips it even if the removal fails), remove it.
-            let _ = f.write_all_at(&1u64.to_le_bytes(), OFF_CLEAN as u64);
-            drop(f);
-            ring_dir.remove_file(name);
-        }
-        if pr.live == 0 {
-            ring_dir.remove_file(TYPES_FILE);
-            let _ = std::fs::remove_dir(ring_dir.path());
-            td.remove_file(RINGS_FILE);
-            if td.file_type(LEGACY_RINGS_FILE) == Some(rustix::fs::FileType::Directory) {
-                td.remove_dir(LEGACY_RINGS_FILE);
-            } else {
-                td.remove_file(LEGACY_RINGS_FILE);
-            }
-            // Readers tell a recovered trace (no statistics file, nothing missing) from one
-            // whose process still runs or whose rings are gone.
-            let _ = td.replace_file(
-                crate::reader::RECOVERED_MARKER,
-                format!(
-                    "{}
-",
-                    pr.recovered.events
-                )
-                .as_bytes(),
-            );
-        }
-        out.push(pr);
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
     }
     Ok(out)
+}
+
+/// Recovers the dead rings of one process trace directory (`None`: it has none).
+fn recover_process(td: &Dir) -> Result<Option<ProcessRecovery>, String> {
+    let Some(ring_dir) = ring_dir(td)? else {
+        return Ok(None);
+    };
+    let rings = rings_in(&ring_dir);
+    if rings.is_empty() {
+        return Ok(None);
+    }
+    let mut pr = ProcessRecovery {
+        trace_dir: td.path().to_path_buf(),
+        pid: rings[0].1.pid,
+        rings: 0,
+        recovered: Recovered::default(),
+        live: 0,
+    };
+    let mut desc =
+        crate::reader::read_metadata(&td.join(METADATA_FILE)).map_err(|e| e.to_string())?;
+    complete_metadata(td, &ring_dir, &mut desc)?;
+    // A ring that cannot be recovered is kept (and named in the error); the others are.
+    let mut errors = Vec::new();
+    for (name, h) in &rings {
+        if alive(h.pid) {
+            pr.live += 1;
+            continue;
+        }
+        let ring_path = ring_dir.join(name);
+        let f = match ring_dir.open_file_rw(name) {
+            Ok(f) => f,
+            Err(e) => {
+                errors.push(e.to_string());
+                continue;
+            }
+        };
+        let stream = format!("{STREAM_PREFIX}{}", h.instance);
+        let r = match recover_ring_file(&f, &ring_path, &desc, td, &stream) {
+            Ok(r) => r,
+            Err(e) => {
+                errors.push(e);
+                continue;
+            }
+        };
+        pr.rings += 1;
+        pr.recovered.packets += r.packets;
+        pr.recovered.events += r.events;
+        pr.recovered.torn += r.torn;
+        pr.recovered.discarded += r.discarded;
+        pr.recovered.overwritten += r.overwritten;
+        // Done: mark it clean (a second run skips it even if the removal fails), remove it.
+        let _ = f.write_all_at(&1u64.to_le_bytes(), OFF_CLEAN as u64);
+        drop(f);
+        ring_dir.remove_file(name);
+    }
+    if !errors.is_empty() {
+        return Err(errors.join("; "));
+    }
+    if pr.live == 0 {
+        ring_dir.remove_file(TYPES_FILE);
+        let _ = std::fs::remove_dir(ring_dir.path());
+        td.remove_file(RINGS_FILE);
+        if td.file_type(LEGACY_RINGS_FILE) == Some(rustix::fs::FileType::Directory) {
+            td.remove_dir(LEGACY_RINGS_FILE);
+        } else {
+            td.remove_file(LEGACY_RINGS_FILE);
+        }
+        // Readers tell a recovered trace (no statistics file, nothing missing) from one whose
+        // process still runs or whose rings are gone.
+        let _ = td.replace_file(
+            crate::reader::RECOVERED_MARKER,
+            format!("{}\n", pr.recovered.events).as_bytes(),
+        );
+    }
+    Ok(Some(pr))
 }

@@ -173,7 +173,18 @@ impl Timeline {
                             end: ts,
                         });
                     }
-                    if prev != 0 {
+                    // Already running on another CPU by our reckoning: this switch-out and
+                    // that switch-in are inverted (clocks of two CPUs a hair apart): not a
+                    // stretch off the CPU.
+                    let elsewhere = cur.iter().any(|(&c, &(tid, _))| c != e.cpu && tid == prev);
+                    if let Some(o) = t.off.get_mut(&prev).and_then(|v| v.last_mut()) {
+                        if o.end == i64::MAX {
+                            // Its switch-in was never seen (lost events, inversion): unknown,
+                            // so the stretch is left empty rather than unbounded.
+                            o.end = o.start;
+                        }
+                    }
+                    if prev != 0 && !elsewhere {
                         t.off.entry(prev).or_default().push(OffCpu {
                             start: ts,
                             wake: None,
@@ -242,6 +253,12 @@ impl Timeline {
                     start: since,
                     end: last,
                 });
+            }
+        }
+        // Stretches still open when the trace ends end with it.
+        for v in t.off.values_mut() {
+            for o in v.iter_mut().filter(|o| o.end == i64::MAX) {
+                o.end = last.max(o.start);
             }
         }
         for v in t.runs.values_mut() {
@@ -336,7 +353,7 @@ impl Timeline {
                 x.runnable_ns += runnable;
                 let (s, e) = (run_start.max(a), o.end.min(b));
                 let mut by = Vec::new();
-                for r in self.runs_in(o.back_cpu, s, e) {
+                for r in self.runs_in(o.back_cpu, s, e).filter(|r| r.tid != tid) {
                     add(&mut by, Actor::Task(r.tid), overlap(r.start, r.end, s, e));
                 }
                 for (who, ns) in &by {
@@ -384,11 +401,11 @@ mod tests {
     use hushtrace_ctf::metadata::ClockDesc;
 
     fn sw(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> KEvent {
-        KEvent {
+        KEvent::new(
             ts,
             cpu,
-            class: id_of("sched_switch").unwrap(),
-            values: vec![
+            id_of("sched_switch").unwrap(),
+            &[
                 Val::Str(format!("t{prev}")),
                 Val::Int(prev.into()),
                 Val::Int(120),
@@ -397,21 +414,21 @@ mod tests {
                 Val::Int(next.into()),
                 Val::Int(120),
             ],
-        }
+        )
     }
 
     fn waking(ts: u64, cpu: u32, tid: i32) -> KEvent {
-        KEvent {
+        KEvent::new(
             ts,
             cpu,
-            class: id_of("sched_waking").unwrap(),
-            values: vec![
+            id_of("sched_waking").unwrap(),
+            &[
                 Val::Str(format!("t{tid}")),
                 Val::Int(tid.into()),
                 Val::Int(120),
                 Val::Int(cpu.into()),
             ],
-        }
+        )
     }
 
     fn trace(events: Vec<KEvent>) -> KernelTrace {
@@ -462,5 +479,30 @@ mod tests {
         // A window with the thread on the CPU throughout.
         assert_eq!(t.explain(10, 310, 390), Explanation::default());
         assert_eq!(t.describe(&Actor::Task(20)), "t20/20");
+    }
+
+    #[test]
+    fn inverted_and_missing_switches_never_leave_a_stretch_open() {
+        // Task 10 switched in on CPU 1 at 100 a hair before its switch-out on CPU 0 (at 101)
+        // is stamped; later its switch-in at 300 is lost (a switch-out at 400 follows).
+        let t = Timeline::build(&trace(vec![
+            sw(50, 0, 0, 0, 10),
+            sw(100, 1, 0, 0, 10),
+            sw(101, 0, 10, 0, 0),
+            sw(200, 1, 10, 0, 20),
+            sw(400, 1, 10, 1, 0),
+            sw(1000, 1, 0, 0, 30),
+        ]));
+        let offs = t.off_cpu(10);
+        assert!(
+            offs.iter().all(|o| o.end != i64::MAX && o.end >= o.start),
+            "{offs:?}"
+        );
+        let x = t.explain(10, 0, 1000);
+        assert!(x.off_cpu_ns() <= 1000, "{x:?}");
+        assert!(
+            x.ran_instead.iter().all(|(a, _)| *a != Actor::Task(10)),
+            "{x:?}"
+        );
     }
 }

@@ -529,6 +529,9 @@ impl Drop for Capture {
     }
 }
 
+/// The guard process's `$0` (how the signal forwarder recognises it).
+pub const GUARD_NAME: &str = "hushtrace-kernel-guard";
+
 /// A process that removes the instances when this one dies, however it dies (SIGKILL
 /// included): it waits for end-of-file on a pipe only this process holds the writing end of.
 /// It runs in its own process group, so a terminal's Ctrl-C does not kill it too.
@@ -544,7 +547,7 @@ fn spawn_guard(paths: &[PathBuf]) -> io::Result<Child> {
     Command::new("/bin/sh")
         .arg("-c")
         .arg(script)
-        .arg("hushtrace-kernel-guard")
+        .arg(GUARD_NAME)
         .args(paths)
         .stdin(Stdio::piped())
         .stdout(Stdio::null())

@@ -16,6 +16,7 @@ use hushtrace_ctf::metadata::{escape, parse_uuid, uuid_string, ClockDesc};
 use std::fmt::Write as _;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 /// The name of the kernel trace directory inside a session directory.
 pub const KERNEL_DIR: &str = "kernel";
@@ -287,7 +288,14 @@ pub enum Val {
     Str(String),
 }
 
-/// One kernel event read back.
+/// Most text fields a class has.
+const MAX_TEXT: usize = 2;
+/// Most fields a class has.
+const MAX_VALUES: usize = 8;
+
+/// One kernel event read back: no allocation of its own (integers inline, text shared with
+/// every other event holding the same string), so a trace of millions of events stays
+/// about 110 bytes an event.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct KEvent {
     /// Timestamp in clock cycles of the trace's clock.
@@ -296,37 +304,67 @@ pub struct KEvent {
     pub cpu: u32,
     /// Index into [`CLASSES`].
     pub class: u16,
-    /// Field values in the class's order.
-    pub values: Vec<Val>,
+    /// Integer fields by position in the class (text fields' slots unused).
+    ints: [i64; MAX_VALUES],
+    /// Text fields, in their order in the class.
+    texts: [Option<Arc<str>>; MAX_TEXT],
 }
 
 impl KEvent {
+    /// An event of class `class` with `values` in the class's field order (a value of the
+    /// wrong kind reads as 0 or `""`; values past the class's fields are ignored).
+    pub fn new(ts: u64, cpu: u32, class: u16, values: &[Val]) -> KEvent {
+        let mut e = KEvent {
+            ts,
+            cpu,
+            class,
+            ints: [0; MAX_VALUES],
+            texts: Default::default(),
+        };
+        let mut t = 0;
+        for (i, ((_, _, ty), v)) in CLASSES[usize::from(class)]
+            .fields
+            .iter()
+            .zip(values)
+            .enumerate()
+        {
+            match (ty, v) {
+                (Ty::Str, Val::Str(s)) if t < MAX_TEXT => {
+                    e.texts[t] = Some(Arc::from(s.as_str()));
+                    t += 1;
+                }
+                (Ty::Str, _) => t += 1,
+                (_, Val::Int(n)) if i < MAX_VALUES => e.ints[i] = *n,
+                _ => {}
+            }
+        }
+        e
+    }
+
     /// The event's name.
     pub fn name(&self) -> &'static str {
         CLASSES[usize::from(self.class)].name
     }
 
-    fn index(&self, field: &str) -> Option<usize> {
+    /// The integer field `field` (0 if absent).
+    pub fn int(&self, field: &str) -> i64 {
         CLASSES[usize::from(self.class)]
             .fields
             .iter()
-            .position(|(n, _, _)| *n == field)
-    }
-
-    /// The integer field `field` (0 if absent).
-    pub fn int(&self, field: &str) -> i64 {
-        match self.index(field).and_then(|i| self.values.get(i)) {
-            Some(Val::Int(n)) => *n,
-            _ => 0,
-        }
+            .position(|(n, _, ty)| *n == field && *ty != Ty::Str)
+            .and_then(|i| self.ints.get(i).copied())
+            .unwrap_or(0)
     }
 
     /// The text field `field` (`""` if absent).
     pub fn text(&self, field: &str) -> &str {
-        match self.index(field).and_then(|i| self.values.get(i)) {
-            Some(Val::Str(s)) => s,
-            _ => "",
-        }
+        CLASSES[usize::from(self.class)]
+            .fields
+            .iter()
+            .filter(|(_, _, ty)| *ty == Ty::Str)
+            .position(|(n, _, _)| *n == field)
+            .and_then(|i| self.texts.get(i)?.as_deref())
+            .unwrap_or("")
     }
 }
 
@@ -460,8 +498,9 @@ impl KernelTrace {
         let mut events = Vec::new();
         let mut discarded = 0;
         let mut cpus = Vec::new();
+        let mut strings = Interner::default();
         for p in &streams {
-            let (cpu, d) = read_stream(p, &ids, &mut events)?;
+            let (cpu, d) = read_stream(p, &ids, &mut strings, &mut events)?;
             discarded += d;
             if let Some(c) = cpu {
                 if !cpus.contains(&c) {
@@ -488,6 +527,21 @@ impl KernelTrace {
     }
 }
 
+/// One shared copy of each distinct text (task names repeat in every event).
+#[derive(Default)]
+struct Interner(std::collections::HashMap<Vec<u8>, Arc<str>>);
+
+impl Interner {
+    fn intern(&mut self, b: &[u8]) -> Arc<str> {
+        if let Some(s) = self.0.get(b) {
+            return s.clone();
+        }
+        let s: Arc<str> = Arc::from(String::from_utf8_lossy(b).as_ref());
+        self.0.insert(b.to_vec(), s.clone());
+        s
+    }
+}
+
 fn rd_u64(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
 }
@@ -496,6 +550,7 @@ fn rd_u64(b: &[u8], at: usize) -> u64 {
 fn read_stream(
     path: &Path,
     ids: &[(u16, u16)],
+    strings: &mut Interner,
     out: &mut Vec<KEvent>,
 ) -> Result<(Option<u32>, u64), ReadError> {
     let data = std::fs::read(path).map_err(|e| err(path, e.to_string()))?;
@@ -514,7 +569,10 @@ fn read_stream(
         discarded = rd_u64(h, 72);
         let cpu = u32::from_le_bytes(h[80..84].try_into().expect("4"));
         cpu_seen = Some(cpu);
-        if content < PACKET_HEADER_LEN || size < content || pos + size > data.len() {
+        if content < PACKET_HEADER_LEN
+            || size < content
+            || pos.checked_add(size).is_none_or(|end| end > data.len())
+        {
             return Err(err(
                 path,
                 format!("byte offset {pos}: packet size {size} / content {content} out of bounds"),
@@ -538,39 +596,38 @@ fn read_stream(
                 .map(|(_, c)| *c)
                 .ok_or_else(|| err(path, format!("byte offset {p}: unknown event id {id}")))?;
             let mut q = EVENT_HEADER_LEN;
-            let mut values = Vec::with_capacity(8);
-            for (_, _, ty) in CLASSES[usize::from(class)].fields {
-                let short = || err(path, format!("byte offset {}: truncated event", p + q));
-                match ty {
-                    Ty::I32 => {
-                        let v = b.get(q..q + 4).ok_or_else(short)?;
-                        values.push(Val::Int(i32::from_le_bytes(v.try_into().expect("4")) as i64));
-                        q += 4;
-                    }
-                    Ty::U32 => {
-                        let v = b.get(q..q + 4).ok_or_else(short)?;
-                        values.push(Val::Int(u32::from_le_bytes(v.try_into().expect("4")) as i64));
-                        q += 4;
-                    }
-                    Ty::I64 => {
-                        let v = b.get(q..q + 8).ok_or_else(short)?;
-                        values.push(Val::Int(i64::from_le_bytes(v.try_into().expect("8"))));
-                        q += 8;
-                    }
-                    Ty::Str => {
-                        let rest = b.get(q..).ok_or_else(short)?;
-                        let n = rest.iter().position(|&c| c == 0).ok_or_else(short)?;
-                        values.push(Val::Str(String::from_utf8_lossy(&rest[..n]).into_owned()));
-                        q += n + 1;
-                    }
-                }
-            }
-            out.push(KEvent {
+            let mut ev = KEvent {
                 ts,
                 cpu,
                 class,
-                values,
-            });
+                ints: [0; MAX_VALUES],
+                texts: Default::default(),
+            };
+            let mut t = 0;
+            for (i, (_, _, ty)) in CLASSES[usize::from(class)].fields.iter().enumerate() {
+                let short = || err(path, format!("byte offset {}: truncated event", p + q));
+                let int = |n: usize| b.get(q..q + n).ok_or_else(short);
+                let v = match ty {
+                    Ty::I32 => i32::from_le_bytes(int(4)?.try_into().expect("4")) as i64,
+                    Ty::U32 => u32::from_le_bytes(int(4)?.try_into().expect("4")) as i64,
+                    Ty::I64 => i64::from_le_bytes(int(8)?.try_into().expect("8")),
+                    Ty::Str => {
+                        let rest = b.get(q..).ok_or_else(short)?;
+                        let n = rest.iter().position(|&c| c == 0).ok_or_else(short)?;
+                        if t < MAX_TEXT {
+                            ev.texts[t] = Some(strings.intern(&rest[..n]));
+                        }
+                        t += 1;
+                        q += n + 1;
+                        continue;
+                    }
+                };
+                q += if matches!(ty, Ty::I64) { 8 } else { 4 };
+                if i < MAX_VALUES {
+                    ev.ints[i] = v;
+                }
+            }
+            out.push(ev);
             p += q;
         }
         pos += size;
@@ -641,6 +698,42 @@ mod tests {
         assert_eq!(t.events[1].ts, 100);
         assert_eq!(t.clock.desc.offset_s, 5);
         assert_eq!(t.trace_clock, "x86-tsc");
+    }
+
+    #[test]
+    fn random_and_truncated_streams_are_errors_not_panics() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = meta();
+        std::fs::write(dir.path().join("metadata"), to_tsdl(&m)).unwrap();
+        let path = dir.path().join("channel0_0");
+        let mut w = StreamWriter::create(&path, m.uuid, 0, 0).unwrap();
+        for i in 0..20 {
+            w.event(
+                id_of("sched_waking").unwrap(),
+                i,
+                &[Out::Text(b"x"), Out::Int(1), Out::Int(2), Out::Int(3)],
+            )
+            .unwrap();
+        }
+        w.flush().unwrap();
+        let good = std::fs::read(&path).unwrap();
+        let mut seed = 7u64;
+        for round in 0..800 {
+            let mut b = good.clone();
+            if round % 3 == 0 {
+                b.truncate(round % good.len());
+            } else {
+                for _ in 0..1 + round % 4 {
+                    seed = seed
+                        .wrapping_mul(6364136223846793005)
+                        .wrapping_add(1442695040888963407);
+                    let at = (seed >> 33) as usize % b.len();
+                    b[at] = (seed >> 24) as u8;
+                }
+            }
+            std::fs::write(&path, &b).unwrap();
+            let _ = KernelTrace::open(dir.path());
+        }
     }
 
     #[test]

@@ -42,7 +42,7 @@ impl Field {
     /// The integer value of the field in `rec`, widened to `i64` (sign-extended when signed);
     /// `None` if the record is too short or the size is not 1, 2, 4 or 8.
     pub fn int(&self, rec: &[u8]) -> Option<i64> {
-        let b = rec.get(self.offset..self.offset + self.size)?;
+        let b = rec.get(self.offset..self.offset.checked_add(self.size)?)?;
         Some(match (self.size, self.signed) {
             (1, true) => b[0] as i8 as i64,
             (1, false) => b[0] as i64,
@@ -58,16 +58,16 @@ impl Field {
     /// The text of the field in `rec`, up to its first NUL; `None` if it points outside.
     pub fn text<'a>(&self, rec: &'a [u8]) -> Option<&'a [u8]> {
         let bytes = match self.storage {
-            Storage::Inline => rec.get(self.offset..self.offset + self.size)?,
+            Storage::Inline => rec.get(self.offset..self.offset.checked_add(self.size)?)?,
             Storage::DataLoc | Storage::RelLoc => {
-                let loc =
-                    u32::from_le_bytes(rec.get(self.offset..self.offset + 4)?.try_into().ok()?);
+                let at = self.offset..self.offset.checked_add(4)?;
+                let loc = u32::from_le_bytes(rec.get(at)?.try_into().ok()?);
                 let mut off = (loc & 0xffff) as usize;
                 if self.storage == Storage::RelLoc {
-                    off += self.offset + 4;
+                    off = off.checked_add(self.offset)?.checked_add(4)?;
                 }
                 let len = (loc >> 16) as usize;
-                rec.get(off..off + len)?
+                rec.get(off..off.checked_add(len)?)?
             }
         };
         let end = bytes.iter().position(|&c| c == 0).unwrap_or(bytes.len());

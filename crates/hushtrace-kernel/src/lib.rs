@@ -8,7 +8,7 @@
 //! * [`tracefs`]: a private ftrace instance (`instances/hushtrace-<pid>`), never the global
 //!   buffer; removed at the end, by a guard process if the recorder dies, and stale ones of
 //!   dead recorders by the next run or `hushtrace recover`.
-//! * [`format`], [`page`]: the kernel's event layouts (from tracefs, nothing hard-coded) and
+//! * [`format`](mod@format), [`page`]: the kernel's event layouts (from tracefs, nothing hard-coded) and
 //!   its binary ring-buffer pages, read from `per_cpu/cpuN/trace_pipe_raw` by the recorder's
 //!   threads (the traced program is not touched).
 //! * [`capture`]: the recording; [`clock`]: the trace clock, `x86-tsc` (hushtrace's own cycle

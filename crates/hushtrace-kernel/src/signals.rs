@@ -5,7 +5,7 @@
 //! be caught: then the guard process removes the instances, see [`crate::capture`].)
 
 use std::io::Read;
-use std::os::unix::io::FromRawFd;
+use std::os::unix::io::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::thread::JoinHandle;
 
@@ -30,16 +30,13 @@ pub struct Forwarder {
 }
 
 impl Forwarder {
-    /// Installs the handlers; `exclude` are child pids never signalled (the guard process).
-    pub fn install(exclude: Vec<u32>) -> std::io::Result<Forwarder> {
-        let mut fds = [0; 2];
-        // SAFETY: `fds` is a valid array of two ints for pipe2 to fill.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(std::io::Error::last_os_error());
-        }
-        // SAFETY: fds[0] is a freshly created descriptor that nothing else owns.
-        let mut rd = unsafe { std::fs::File::from_raw_fd(fds[0]) };
-        PIPE_W.store(fds[1], Ordering::Relaxed);
+    /// Installs the handlers. Install them before [`crate::Capture::start`]: the thread that
+    /// waits for signals then exists before the system-call instance starts following this
+    /// process's new tasks, and is not traced. The guard process is never signalled.
+    pub fn install() -> std::io::Result<Forwarder> {
+        // Both ends close-on-exec: the traced program inherits neither.
+        let (mut rd, wr) = std::io::pipe()?;
+        PIPE_W.store(wr.into_raw_fd(), Ordering::Relaxed);
         let thread = std::thread::Builder::new()
             .name("hushtrace-sig".into())
             .spawn(move || {
@@ -50,7 +47,7 @@ impl Forwarder {
                     got.push(sig);
                     if sig != libc::SIGINT {
                         for pid in children() {
-                            if !exclude.contains(&pid) {
+                            if !is_guard(pid) {
                                 // SAFETY: sends a signal; no memory is involved.
                                 unsafe { libc::kill(pid as i32, sig) };
                             }
@@ -106,6 +103,14 @@ impl Drop for Forwarder {
     fn drop(&mut self) {
         self.restore();
     }
+}
+
+/// Whether child `pid` is the guard process of [`crate::capture`].
+fn is_guard(pid: u32) -> bool {
+    std::fs::read(format!("/proc/{pid}/cmdline")).is_ok_and(|c| {
+        c.split(|&b| b == 0)
+            .any(|a| a == crate::capture::GUARD_NAME.as_bytes())
+    })
 }
 
 /// This process's children (`/proc/self/task/*/children`).

@@ -46,30 +46,72 @@ pub fn find_or_mount() -> Result<PathBuf, AccessError> {
             return Ok(PathBuf::from(c));
         }
     }
-    let target = CANDIDATES[0];
-    let src = c"nodev";
-    let fstype = c"tracefs";
-    let tgt = std::ffi::CString::new(target).expect("no NUL");
-    // SAFETY: all pointers are valid NUL-terminated strings for the call; data may be null.
-    let r = unsafe {
-        libc::mount(
-            src.as_ptr(),
-            tgt.as_ptr(),
-            fstype.as_ptr(),
-            0,
-            std::ptr::null(),
-        )
-    };
-    if r == 0 && Path::new(target).join("instances").is_dir() {
-        return Ok(PathBuf::from(target));
+    // Mounted, but not readable by this user (tracefs is root-only by default).
+    if let Some(m) = mounted_tracefs() {
+        if let Err(e) = std::fs::read_dir(m.join("instances")) {
+            return Err(AccessError::NoPermission(format!(
+                "--kernel needs write access to tracefs: it is mounted at {} but this user \
+                 cannot use it ({e}); run as root, or give this user access to it (its group \
+                 and mode: `mount -o remount,gid=GROUP,mode=0750 {}`, and write access to \
+                 `instances`)",
+                m.display(),
+                m.display()
+            )));
+        }
+        return Ok(m);
     }
-    let e = io::Error::last_os_error();
+    let target = CANDIDATES[0];
+    let e = match mount_tracefs(target) {
+        Ok(()) if Path::new(target).join("instances").is_dir() => return Ok(PathBuf::from(target)),
+        Ok(()) => io::Error::other("mounted, but it has no `instances` directory"),
+        Err(e) => e,
+    };
     Err(AccessError::NotMounted(format!(
         "--kernel needs tracefs: it is not mounted at {} and mounting it failed ({e}); run as \
          root, or mount it (`mount -t tracefs nodev /sys/kernel/tracing`) and give this user \
          write access to it",
         CANDIDATES.join(" or ")
     )))
+}
+
+/// `mount -t tracefs nodev TARGET`.
+#[cfg(target_os = "linux")]
+fn mount_tracefs(target: &str) -> io::Result<()> {
+    let tgt = std::ffi::CString::new(target).map_err(io::Error::other)?;
+    // SAFETY: all pointers are valid NUL-terminated strings for the call; data may be null.
+    let r = unsafe {
+        libc::mount(
+            c"nodev".as_ptr(),
+            tgt.as_ptr(),
+            c"tracefs".as_ptr(),
+            0,
+            std::ptr::null(),
+        )
+    };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// tracefs is Linux's.
+#[cfg(not(target_os = "linux"))]
+fn mount_tracefs(_target: &str) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "tracefs exists on Linux only",
+    ))
+}
+
+/// The first tracefs mount point in `/proc/self/mounts`.
+fn mounted_tracefs() -> Option<PathBuf> {
+    let m = std::fs::read_to_string("/proc/self/mounts").ok()?;
+    m.lines().find_map(|l| {
+        let mut f = l.split_whitespace();
+        let (_, dir, fstype) = (f.next()?, f.next()?, f.next()?);
+        (fstype == "tracefs").then(|| PathBuf::from(dir.replace("\\040", " ")))
+    })
 }
 
 /// Writes `value` to tracefs file `path`, naming the file in the error.
@@ -186,9 +228,20 @@ pub fn remove_stale(root: &Path) -> Vec<String> {
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
         if let Some(pid) = owner_pid(&name) {
+            // A recorder in another pid namespace looks dead from here but keeps its
+            // trace_pipe_raw files open: rmdir then fails with EBUSY, and its instance is left
+            // alone (not even turned off).
             if !alive(pid) {
-                remove_dir(&e.path());
-                out.push(name);
+                match std::fs::remove_dir(e.path()) {
+                    Ok(()) => out.push(name),
+                    Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {}
+                    Err(_) => {
+                        remove_dir(&e.path());
+                        if !e.path().exists() {
+                            out.push(name);
+                        }
+                    }
+                }
             }
         }
     }

@@ -340,8 +340,7 @@ fn event_slow(
 /// object) → group. The groups hold references to both strings, so a matching pair of
 /// addresses is that very pair of objects.
 type EventCacheSlot = (usize, usize, *const Group);
-static EVENT_CACHE: GilCell<[EventCacheSlot; 256]> =
-    GilCell::new([(0, 0, std::ptr::null()); 256]);
+static EVENT_CACHE: GilCell<[EventCacheSlot; 256]> = GilCell::new([(0, 0, std::ptr::null()); 256]);
 
 #[inline]
 fn event_slot(cat: usize, name: usize) -> usize {

@@ -125,8 +125,17 @@ fn babeltrace2_reads_a_running_and_a_killed_process_before_and_after_recovery() 
     // Running: babeltrace2 reads what is in the files so far.
     let running = bt_count(&td);
     child_guard.kill();
-    // Killed, before recovery: the stream files hold complete packets only.
+    // Killed, before recovery: the stream files hold complete packets only, and the reader
+    // says that recovery would add the rest.
     let before = bt_count(&td);
+    let r = hushtrace_ctf::reader::Session::open(&dir).unwrap();
+    assert!(
+        r.warnings
+            .iter()
+            .any(|w| w.message.contains("`hushtrace recover` adds")),
+        "{:?}",
+        r.warnings
+    );
     let done = recover_session(&dir).unwrap();
     assert_eq!(done.len(), 1, "{done:?}");
     let after = bt_count(&td);

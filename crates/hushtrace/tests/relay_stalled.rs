@@ -24,6 +24,8 @@ const SHORT_EVENTS: u64 = 10;
 /// Fork children (one after the other), and events of each of their two threads.
 const FORKS: u64 = 10;
 const CHILD_EVENTS: u64 = 1_000;
+/// Events of the relay-only run.
+const RELAY_ONLY_EVENTS: u64 = 50_000;
 
 /// Not a test of its own: the traced program runs this.
 #[test]
@@ -38,11 +40,15 @@ fn role() {
         .relay(&std::env::var("RELAY").unwrap())
         .relay_host_name("stallhost")
         .relay_session_name("stalled")
+        .relay_only(std::env::var_os("RELAY_ONLY").is_some())
         .subbuf_size(64 * 1024)
         .num_subbufs(8)
         .start()
         .expect("start");
     println!("\nstarted");
+    if std::env::var_os("RELAY_ONLY").is_some() {
+        return relay_only_role(session, &paused);
+    }
     let deadline = Instant::now() + Duration::from_secs(60);
     while !paused.exists() {
         assert!(Instant::now() < deadline, "the relay was never paused");
@@ -55,6 +61,7 @@ fn role() {
             std::thread::sleep(Duration::from_millis(5));
         }
     }
+    let t_main = Instant::now();
     // Short threads, a few at a time.
     for batch in 0..SHORT_THREADS / 8 {
         let threads: Vec<_> = (0..8)
@@ -70,6 +77,7 @@ fn role() {
             t.join().unwrap();
         }
     }
+    let t_threads = Instant::now();
     // Fork children, one after the other: each traces and exits.
     for _ in 0..FORKS {
         // SAFETY: the tracer's atfork handlers make fork safe; the child traces with two
@@ -93,13 +101,108 @@ fn role() {
         unsafe { libc::waitpid(pid, &mut status, 0) };
         assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
     }
+    let t_forks = Instant::now();
     let stats = session.stop().expect("stop");
+    // (Times for the record, not checked: machines are noisy.)
     println!(
-        "\nresult emitted={} written={} discarded={}",
+        "\nresult emitted={} written={} discarded={} threads_ms={} forks_ms={} stop_ms={}",
         MAIN_EVENTS + SHORT_THREADS * SHORT_EVENTS,
         stats.events_written,
-        stats.events_discarded
+        stats.events_discarded,
+        (t_threads - t_main).as_millis(),
+        (t_forks - t_threads).as_millis(),
+        t_forks.elapsed().as_millis()
     );
+}
+
+/// Relay-only: the main thread's events only, then stop.
+fn relay_only_role(session: hushtrace::Session, paused: &Path) {
+    while !paused.exists() {
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    for seq in 0..RELAY_ONLY_EVENTS {
+        hushtrace::event!("stall", "ev", seq = seq);
+        if seq % 500 == 499 {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+    }
+    // The relay's copy is the trace: its loss is the session's, and stop() says so.
+    let stats = match session.stop() {
+        Ok(s) => s,
+        Err(hushtrace::Error::Stop { stats, .. }) => stats,
+        Err(e) => panic!("stop: {e}"),
+    };
+    println!(
+        "\nresult emitted={RELAY_ONLY_EVENTS} written={} discarded={}",
+        stats.events_written, stats.events_discarded
+    );
+}
+
+/// Runs the traced program against `relay`, pauses the relay once the session is connected,
+/// and waits (at most `bound`) for the program to end; returns its result line and stderr.
+fn run_paused(
+    relay: &Relayd,
+    out_dir: &Path,
+    relay_only: bool,
+    bound: Duration,
+) -> (String, String) {
+    let paused = out_dir.with_extension("paused");
+    let mut cmd = Command::new(std::env::current_exe().unwrap());
+    cmd.args(["--exact", "role", "--nocapture", "--test-threads=1"])
+        .env(ROLE, "1")
+        .env("OUT", out_dir)
+        .env("PAUSED", &paused)
+        .env("RELAY", relay.url())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HUSHTRACE_") {
+            cmd.env_remove(k);
+        }
+    }
+    if relay_only {
+        cmd.env("RELAY_ONLY", "1");
+    }
+    let mut child = cmd.spawn().expect("run the traced program");
+    let (tx, rx) = mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
+            if tx.send(l).is_err() {
+                break;
+            }
+        }
+    });
+    let mut stderr = child.stderr.take().unwrap();
+    let err = std::thread::spawn(move || {
+        let mut s = String::new();
+        let _ = stderr.read_to_string(&mut s);
+        s
+    });
+    wait_line(&rx, "started", Duration::from_secs(60));
+    relay.pause();
+    std::fs::write(&paused, b"").unwrap();
+    let deadline = Instant::now() + bound;
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            relay.resume();
+            panic!("the program did not finish within {bound:?} while the relay was stopped");
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    };
+    relay.resume();
+    let err = err.join().unwrap();
+    let _ = std::fs::remove_file(&paused);
+    assert!(
+        status.success(),
+        "the traced program failed ({status}):\n{err}"
+    );
+    (wait_line(&rx, "result ", Duration::from_secs(5)), err)
 }
 
 fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
@@ -130,54 +233,7 @@ fn stalled_relay_leaves_the_local_trace_complete_and_nothing_waits() {
     }
     let relay = Relayd::start();
     let out_dir = temp_dir("relay-stalled");
-    let paused = out_dir.with_extension("paused");
-    let mut cmd = Command::new(std::env::current_exe().unwrap());
-    cmd.args(["--exact", "role", "--nocapture", "--test-threads=1"])
-        .env(ROLE, "1")
-        .env("OUT", &out_dir)
-        .env("PAUSED", &paused)
-        .env("RELAY", relay.url())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped());
-    for (k, _) in std::env::vars() {
-        if k.starts_with("HUSHTRACE_") {
-            cmd.env_remove(k);
-        }
-    }
-    let mut child = cmd.spawn().expect("run the traced program");
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    wait_line(&rx, "started", Duration::from_secs(60));
-    relay.pause();
-    std::fs::write(&paused, b"").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(180);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            relay.resume();
-            panic!("the program did not finish within 180 s while the relay was stopped");
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
-    relay.resume();
-    let mut err = String::new();
-    let _ = child.stderr.take().unwrap().read_to_string(&mut err);
-    assert!(
-        status.success(),
-        "the traced program failed ({status}):\n{err}"
-    );
-    let result = wait_line(&rx, "result ", Duration::from_secs(5));
+    let (result, err) = run_paused(&relay, &out_dir, false, Duration::from_secs(180));
     let v: std::collections::BTreeMap<&str, u64> = result
         .split_whitespace()
         .filter_map(|kv| kv.split_once('='))
@@ -188,6 +244,11 @@ fn stalled_relay_leaves_the_local_trace_complete_and_nothing_waits() {
         (v["emitted"], 0),
         "the local trace lost events to the stalled relay: {result}\n{err}"
     );
+    assert!(
+        err.contains("could not be streamed to the relay"),
+        "the relay copy's loss is not reported: {err}"
+    );
+    eprintln!("{result}");
     let text = babeltrace(&out_dir);
     let count = |name: &str| text.lines().filter(|l| l.contains(name)).count() as u64;
     assert_eq!(count("stall:ev"), MAIN_EVENTS);
@@ -195,5 +256,29 @@ fn stalled_relay_leaves_the_local_trace_complete_and_nothing_waits() {
     assert_eq!(count("stall:child"), FORKS * 2 * CHILD_EVENTS);
     assert!(Path::new(&out_dir).is_dir());
     let _ = std::fs::remove_dir_all(&out_dir);
-    let _ = std::fs::remove_file(&paused);
+}
+
+/// Relay-only, the relay stopped: the program still ends (bounded by a generous 60 s), every
+/// event is accounted for, and what the relay could not take counts as discarded (there is no
+/// local copy) and is reported.
+#[test]
+fn stalled_relay_in_relay_only_mode_counts_the_loss_and_does_not_hang() {
+    if std::env::var_os(ROLE).is_some() {
+        return;
+    }
+    let relay = Relayd::start();
+    let out_dir = temp_dir("relay-stalled-only");
+    let (result, err) = run_paused(&relay, &out_dir, true, Duration::from_secs(60));
+    let v: std::collections::BTreeMap<&str, u64> = result
+        .split_whitespace()
+        .filter_map(|kv| kv.split_once('='))
+        .map(|(k, v)| (k, v.parse().unwrap()))
+        .collect();
+    assert_eq!(v["written"] + v["discarded"], v["emitted"], "{result}");
+    assert!(v["discarded"] > 0, "{result}");
+    assert!(
+        err.contains("could not be streamed to the relay") && err.contains("counted as discarded"),
+        "{err}"
+    );
+    let _ = std::fs::remove_dir_all(&out_dir);
 }

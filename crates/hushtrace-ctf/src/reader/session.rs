@@ -237,13 +237,22 @@ fn open_trace(
         Ok(Some(s)) => Some(s),
         Ok(None) if origin != Origin::Recorded => None,
         Ok(None) => {
+            let rings = [crate::layout::RINGS_FILE, crate::layout::LEGACY_RINGS_FILE]
+                .iter()
+                .any(|n| file::exists(&dir.join(n)));
             warnings.push(Warning::about(
                 dir,
                 format!(
                     "incomplete trace: no statistics file {}: the process did not stop tracing \
                      (it crashed, was killed, or is still running); events still in its buffers \
-                     are missing",
-                    stats_path.display()
+                     are missing{}",
+                    stats_path.display(),
+                    if rings {
+                        "; its rings are still there: `hushtrace recover` adds what they hold \
+                         once the process has ended"
+                    } else {
+                        ""
+                    }
                 ),
             ));
             None

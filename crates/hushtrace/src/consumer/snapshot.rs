@@ -69,10 +69,6 @@ impl Consumer {
         let path = out.path().to_path_buf();
         let mut files = TraceFiles::new(out);
         let desc = self.trace_desc();
-        files
-            .dir
-            .replace_file(METADATA_FILE, to_tsdl(&desc).as_bytes())
-            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
         // Readers do not take a snapshot (no statistics file) for a crashed process's trace.
         let _ = files
             .dir
@@ -91,6 +87,12 @@ impl Consumer {
             });
         }
         files.close_all();
+        // The metadata last: a callsite whose types were published while the rings were
+        // copied may have events in the copied packets, and `desc` (taken before) lacks it.
+        files
+            .dir
+            .replace_file(METADATA_FILE, to_tsdl(&self.trace_desc()).as_bytes())
+            .map_err(|e| err(&path.join(METADATA_FILE), e))?;
         match failed {
             Some(e) => Err(e),
             None => Ok(path),

@@ -51,6 +51,11 @@ pub(crate) const CLOSE_STALL: Duration = Duration::from_secs(1);
 /// The longest the end of a session waits for the sender, even while it makes progress.
 const CLOSE_MAX: Duration = Duration::from_secs(30);
 
+/// Whether this process's relay sender was stuck in one relay operation for [`CLOSE_STALL`]
+/// when the consumer last looked. A fork child inherits the value: a child whose own sender
+/// never got through to the relay does not wait for it at exit when the parent's was stuck.
+static RELAY_STALLED: AtomicBool = AtomicBool::new(false);
+
 /// The consumer's handle to the relay's sender thread.
 #[derive(Debug)]
 pub(crate) struct RelaySink {
@@ -73,6 +78,8 @@ pub(crate) struct RelaySink {
     lost_events: u64,
     /// Fates not reported yet of packets that were never queued: (instance, events).
     dropped: Vec<(u64, u64)>,
+    /// The relay was stalled when this process was forked from its parent.
+    inherited_stall: bool,
 }
 
 /// What the consumer and the sender share.
@@ -88,6 +95,8 @@ struct Link {
     progress_ms: AtomicU64,
     /// Whether the sender is working (not waiting for work).
     busy: AtomicBool,
+    /// Whether the sender ever had a working connection.
+    connected: AtomicBool,
 }
 
 #[derive(Debug, Default)]
@@ -147,6 +156,7 @@ impl RelaySink {
                 epoch: Instant::now(),
                 progress_ms: AtomicU64::new(0),
                 busy: AtomicBool::new(false),
+                connected: AtomicBool::new(false),
             }),
             conn: Some(conn),
             thread: None,
@@ -155,7 +165,22 @@ impl RelaySink {
             lost_packets: 0,
             lost_events: 0,
             dropped: Vec::new(),
+            inherited_stall: RELAY_STALLED.swap(false, Ordering::Relaxed),
         })
+    }
+
+    /// Whether the sender has been inside one relay operation for [`CLOSE_STALL`].
+    fn stalled(&self) -> bool {
+        let now = self.link.epoch.elapsed();
+        let last = Duration::from_millis(self.link.progress_ms.load(Ordering::Relaxed));
+        self.thread.is_some()
+            && self.link.busy.load(Ordering::Relaxed)
+            && now.saturating_sub(last) > CLOSE_STALL
+    }
+
+    /// Once per consumer pass: notes whether the relay is stalled (for fork children).
+    fn watch(&self) {
+        RELAY_STALLED.store(self.stalled(), Ordering::Relaxed);
     }
 
     /// The relay's address, for messages.
@@ -166,10 +191,14 @@ impl RelaySink {
     /// Connects now (session start, before the sender thread runs): an error says why the
     /// relay cannot be used.
     fn connect_first(&mut self, desc: &TraceDesc) -> Result<(), Error> {
-        match self.conn.as_mut() {
+        let r = match self.conn.as_mut() {
             Some(c) => c.connect_now(desc),
             None => Ok(()),
+        };
+        if r.is_ok() {
+            self.link.connected.store(true, Ordering::Relaxed);
         }
+        r
     }
 
     /// Starts the sender thread if it is not running yet.
@@ -326,11 +355,9 @@ impl RelaySink {
             if st.finished {
                 break true;
             }
-            let now = self.link.epoch.elapsed();
-            let last = Duration::from_millis(self.link.progress_ms.load(Ordering::Relaxed));
-            let stalled =
-                self.link.busy.load(Ordering::Relaxed) && now.saturating_sub(last) > CLOSE_STALL;
-            if stalled || started.elapsed() > CLOSE_MAX {
+            // A fork child of a process whose relay was stuck, still not through to it.
+            let stuck_before = self.inherited_stall && !self.link.connected.load(Ordering::Relaxed);
+            if self.stalled() || stuck_before || started.elapsed() > CLOSE_MAX {
                 st.abandoned = true;
                 break false;
             }
@@ -431,6 +458,9 @@ fn send_loop(mut conn: Conn, link: &Link) {
                 Msg::Beacon(i, ts) => conn.beacon(i, ts),
             }
             link.note_progress();
+            if conn.client.is_some() {
+                link.connected.store(true, Ordering::Relaxed);
+            }
             // A new connection: its streams are announced again.
             if conn.connections != connections && conn.client.is_some() {
                 connections = conn.connections;
@@ -786,6 +816,7 @@ impl Sink for RelaySink {
 
     fn settle(&mut self, each: &mut dyn FnMut(u64, u64, bool)) {
         self.settle_fates(each);
+        self.watch();
     }
 
     /// Ends the relay session. Packets the relay could not get are reported: in relay-only
