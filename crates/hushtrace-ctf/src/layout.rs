@@ -215,6 +215,129 @@ pub fn read_u16(b: &[u8], off: usize) -> Option<u16> {
     Some(u16::from_le_bytes(b.get(off..off + 2)?.try_into().ok()?))
 }
 
+/// A packet's header and context, decoded: the one codec every writer and reader of packet
+/// headers uses (the event header's is [`push_event_header`] / [`parse_event_header`]).
+///
+/// ```
+/// use hushtrace_ctf::layout::*;
+/// let h = PacketHeader { seq: 3, timestamp_begin: 10, timestamp_end: 20, vtid: 7, ..Default::default() }
+///     .with_len(PACKET_HEADER_LEN + 24);
+/// let bytes = h.encode();
+/// assert_eq!(read_u32(&bytes, OFF_MAGIC), Some(MAGIC));
+/// assert_eq!(PacketHeader::decode(&bytes), Some(h));
+/// assert_eq!(h.len(), PACKET_HEADER_LEN + 24);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketHeader {
+    /// Trace UUID.
+    pub uuid: [u8; 16],
+    /// Stream instance id (names the stream file).
+    pub stream_instance_id: u64,
+    /// Packet start time, in clock cycles.
+    pub timestamp_begin: u64,
+    /// Packet end time, in clock cycles.
+    pub timestamp_end: u64,
+    /// Content size, in bits.
+    pub content_size: u64,
+    /// Packet size, in bits (always `content_size`: no padding).
+    pub packet_size: u64,
+    /// Per-stream sequence number.
+    pub seq: u64,
+    /// Cumulative events discarded in the stream.
+    pub events_discarded: u64,
+    /// Process id.
+    pub vpid: u32,
+    /// Thread id.
+    pub vtid: u32,
+    /// Thread name, NUL-padded.
+    pub procname: [u8; PROCNAME_LEN],
+    /// `pthread_t` of the thread.
+    pub pthread_id: u64,
+}
+
+impl PacketHeader {
+    /// Decodes the first [`PACKET_HEADER_LEN`] bytes of `b`; `None` when it is shorter. The
+    /// magic and the stream id are not checked (see [`PacketHeader::magic_ok`]).
+    pub fn decode(b: &[u8]) -> Option<PacketHeader> {
+        let b = b.get(..PACKET_HEADER_LEN)?;
+        let mut uuid = [0u8; 16];
+        uuid.copy_from_slice(&b[OFF_UUID..OFF_UUID + 16]);
+        let mut procname = [0u8; PROCNAME_LEN];
+        procname.copy_from_slice(&b[OFF_PROCNAME..OFF_PROCNAME + PROCNAME_LEN]);
+        Some(PacketHeader {
+            uuid,
+            stream_instance_id: read_u64(b, OFF_STREAM_INSTANCE_ID)?,
+            timestamp_begin: read_u64(b, OFF_TIMESTAMP_BEGIN)?,
+            timestamp_end: read_u64(b, OFF_TIMESTAMP_END)?,
+            content_size: read_u64(b, OFF_CONTENT_SIZE)?,
+            packet_size: read_u64(b, OFF_PACKET_SIZE)?,
+            seq: read_u64(b, OFF_PACKET_SEQ_NUM)?,
+            events_discarded: read_u64(b, OFF_EVENTS_DISCARDED)?,
+            vpid: read_u32(b, OFF_VPID)?,
+            vtid: read_u32(b, OFF_VTID)?,
+            procname,
+            pthread_id: read_u64(b, OFF_PTHREAD_ID)?,
+        })
+    }
+
+    /// Whether `b` starts with the packet magic.
+    pub fn magic_ok(b: &[u8]) -> bool {
+        read_u32(b, OFF_MAGIC) == Some(MAGIC)
+    }
+
+    /// The same header with both sizes set for a packet of `bytes` bytes (header included).
+    pub fn with_len(mut self, bytes: usize) -> PacketHeader {
+        self.content_size = bytes as u64 * 8;
+        self.packet_size = self.content_size;
+        self
+    }
+
+    /// The packet's length in bytes (`content_size / 8`).
+    pub fn len(&self) -> usize {
+        (self.content_size / 8) as usize
+    }
+
+    /// Whether the packet holds no byte (not even its header): a header never finalized.
+    pub fn is_empty(&self) -> bool {
+        self.content_size == 0
+    }
+
+    /// Writes the header (magic, stream id 0 and every field) over the first
+    /// [`PACKET_HEADER_LEN`] bytes of `out`.
+    ///
+    /// # Panics
+    /// If `out` is shorter than [`PACKET_HEADER_LEN`].
+    pub fn write_to(&self, out: &mut [u8]) {
+        let out = &mut out[..PACKET_HEADER_LEN];
+        out[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&MAGIC.to_le_bytes());
+        out[OFF_UUID..OFF_UUID + 16].copy_from_slice(&self.uuid);
+        out[OFF_STREAM_ID..OFF_STREAM_ID + 4].copy_from_slice(&0u32.to_le_bytes());
+        let u64s = [
+            (OFF_STREAM_INSTANCE_ID, self.stream_instance_id),
+            (OFF_TIMESTAMP_BEGIN, self.timestamp_begin),
+            (OFF_TIMESTAMP_END, self.timestamp_end),
+            (OFF_CONTENT_SIZE, self.content_size),
+            (OFF_PACKET_SIZE, self.packet_size),
+            (OFF_PACKET_SEQ_NUM, self.seq),
+            (OFF_EVENTS_DISCARDED, self.events_discarded),
+            (OFF_PTHREAD_ID, self.pthread_id),
+        ];
+        for (off, v) in u64s {
+            out[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        out[OFF_VPID..OFF_VPID + 4].copy_from_slice(&self.vpid.to_le_bytes());
+        out[OFF_VTID..OFF_VTID + 4].copy_from_slice(&self.vtid.to_le_bytes());
+        out[OFF_PROCNAME..OFF_PROCNAME + PROCNAME_LEN].copy_from_slice(&self.procname);
+    }
+
+    /// The encoded header.
+    pub fn encode(&self) -> [u8; PACKET_HEADER_LEN] {
+        let mut b = [0u8; PACKET_HEADER_LEN];
+        self.write_to(&mut b);
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

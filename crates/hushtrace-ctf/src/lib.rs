@@ -3,6 +3,8 @@
 //! * [`layout`]: byte offsets of the packet header/context and the event header, shared by the
 //!   writer in the `hushtrace` runtime and by the reader.
 //! * [`metadata`]: the TSDL `metadata` text describing a trace.
+//! * [`partial`]: the rest of a packet the flush of idle threads shipped in part, and the
+//!   renumbering after it (live consumer and crash recovery).
 //! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
 //!   the byte offset and the problem.
 //! * [`ringfile`]: rings in shared memory that outlive a crashed process, and their recovery.
@@ -23,6 +25,7 @@ mod error;
 mod file;
 pub mod layout;
 pub mod metadata;
+pub mod partial;
 pub mod reader;
 pub mod ringfile;
 pub mod stats;

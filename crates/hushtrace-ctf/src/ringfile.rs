@@ -30,6 +30,7 @@ use crate::error::ErrorKind;
 use crate::file::{self, Dir};
 use crate::layout::*;
 use crate::metadata::TraceDesc;
+use crate::partial::{rest_of_packet, Renumber, Shipped};
 use std::fs::File;
 use std::io;
 use std::os::unix::fs::FileExt;
@@ -294,12 +295,13 @@ fn recover_ring_file(
     let extra = u64_at(&hdr, OFF_FLUSH_EXTRA);
     let shipped = match u64_at(&hdr, OFF_FLUSH_SEQ) {
         0 => None,
-        s1 => Some((
-            s1 - 1,
-            u64_at(&hdr, OFF_FLUSH_OFF) as usize,
-            u64_at(&hdr, OFF_FLUSH_TS),
-        )),
+        s1 => Some(Shipped {
+            seq: s1 - 1,
+            off: u64_at(&hdr, OFF_FLUSH_OFF) as usize,
+            last_ts: u64_at(&hdr, OFF_FLUSH_TS),
+        }),
     };
+    let renumber = Renumber { extra, shipped };
     committed.retain(|c| last_seq.is_none_or(|l| c.0 + extra > l));
     // Cut on our own descriptor: the file opened is the stream file itself, never a link.
     out.set_len(valid).map_err(serr)?;
@@ -319,10 +321,12 @@ fn recover_ring_file(
         r.packets += 1;
         Ok(())
     };
-    for &(seq, i) in &committed {
+    for &(_, i) in &committed {
         let len = (u64_at(&heads[i], OFF_CONTENT_SIZE) / 8) as usize;
         let s = read_exact_at(f, ring, slot_off(i), len)?;
-        let p = rest_of(&s, seq, extra, shipped);
+        let rest = rest_of_packet(&s, &renumber);
+        let mut p = rest.header.to_vec();
+        p.extend_from_slice(&s[rest.body]);
         drop(s);
         r.events += desc
             .walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN))
@@ -343,18 +347,12 @@ fn recover_ring_file(
     {
         // The complete events, and a few bytes after them (a torn event's header).
         let s = read_exact_at(f, ring, slot_off(slot), (done + 16).min(h.subbuf_size))?;
-        // What the flush shipped of this packet already is in the stream file: the rest only.
-        let from = match shipped {
-            Some((sq, off, _)) if sq == h.open_seq && off <= done => off,
-            _ => PACKET_HEADER_LEN,
-        };
-        let mut p = s[..PACKET_HEADER_LEN].to_vec();
-        p.extend_from_slice(&s[from..done]);
-        if let Some((_, _, ts)) = shipped.filter(|x| x.0 == h.open_seq) {
-            p[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
-        }
-        let seq_out = h.open_seq + extra;
-        p[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&seq_out.to_le_bytes());
+        // What the flush shipped of this packet already is in the stream file: the rest only
+        // (the same function as the live consumer's).
+        let rest = rest_of_packet(&s[..done], &renumber);
+        let from = rest.body.start;
+        let mut p = rest.header.to_vec();
+        p.extend_from_slice(&s[rest.body]);
         // From the packet's begin time (or the last shipped event's), up to the last complete
         // event of a class the metadata knows: cut there.
         let w = desc.walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN));
@@ -379,12 +377,12 @@ fn recover_ring_file(
             }
         }
         p.truncate(off);
-        let bits = (off as u64) * 8;
-        p[OFF_CONTENT_SIZE..OFF_CONTENT_SIZE + 8].copy_from_slice(&bits.to_le_bytes());
-        p[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits.to_le_bytes());
-        p[OFF_TIMESTAMP_END..OFF_TIMESTAMP_END + 8].copy_from_slice(&last_ts.to_le_bytes());
         let disc = h.discarded + r.torn;
-        p[OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8].copy_from_slice(&disc.to_le_bytes());
+        let mut ph = PacketHeader::decode(&p)
+            .ok_or_else(|| "a packet shorter than its header".to_string())?;
+        ph.timestamp_end = last_ts;
+        ph.events_discarded = disc;
+        ph.with_len(off).write_to(&mut p);
         r.events += events;
         r.discarded = disc;
         if events > 0 || r.torn > 0 {
@@ -395,41 +393,18 @@ fn recover_ring_file(
     // empty packet carries the final count, as a clean stop writes it.
     if let Some(last) = w.last {
         if h.discarded > u64_at(&last, OFF_EVENTS_DISCARDED) {
-            let mut p = last;
-            let seq = u64_at(&last, OFF_PACKET_SEQ_NUM) + 1;
-            let ts = u64_at(&last, OFF_TIMESTAMP_END);
-            let bits = (PACKET_HEADER_LEN as u64 * 8).to_le_bytes();
-            p[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&seq.to_le_bytes());
-            p[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
-            p[OFF_CONTENT_SIZE..OFF_CONTENT_SIZE + 8].copy_from_slice(&bits);
-            p[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits);
-            p[OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8]
-                .copy_from_slice(&h.discarded.to_le_bytes());
+            let mut ph = PacketHeader::decode(&last)
+                .ok_or_else(|| "a packet shorter than its header".to_string())?;
+            ph.seq += 1;
+            ph.timestamp_begin = ph.timestamp_end;
+            ph.events_discarded = h.discarded;
+            let p = ph.with_len(PACKET_HEADER_LEN).encode();
             w.append(&p)?;
             r.packets += 1;
             r.discarded = h.discarded;
         }
     }
     Ok(r)
-}
-
-/// A committed packet as the stream file gets it: sequence number raised by the flush's
-/// `extra`, and if the flush shipped its start already, only the rest (begin time moved to the
-/// last shipped event).
-fn rest_of(p: &[u8], seq: u64, extra: u64, shipped: Option<(u64, usize, u64)>) -> Vec<u8> {
-    let mut out = p[..PACKET_HEADER_LEN].to_vec();
-    match shipped {
-        Some((sq, off, ts)) if sq == seq && off <= p.len() => {
-            out.extend_from_slice(&p[off..]);
-            out[OFF_TIMESTAMP_BEGIN..OFF_TIMESTAMP_BEGIN + 8].copy_from_slice(&ts.to_le_bytes());
-        }
-        _ => out.extend_from_slice(&p[PACKET_HEADER_LEN..]),
-    }
-    let bits = (out.len() as u64 * 8).to_le_bytes();
-    out[OFF_CONTENT_SIZE..OFF_CONTENT_SIZE + 8].copy_from_slice(&bits);
-    out[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8].copy_from_slice(&bits);
-    out[OFF_PACKET_SEQ_NUM..OFF_PACKET_SEQ_NUM + 8].copy_from_slice(&(seq + extra).to_le_bytes());
-    out
 }
 
 /// The length of the complete packets at the start of a stream file, and the header of the

@@ -259,25 +259,25 @@ pub fn packet_header(
     seq: u64,
     events_discarded: u64,
 ) -> [u8; PACKET_HEADER_LEN] {
-    let mut h = [0u8; PACKET_HEADER_LEN];
-    let mut put = |off: usize, bytes: &[u8]| h[off..off + bytes.len()].copy_from_slice(bytes);
-    put(OFF_MAGIC, &MAGIC.to_le_bytes());
-    put(OFF_UUID, &id.uuid);
-    put(OFF_STREAM_ID, &0u32.to_le_bytes());
-    put(OFF_STREAM_INSTANCE_ID, &id.stream_instance_id.to_le_bytes());
-    put(OFF_TIMESTAMP_BEGIN, &ts_begin.to_le_bytes());
-    put(OFF_TIMESTAMP_END, &ts_end.to_le_bytes());
-    put(OFF_CONTENT_SIZE, &(len_bytes * 8).to_le_bytes());
-    put(OFF_PACKET_SIZE, &(len_bytes * 8).to_le_bytes());
-    put(OFF_PACKET_SEQ_NUM, &seq.to_le_bytes());
-    put(OFF_EVENTS_DISCARDED, &events_discarded.to_le_bytes());
-    put(OFF_VPID, &id.vpid.to_le_bytes());
-    put(OFF_VTID, &id.vtid.to_le_bytes());
     let name = id.procname.as_bytes();
+    let mut procname = [0u8; PROCNAME_LEN];
     let n = name.len().min(PROCNAME_LEN - 1);
-    put(OFF_PROCNAME, &name[..n]);
-    put(OFF_PTHREAD_ID, &id.pthread_id.to_le_bytes());
-    h
+    procname[..n].copy_from_slice(&name[..n]);
+    PacketHeader {
+        uuid: id.uuid,
+        stream_instance_id: id.stream_instance_id,
+        timestamp_begin: ts_begin,
+        timestamp_end: ts_end,
+        seq,
+        events_discarded,
+        vpid: id.vpid,
+        vtid: id.vtid,
+        procname,
+        pthread_id: id.pthread_id,
+        ..PacketHeader::default()
+    }
+    .with_len(len_bytes as usize)
+    .encode()
 }
 
 /// One thread (one stream) of a synthetic trace.

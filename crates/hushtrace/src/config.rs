@@ -192,6 +192,13 @@ impl Policy {
     }
 }
 
+/// A relay daemon's address.
+#[cfg(feature = "relay")]
+pub(crate) type RelayUrl = hushtrace_relay::RelayUrl;
+/// Without the `relay` feature no relay address is ever set.
+#[cfg(not(feature = "relay"))]
+pub(crate) type RelayUrl = std::convert::Infallible;
+
 /// Settings of a session.
 #[derive(Clone, Debug)]
 pub(crate) struct Config {
@@ -203,7 +210,7 @@ pub(crate) struct Config {
     pub num_subbufs: usize,
     pub read_timer: Duration,
     /// Relay daemon to stream to, besides the local directory (`HUSHTRACE_RELAY`).
-    pub relay: Option<hushtrace_relay::RelayUrl>,
+    pub relay: Option<RelayUrl>,
     /// A relay address that did not parse: (value, reason), reported by `validate`.
     pub relay_bad: Option<(String, String)>,
     /// Session name on the relay; default: the output directory's name.
@@ -333,6 +340,9 @@ impl Config {
             ("session name", env::RELAY_SESSION, &self.relay_session),
             ("host name", env::RELAY_HOST, &self.relay_host),
         ] {
+            #[cfg(not(feature = "relay"))]
+            let _ = (what, var, v);
+            #[cfg(feature = "relay")]
             if let Some(v) = v {
                 if let Err(e) =
                     hushtrace_relay::SessionOptions::new(v.clone(), v.clone()).validate()
@@ -351,6 +361,17 @@ impl Config {
     /// Sets the relay address from its text (`net://HOST[:CONTROL_PORT[:DATA_PORT]]`); a bad
     /// one is reported by [`Config::validate`].
     pub(crate) fn set_relay(&mut self, url: &str) {
+        #[cfg(not(feature = "relay"))]
+        {
+            self.relay = None;
+            self.relay_bad = Some((
+                url.to_string(),
+                "this program's hushtrace was built without relay support (the `relay` cargo \
+                 feature)"
+                    .into(),
+            ));
+        }
+        #[cfg(feature = "relay")]
         match url.parse::<hushtrace_relay::RelayUrl>() {
             Ok(u) => {
                 self.relay = Some(u);

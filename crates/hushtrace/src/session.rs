@@ -312,7 +312,7 @@ fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Err
     let root_path = root.path().to_path_buf();
     let shared = Arc::new(Shared::new(cfg, root));
     let mut consumer = Consumer::create(shared.clone())?;
-    consumer.connect_relay()?;
+    consumer.connect()?;
     {
         let sig = SignalBlock::new();
         let mut reg = state::lock_registry(&sig);

@@ -433,6 +433,17 @@ pub(crate) fn clear_consumer() {
     CONSUMER_ALIVE.store(false, Ordering::Release);
 }
 
+/// Wakes this process's consumer if it has one (a system call: threads that allow them
+/// only); false when it has none (the child of a fork: the caller starts one). No lock, no
+/// allocation.
+pub(crate) fn wake_consumer() -> bool {
+    if !consumer_alive() {
+        return false;
+    }
+    unpark_consumer();
+    true
+}
+
 /// Wakes the consumer (a system call: threads that allow them only). No lock, no allocation.
 pub(crate) fn unpark_consumer() {
     WAKE.fetch_add(1, Ordering::Release);

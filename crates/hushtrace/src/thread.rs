@@ -125,3 +125,12 @@ fn thread_exit(ctx: &Arc<ThreadCtx>) {
         consumer::wake();
     }
 }
+
+/// A packet was handed over and this process has no consumer (the child of a fork): starts
+/// one. The tracepoint path calls it (through `state::wake_consumer`'s answer) so that it does
+/// not depend on the consumer module itself.
+#[cold]
+#[inline(never)]
+pub(crate) fn start_consumer() {
+    consumer::ensure_running();
+}

@@ -10,7 +10,7 @@
 //!   that closes all its descriptors (as daemons do) and reuses their numbers never receives a
 //!   trace packet. A descriptor found closed or replaced is forgotten (the number is the
 //!   program's now: never closed by us) and the file is reopened by name and verified.
-//! * Streams are written with `pwrite` at the offset the consumer keeps: a failed write (a full
+//! * Streams are written with `pwritev` (a packet's header and events in one call) at the offset the consumer keeps: a failed write (a full
 //!   disk) is cut off with `ftruncate`, so the stream stays well-formed and later packets follow
 //!   the last complete one.
 //! * At most [`MAX_OPEN_STREAMS`] stream files are open at once; the others are reopened on
@@ -368,6 +368,35 @@ fn write_all_at(fd: BorrowedFd<'_>, mut bytes: &[u8], mut off: u64) -> io::Resul
     Ok(())
 }
 
+/// Writes the concatenation of `parts` at `off`: one `pwritev` in the common case, continued
+/// after a short write.
+fn write_all_parts_at(fd: BorrowedFd<'_>, parts: &[&[u8]], mut off: u64) -> io::Result<()> {
+    let mut parts: Vec<&[u8]> = parts.iter().copied().filter(|p| !p.is_empty()).collect();
+    let mut first = 0;
+    while first < parts.len() {
+        let iov: Vec<std::io::IoSlice<'_>> = parts[first..]
+            .iter()
+            .map(|p| std::io::IoSlice::new(p))
+            .collect();
+        match rustix::io::pwritev(fd, &iov, off) {
+            Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+            Ok(mut n) => {
+                off += n as u64;
+                while first < parts.len() && n >= parts[first].len() {
+                    n -= parts[first].len();
+                    first += 1;
+                }
+                if n > 0 {
+                    parts[first] = &parts[first][n..];
+                }
+            }
+            Err(rustix::io::Errno::INTR) => {}
+            Err(e) => return Err(e.into()),
+        }
+    }
+    Ok(())
+}
+
 /// One stream file of a trace directory: its name, the bytes written so far, and (while it is
 /// among the most recently used) an open descriptor.
 #[derive(Debug)]
@@ -397,35 +426,47 @@ impl TraceFiles {
         }
     }
 
-    /// Appends one packet to stream `instance` (file `name`, created on first use). On failure
-    /// the stream is cut back to its last complete packet, and the error returned.
-    pub(crate) fn append(&mut self, instance: u64, name: &str, bytes: &[u8]) -> io::Result<()> {
+    /// The stream file name of buffer `instance`.
+    pub(crate) fn stream_name(&self, instance: u64) -> String {
+        format!("{}{instance}", hushtrace_ctf::layout::STREAM_PREFIX)
+    }
+
+    /// Appends one packet, the concatenation of `parts`, to stream `instance` (file
+    /// `stream_<instance>`, created on first use) with one `pwritev`. On failure the stream is
+    /// cut back to its last complete packet, and the error returned.
+    pub(crate) fn append_parts(&mut self, instance: u64, parts: &[&[u8]]) -> io::Result<()> {
         self.clock += 1;
         let now = self.clock;
-        let open = self.streams.values().filter(|s| s.fd.is_some()).count();
-        if self.streams.get(&instance).is_none_or(|s| s.fd.is_none()) && open >= MAX_OPEN_STREAMS {
-            // Close the least recently used stream.
-            if let Some(lru) = self
-                .streams
-                .values_mut()
-                .filter(|s| s.fd.is_some())
-                .min_by_key(|s| s.last_use)
-            {
-                lru.fd = None;
+        if self.streams.get(&instance).is_none_or(|s| s.fd.is_none()) {
+            let open = self.streams.values().filter(|s| s.fd.is_some()).count();
+            if open >= MAX_OPEN_STREAMS {
+                // Close the least recently used stream.
+                if let Some(lru) = self
+                    .streams
+                    .values_mut()
+                    .filter(|s| s.fd.is_some())
+                    .min_by_key(|s| s.last_use)
+                {
+                    lru.fd = None;
+                }
             }
         }
-        let stream = self.streams.entry(instance).or_insert_with(|| Stream {
-            name: name.to_string(),
-            id: None,
-            len: 0,
-            fd: None,
-            last_use: now,
-        });
+        let stream = match self.streams.entry(instance) {
+            std::collections::hash_map::Entry::Occupied(e) => e.into_mut(),
+            std::collections::hash_map::Entry::Vacant(e) => e.insert(Stream {
+                name: format!("{}{instance}", hushtrace_ctf::layout::STREAM_PREFIX),
+                id: None,
+                len: 0,
+                fd: None,
+                last_use: now,
+            }),
+        };
         stream.last_use = now;
-        if stream.fd.as_mut().is_some_and(|c| c.get().is_none()) {
-            stream.fd = None; // closed or replaced behind our back
-        }
-        if stream.fd.is_none() {
+        // One `fstat` per packet: the descriptor still refers to our file (else it is
+        // forgotten, never closed: the number may be the program's now).
+        let verified = stream.fd.as_mut().is_some_and(|c| c.get().is_some());
+        if !verified {
+            stream.fd = None;
             let fd = match stream.id {
                 None => {
                     let fd = self.dir.create_file(&stream.name)?;
@@ -452,12 +493,14 @@ impl TraceFiles {
         }
         let fd = stream
             .fd
-            .as_mut()
-            .and_then(|c| c.get())
+            .as_ref()
+            .and_then(|c| c.fd.as_ref())
+            .map(|f| f.as_fd())
             .ok_or_else(|| io::Error::other("stream descriptor lost"))?;
-        match write_all_at(fd, bytes, stream.len) {
+        let total: usize = parts.iter().map(|p| p.len()).sum();
+        match write_all_parts_at(fd, parts, stream.len) {
             Ok(()) => {
-                stream.len += bytes.len() as u64;
+                stream.len += total as u64;
                 Ok(())
             }
             Err(e) => {

@@ -4,7 +4,6 @@
 
 use crate::clock;
 use crate::config::Policy;
-use crate::consumer;
 use crate::ctx::{ThreadCtx, Violation};
 use crate::platform;
 use crate::ring::{Buffer, ProducerKey};
@@ -209,8 +208,8 @@ fn violation(ctx: &ThreadCtx, v: Violation) {
 /// Called by the producer after it handed a full packet to the consumer.
 #[inline]
 fn after_commit(ctx: &ThreadCtx) {
-    if !ctx.in_no_syscall() {
-        consumer::wake();
+    if !ctx.in_no_syscall() && !state::wake_consumer() {
+        thread::start_consumer();
     }
 }
 

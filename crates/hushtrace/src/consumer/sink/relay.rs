@@ -1,4 +1,4 @@
-//! The consumer's second sink: this process's trace streamed to an LTTng relay daemon
+//! The relay output ([`Sink`]): this process's trace streamed to an LTTng relay daemon
 //! (`lttng-relayd`), besides the local trace directory, which stays the source of truth.
 //!
 //! * One relay session per process (a fork child's consumer makes its own connection), stored
@@ -24,6 +24,7 @@
 //!   the consumer waits for it only while it makes progress: a sender stuck in one relay
 //!   operation for [`CLOSE_STALL`] is left behind, and what it had not delivered is lost.
 
+use super::{relay_default_names, Fate, Packet, Sink};
 use crate::config::{Config, Error};
 use crate::platform;
 use hushtrace_ctf::layout::STREAM_PREFIX;
@@ -59,6 +60,8 @@ static RELAY_STALLED: AtomicBool = AtomicBool::new(false);
 #[derive(Debug)]
 pub(crate) struct RelaySink {
     url: String,
+    /// Relay-only mode: the relay's copy is the trace (its fates count).
+    relay_only: bool,
     link: Arc<Link>,
     /// The connection state until the sender thread starts (it is started on first use, on
     /// the consumer's thread).
@@ -70,9 +73,9 @@ pub(crate) struct RelaySink {
     /// behind).
     unresolved: HashMap<u64, u64>,
     /// Packets not delivered to the relay (not queued, refused, or lost with a connection).
-    pub lost_packets: u64,
+    lost_packets: u64,
     /// Events in them.
-    pub lost_events: u64,
+    lost_events: u64,
     /// Fates not reported yet of packets that were never queued: (instance, events).
     dropped: Vec<(u64, u64)>,
     /// The relay was stalled when this process was forked from its parent.
@@ -145,6 +148,7 @@ impl RelaySink {
         let conn = Conn::new(cfg, root, dir_name)?;
         Some(RelaySink {
             url: conn.url(),
+            relay_only: cfg.relay_only,
             link: Arc::new(Link {
                 state: Mutex::new(LinkState::default()),
                 work: Condvar::new(),
@@ -175,7 +179,7 @@ impl RelaySink {
     }
 
     /// Once per consumer pass: notes whether the relay is stalled (for fork children).
-    pub(crate) fn watch(&self) {
+    fn watch(&self) {
         RELAY_STALLED.store(self.stalled(), Ordering::Relaxed);
     }
 
@@ -186,7 +190,7 @@ impl RelaySink {
 
     /// Connects now (session start, before the sender thread runs): an error says why the
     /// relay cannot be used.
-    pub(crate) fn connect_now(&mut self, desc: &TraceDesc) -> Result<(), Error> {
+    fn connect_first(&mut self, desc: &TraceDesc) -> Result<(), Error> {
         let r = match self.conn.as_mut() {
             Some(c) => c.connect_now(desc),
             None => Ok(()),
@@ -233,7 +237,7 @@ impl RelaySink {
 
     /// The metadata changed (new event classes): the sender sends what the relay lacks before
     /// its next packet.
-    pub(crate) fn metadata(&mut self, desc: &TraceDesc) {
+    fn set_metadata(&mut self, desc: &TraceDesc) {
         let mut st = self.link.lock();
         st.desc = Some(Arc::new(desc.clone()));
         st.desc_gen += 1;
@@ -242,18 +246,25 @@ impl RelaySink {
     /// Hands a copy of one packet of buffer `instance` (holding `events` events) to the
     /// sender, or counts it lost at once when the queue is full. [`RelaySink::settle`] reports
     /// its fate.
-    pub(crate) fn packet(&mut self, instance: u64, bytes: &[u8], events: u64) {
+    fn queue_packet(&mut self, p: &Packet<'_>) {
+        let (instance, events) = (p.instance, p.events);
         self.start();
         let mut st = self.link.lock();
-        let fits = st.queued_bytes + bytes.len() <= RELAY_QUEUE_BYTES;
+        let fits = st.queued_bytes + p.len() <= RELAY_QUEUE_BYTES;
         if !fits || st.finished || st.queue.len() >= QUEUE_MESSAGES {
             drop(st);
             self.dropped.push((instance, events));
             return;
         }
         let mut copy = st.free.pop().unwrap_or_default();
+        drop(st);
+        // The one copy of the packet on the consumer's side, outside the lock: the sender
+        // (which holds the lock only to take a batch) keeps sending meanwhile.
         copy.clear();
-        copy.extend_from_slice(bytes);
+        copy.reserve(p.len());
+        copy.extend_from_slice(p.header);
+        copy.extend_from_slice(p.body);
+        let mut st = self.link.lock();
         st.queued_bytes += copy.len();
         st.queue.push_back(Msg::Packet {
             instance,
@@ -267,14 +278,14 @@ impl RelaySink {
 
     /// Announces the stream of a live buffer (once): live viewers that attach meanwhile know
     /// it before its first packet.
-    pub(crate) fn announce(&mut self, instance: u64) {
+    fn announce_stream(&mut self, instance: u64) {
         if !self.announced.contains(&instance) && self.push(Msg::Announce(instance)) {
             self.announced.insert(instance);
         }
     }
 
     /// A buffer was freed: its stream is not announced again on a new connection.
-    pub(crate) fn forget(&mut self, instance: u64) {
+    fn forget_stream(&mut self, instance: u64) {
         if self.announced.remove(&instance) {
             self.push(Msg::Forget(instance));
         }
@@ -282,20 +293,18 @@ impl RelaySink {
 
     /// Tells live viewers that stream `instance` has no event before `timestamp` (cycles).
     /// Dropped when the sender is behind.
-    pub(crate) fn beacon(&mut self, instance: u64, timestamp: u64) {
+    fn send_beacon(&mut self, instance: u64, timestamp: u64) {
+        if !self.announced.contains(&instance) {
+            return;
+        }
         if self.link.lock().queue.len() < QUEUE_MESSAGES / 2 {
             self.push(Msg::Beacon(instance, timestamp));
         }
     }
 
-    /// Buffer instances whose stream was announced.
-    pub(crate) fn instances(&self) -> Vec<u64> {
-        self.announced.iter().copied().collect()
-    }
-
     /// Reports the fates known so far of the packets handed over: `each(instance, events,
     /// delivered)`. Never waits for the relay.
-    pub(crate) fn settle(&mut self, mut each: impl FnMut(u64, u64, bool)) {
+    fn settle_fates(&mut self, mut each: impl FnMut(u64, u64, bool)) {
         let results = std::mem::take(&mut self.link.lock().results);
         for (instance, events, delivered) in results {
             if let Some(n) = self.unresolved.get_mut(&instance) {
@@ -329,12 +338,12 @@ impl RelaySink {
     /// until the relay wrote everything). Waits for the sender only while it makes progress
     /// ([`CLOSE_STALL`]); left behind, what it had not delivered is reported lost. Reports
     /// the last fates like [`RelaySink::settle`].
-    pub(crate) fn close(mut self, mut each: impl FnMut(u64, u64, bool)) -> Result<(), String> {
+    fn close_session(&mut self, mut each: impl FnMut(u64, u64, bool)) -> Result<(), String> {
         if self.conn.as_ref().is_some_and(|c| c.client.is_none())
             && self.link.lock().queue.is_empty()
         {
             // Never connected and nothing to send: no thread to start.
-            self.settle(&mut each);
+            self.settle_fates(&mut each);
             return Ok(());
         }
         self.start();
@@ -361,7 +370,7 @@ impl RelaySink {
         };
         let error = st.close_error.take();
         drop(st);
-        self.settle(&mut each);
+        self.settle_fates(&mut each);
         if finished {
             if let Some(t) = self.thread.take() {
                 t.join();
@@ -765,41 +774,81 @@ impl Conn {
     }
 }
 
-/// The `(host, session)` names a session with a relay is filed under on the relay when none
-/// are set: this machine's host name and the output directory's last component (both made
-/// safe as relay path components).
-///
-/// ```
-/// let (host, session) = hushtrace::relay_default_names(std::path::Path::new("/tmp/run-7"));
-/// assert_eq!(session, "run-7");
-/// assert!(!host.is_empty());
-/// ```
-pub fn relay_default_names(output: &std::path::Path) -> (String, String) {
-    let root = output
-        .file_name()
-        .map(|n| n.to_string_lossy().into_owned())
-        .unwrap_or_default();
-    (
-        default_session_name(&crate::platform::hostname()),
-        default_session_name(&root),
-    )
-}
+impl Sink for RelaySink {
+    fn counts(&self) -> bool {
+        self.relay_only
+    }
 
-/// A name the relay accepts as a directory: `/` and NUL replaced, no leading `.`, at most 200
-/// bytes; `hushtrace` if nothing is left.
-fn default_session_name(s: &str) -> String {
-    let mut n: String = s
-        .chars()
-        .map(|c| if c == '/' || c == '\0' { '_' } else { c })
-        .collect();
-    while n.starts_with('.') {
-        n.remove(0);
+    fn connect_now(&mut self, desc: &TraceDesc) -> Result<(), Error> {
+        self.connect_first(desc)
     }
-    while n.len() > 200 {
-        n.pop();
+
+    fn metadata(&mut self, desc: &TraceDesc) -> Result<(), Error> {
+        self.set_metadata(desc);
+        Ok(())
     }
-    if n.is_empty() {
-        n.push_str("hushtrace");
+
+    fn metadata_first(&self) -> bool {
+        true
     }
-    n
+
+    fn wants_flush(&self) -> bool {
+        true
+    }
+
+    fn announce(&mut self, instance: u64) {
+        self.announce_stream(instance);
+    }
+
+    /// Hands a copy to the sender; its fate is reported by [`Sink::settle`].
+    fn packet(&mut self, p: &Packet<'_>) -> Fate {
+        self.queue_packet(p);
+        Fate::Pending
+    }
+
+    fn beacon(&mut self, instance: u64, timestamp: u64) {
+        self.send_beacon(instance, timestamp);
+    }
+
+    fn forget(&mut self, instance: u64) {
+        self.forget_stream(instance);
+    }
+
+    fn settle(&mut self, each: &mut dyn FnMut(u64, u64, bool)) {
+        self.settle_fates(each);
+        self.watch();
+    }
+
+    /// Ends the relay session. Packets the relay could not get are reported: in relay-only
+    /// mode they are the session's loss (counted by the caller), else only the relay copy's.
+    fn close(&mut self, each: &mut dyn FnMut(u64, u64, bool)) -> Result<(), String> {
+        let url = self.url();
+        // Lost so far, and what the close reports.
+        let (mut packets, mut events) = (self.lost_packets, self.lost_events);
+        let closed = self.close_session(|instance, n, delivered| {
+            if !delivered {
+                packets += 1;
+                events += n;
+            }
+            each(instance, n, delivered);
+        });
+        if packets > 0 {
+            eprintln!(
+                "hushtrace: {packets} packets ({events} events) could not be streamed to the \
+                 relay at {url} ({})",
+                if self.relay_only {
+                    "counted as discarded"
+                } else {
+                    "the relay's copy lacks them; the local trace has them"
+                }
+            );
+        }
+        closed.map_err(|e| {
+            if self.relay_only {
+                format!("relay {url}: {e}")
+            } else {
+                format!("relay {url}: {e} (the local trace is complete)")
+            }
+        })
+    }
 }

@@ -1,0 +1,69 @@
+//! The local output: the trace directory's `metadata` file and one stream file per buffer
+//! (see `tracedir.rs` for how files are opened and written).
+
+use super::{Fate, Packet, Sink};
+use crate::config::Error;
+use crate::tracedir::{Dir, TraceFiles};
+use hushtrace_ctf::layout::METADATA_FILE;
+use hushtrace_ctf::metadata::{to_tsdl, TraceDesc};
+
+/// The trace directory's files.
+#[derive(Debug)]
+pub(crate) struct FileSink {
+    files: TraceFiles,
+    /// Whether packets go to stream files (not in relay-only mode).
+    streams: bool,
+}
+
+impl FileSink {
+    pub(crate) fn new(dir: Dir, streams: bool) -> FileSink {
+        FileSink {
+            files: TraceFiles::new(dir),
+            streams,
+        }
+    }
+}
+
+impl Sink for FileSink {
+    fn counts(&self) -> bool {
+        self.streams
+    }
+
+    fn metadata(&mut self, desc: &TraceDesc) -> Result<(), Error> {
+        let text = to_tsdl(desc);
+        let dir = &mut self.files.dir;
+        dir.replace_file(METADATA_FILE, text.as_bytes())
+            .map_err(|source| Error::Io {
+                path: dir.path().join(METADATA_FILE),
+                source,
+            })
+    }
+
+    /// Appends the packet to its stream file (created on first use). A failed write cuts the
+    /// stream back to its last complete packet.
+    fn packet(&mut self, p: &Packet<'_>) -> Fate {
+        if !self.streams {
+            return Fate::Skipped;
+        }
+        match self.files.append_parts(p.instance, &[p.header, p.body]) {
+            Ok(()) => Fate::Delivered,
+            Err(e) => Fate::Failed(format!(
+                "{}: {e}",
+                self.files
+                    .dir
+                    .path()
+                    .join(self.files.stream_name(p.instance))
+                    .display()
+            )),
+        }
+    }
+
+    fn forget(&mut self, instance: u64) {
+        self.files.forget(instance);
+    }
+
+    fn close(&mut self, _each: &mut dyn FnMut(u64, u64, bool)) -> Result<(), String> {
+        self.files.close_all();
+        Ok(())
+    }
+}
