@@ -30,6 +30,18 @@ def test_c_library_records_into_the_python_session(tmp_path):
     libdir = ROOT / "target" / "debug"
     if not (libdir / "libhushtrace.so").exists():
         pytest.fail("no target/debug/libhushtrace.so: run 'cargo build -p hushtrace-c' first")
+    # The library's SONAME is versioned (libhushtrace.so.<ABI>), which cargo's output
+    # directory has no link for: the loader looks for the versioned name, as an install has it.
+    libs = tmp_path / "lib"
+    libs.mkdir()
+    (libs / "libhushtrace.so").symlink_to(libdir / "libhushtrace.so")
+    dynamic = subprocess.run(["objdump", "-p", str(libdir / "libhushtrace.so")],
+                             capture_output=True, text=True, check=True).stdout
+    soname = next((l.split()[1] for l in dynamic.splitlines() if l.split()[:1] == ["SONAME"]),
+                  None)
+    if soname and soname != "libhushtrace.so":
+        (libs / soname).symlink_to(libdir / "libhushtrace.so")
+    libdir = libs
     src = tmp_path / "plugin.c"
     src.write_text(PLUGIN)
     lib = tmp_path / "libplugin.so"
