@@ -399,10 +399,12 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
         "off CPU {off} ns vs measured {measured} ns\n{}",
         k.to_text()
     );
-    assert_eq!(
-        row.woken_by[0].0,
-        format!("writer/{writer}"),
-        "{}",
+    // Who woke it: the writer, or, when the wake-up went through an interrupt or the idle
+    // task's context (seen on a loaded two-core machine), the idle task.
+    let waker = &row.woken_by[0].0;
+    assert!(
+        *waker == format!("writer/{writer}") || waker == "idle",
+        "woken by {waker}\n{}",
         k.to_text()
     );
 }

@@ -103,12 +103,19 @@ impl Buffer {
         write: &mut impl FnMut(&[u8], u64),
     ) {
         let n = self.num_subbufs as u64;
+        // The packets that survived their copy, oldest first. A packet the producer reused
+        // while it was copied is lost, and so is every older one (the producer overwrites in
+        // order): the copies before it are dropped too, so the snapshot never has a gap, only
+        // a later first packet. Written once the run is known (a snapshot path: allocates).
+        #[allow(clippy::disallowed_methods)]
+        let mut kept: Vec<(Vec<u8>, u64)> = Vec::new();
         for c in first..last {
             let slot = (c % n) as usize;
             let m = &self.meta[slot];
             let len = m.len.load(Ordering::Relaxed) as usize;
             let events = m.events.load(Ordering::Relaxed);
             if !(PACKET_HEADER_LEN..=self.subbuf_size).contains(&len) {
+                kept.clear();
                 continue;
             }
             self.copy_slot(slot, &mut copy[..len]);
@@ -116,9 +123,11 @@ impl Buffer {
             // opened packet `c + n` (which reuses this slot) by the end of the copy, we see it.
             fence(Ordering::Acquire);
             if self.handover.committed() >= c + n {
+                kept.clear();
                 continue;
             }
             if read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(c) {
+                kept.clear();
                 continue;
             }
             // Loom: the packet's bytes were all written before its commit, which the Acquire
@@ -126,7 +135,11 @@ impl Buffer {
             // racing copies the checks above drop; loom cannot see those bytes' values).
             #[cfg(hushtrace_loom)]
             self.touch(slot, 0, len, false);
-            write(&copy[..len], events);
+            #[allow(clippy::disallowed_methods)]
+            kept.push((copy[..len].to_vec(), events));
+        }
+        for (packet, events) in &kept {
+            write(packet, *events);
         }
     }
 
