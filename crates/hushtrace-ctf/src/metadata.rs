@@ -195,6 +195,18 @@ pub fn escape(s: &str) -> String {
 /// Prefix of the `model.emf.uri` attribute carrying the event kind.
 pub const KIND_URI_PREFIX: &str = "hushtrace:";
 
+/// Appends one byte-aligned TSDL integer `typealias` per `(alias, size in bits, signed)`: the
+/// prelude of every metadata hushtrace writes (user space here, the kernel's in
+/// `hushtrace-kernel`).
+pub fn integer_aliases(s: &mut String, aliases: &[(&str, u32, bool)]) {
+    for (alias, size, signed) in aliases {
+        let _ = writeln!(
+            s,
+            "typealias integer {{ size = {size}; align = 8; signed = {signed}; }} := {alias};"
+        );
+    }
+}
+
 /// Renders the TSDL text.
 ///
 /// Field names are written with a leading underscore, which CTF readers (babeltrace2 included)
@@ -217,22 +229,20 @@ pub const KIND_URI_PREFIX: &str = "hushtrace:";
 pub fn to_tsdl(t: &TraceDesc) -> String {
     let mut s = String::with_capacity(4096 + t.events.len() * 160);
     s.push_str("/* CTF 1.8 */\n\n");
-    for (alias, size, signed) in [
-        ("uint8_t", 8, false),
-        ("uint16_t", 16, false),
-        ("uint32_t", 32, false),
-        ("uint64_t", 64, false),
-        ("int8_t", 8, true),
-        ("int16_t", 16, true),
-        ("int32_t", 32, true),
-        ("int64_t", 64, true),
-        ("bool_t", 8, false),
-    ] {
-        let _ = writeln!(
-            s,
-            "typealias integer {{ size = {size}; align = 8; signed = {signed}; }} := {alias};"
-        );
-    }
+    integer_aliases(
+        &mut s,
+        &[
+            ("uint8_t", 8, false),
+            ("uint16_t", 16, false),
+            ("uint32_t", 32, false),
+            ("uint64_t", 64, false),
+            ("int8_t", 8, true),
+            ("int16_t", 16, true),
+            ("int32_t", 32, true),
+            ("int64_t", 64, true),
+            ("bool_t", 8, false),
+        ],
+    );
     s.push_str(
         "typealias floating_point { exp_dig = 11; mant_dig = 53; align = 8; } := double;\n\n",
     );

@@ -66,19 +66,17 @@ pub struct KernelMeta {
 pub fn to_tsdl(m: &KernelMeta) -> String {
     let mut s = String::with_capacity(8192);
     s.push_str("/* CTF 1.8 */\n\n");
-    for (alias, size, signed) in [
-        ("uint8_t", 8, false),
-        ("uint16_t", 16, false),
-        ("uint32_t", 32, false),
-        ("uint64_t", 64, false),
-        ("int32_t", 32, true),
-        ("int64_t", 64, true),
-    ] {
-        let _ = writeln!(
-            s,
-            "typealias integer {{ size = {size}; align = 8; signed = {signed}; }} := {alias};"
-        );
-    }
+    hushtrace_ctf::metadata::integer_aliases(
+        &mut s,
+        &[
+            ("uint8_t", 8, false),
+            ("uint16_t", 16, false),
+            ("uint32_t", 32, false),
+            ("uint64_t", 64, false),
+            ("int32_t", 32, true),
+            ("int64_t", 64, true),
+        ],
+    );
     let _ = writeln!(
         s,
         "\ntrace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n\
