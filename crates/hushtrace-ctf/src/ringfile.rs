@@ -132,6 +132,11 @@ impl RingHeader {
     }
 }
 
+/// The `timestamp_begin` of an encoded packet header.
+fn begin_of(header: &[u8; PACKET_HEADER_LEN]) -> u64 {
+    PacketHeader::decode(header).map_or(0, |h| h.timestamp_begin)
+}
+
 /// What recovering one ring produced.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Recovered {
@@ -169,7 +174,7 @@ struct Appender<'a> {
     file: &'a File,
     path: &'a Path,
     at: u64,
-    last: Option<[u8; PACKET_HEADER_LEN]>,
+    last: Option<PacketHeader>,
 }
 
 impl Appender<'_> {
@@ -178,9 +183,7 @@ impl Appender<'_> {
             .write_all_at(p, self.at)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.at += p.len() as u64;
-        let mut ph = [0u8; PACKET_HEADER_LEN];
-        ph.copy_from_slice(&p[..PACKET_HEADER_LEN]);
-        self.last = Some(ph);
+        self.last = PacketHeader::decode(p);
         Ok(())
     }
 }
@@ -246,9 +249,9 @@ fn recover_ring_file(
     }
     let slot_off = |i: usize| (HEADER_LEN + i * h.subbuf_size) as u64;
     let n = h.num_subbufs as u64;
-    // Pass 1, packet headers only. Committed packets: a valid header, the sequence number of
-    // its slot, sizes set.
-    let mut heads: Vec<[u8; PACKET_HEADER_LEN]> = Vec::new();
+    // Pass 1, packet headers only (`None`: no packet magic). Committed packets: a valid
+    // header, the sequence number of its slot, sizes set.
+    let mut heads: Vec<Option<PacketHeader>> = Vec::new();
     heads
         .try_reserve_exact(h.num_subbufs)
         .map_err(|_| format!("{}: too many slots", ring.display()))?;
@@ -256,13 +259,14 @@ fn recover_ring_file(
     for i in 0..h.num_subbufs {
         let mut ph = [0u8; PACKET_HEADER_LEN];
         f.read_exact_at(&mut ph, slot_off(i)).map_err(err)?;
-        heads.push(ph);
-        let s = &ph[..];
-        if read_u32(s, OFF_MAGIC) != Some(MAGIC) {
+        let head = PacketHeader::magic_ok(&ph)
+            .then(|| PacketHeader::decode(&ph))
+            .flatten();
+        heads.push(head);
+        let Some(head) = head else {
             continue;
-        }
-        let seq = u64_at(s, OFF_PACKET_SEQ_NUM);
-        let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
+        };
+        let (seq, len) = (head.seq, head.len());
         if seq % n != i as u64 || len < PACKET_HEADER_LEN || len > h.subbuf_size {
             continue;
         }
@@ -289,7 +293,7 @@ fn recover_ring_file(
     // consumer wrote just before it could record them as consumed: cut the former, skip the
     // latter.
     let (valid, last_hdr) = stream_tail(&out).map_err(serr)?;
-    let last_seq = last_hdr.map(|h| u64_at(&h, OFF_PACKET_SEQ_NUM));
+    let last_seq = last_hdr.map(|h| h.seq);
     // The flush of idle threads raised the stream's sequence numbers by `extra` and may have
     // shipped the start of one packet already.
     let extra = u64_at(&hdr, OFF_FLUSH_EXTRA);
@@ -322,26 +326,24 @@ fn recover_ring_file(
         Ok(())
     };
     for &(_, i) in &committed {
-        let len = (u64_at(&heads[i], OFF_CONTENT_SIZE) / 8) as usize;
+        let len = heads[i].map_or(0, |ph| ph.len());
         let s = read_exact_at(f, ring, slot_off(i), len)?;
         let rest = rest_of_packet(&s, &renumber);
         let mut p = rest.header.to_vec();
         p.extend_from_slice(&s[rest.body]);
         drop(s);
         r.events += desc
-            .walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN))
+            .walk_events(&p[PACKET_HEADER_LEN..], begin_of(&rest.header))
             .events;
         write(&p, &mut r)?;
     }
     // The open packet, up to its last complete event.
     let slot = (h.open_seq % n) as usize;
-    let head = &heads[slot][..];
     let done = h.done as usize;
 
     if done > PACKET_HEADER_LEN
         && done <= h.subbuf_size
-        && read_u32(head, OFF_MAGIC) == Some(MAGIC)
-        && u64_at(head, OFF_PACKET_SEQ_NUM) == h.open_seq
+        && heads[slot].is_some_and(|head| head.seq == h.open_seq)
         && committed.last().is_none_or(|c| c.0 < h.open_seq)
         && last_seq.is_none_or(|l| l < h.open_seq + extra)
     {
@@ -355,7 +357,7 @@ fn recover_ring_file(
         p.extend_from_slice(&s[rest.body]);
         // From the packet's begin time (or the last shipped event's), up to the last complete
         // event of a class the metadata knows: cut there.
-        let w = desc.walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN));
+        let w = desc.walk_events(&p[PACKET_HEADER_LEN..], begin_of(&rest.header));
         let (off, events) = (PACKET_HEADER_LEN + w.len, w.events);
         let (clock, last_ts) = (w.clock, w.max_ts);
         // A torn event: bytes after the complete ones that start like an event header of a
@@ -378,11 +380,12 @@ fn recover_ring_file(
         }
         p.truncate(off);
         let disc = h.discarded + r.torn;
-        let mut ph = PacketHeader::decode(&p)
-            .ok_or_else(|| "a packet shorter than its header".to_string())?;
-        ph.timestamp_end = last_ts;
-        ph.events_discarded = disc;
-        ph.with_len(off).write_to(&mut p);
+        PacketEnd {
+            timestamp_end: last_ts,
+            len: off as u64,
+            events_discarded: disc,
+        }
+        .write_to(&mut p);
         r.events += events;
         r.discarded = disc;
         if events > 0 || r.torn > 0 {
@@ -392,9 +395,8 @@ fn recover_ring_file(
     // Events discarded after the last packet (a full ring while the consumer lagged): one
     // empty packet carries the final count, as a clean stop writes it.
     if let Some(last) = w.last {
-        if h.discarded > u64_at(&last, OFF_EVENTS_DISCARDED) {
-            let mut ph = PacketHeader::decode(&last)
-                .ok_or_else(|| "a packet shorter than its header".to_string())?;
+        if h.discarded > last.events_discarded {
+            let mut ph = last;
             ph.seq += 1;
             ph.timestamp_begin = ph.timestamp_end;
             ph.events_discarded = h.discarded;
@@ -409,20 +411,20 @@ fn recover_ring_file(
 
 /// The length of the complete packets at the start of a stream file, and the header of the
 /// last one (`None`: no complete packet).
-fn stream_tail(f: &File) -> io::Result<(u64, Option<[u8; PACKET_HEADER_LEN]>)> {
+fn stream_tail(f: &File) -> io::Result<(u64, Option<PacketHeader>)> {
     let len = f.metadata()?.len();
     let (mut off, mut last) = (0u64, None);
     let mut hdr = [0u8; PACKET_HEADER_LEN];
     while off + PACKET_HEADER_LEN as u64 <= len {
         f.read_exact_at(&mut hdr, off)?;
-        let size = u64_at(&hdr, OFF_PACKET_SIZE) / 8;
-        if read_u32(&hdr, OFF_MAGIC) != Some(MAGIC)
-            || size < PACKET_HEADER_LEN as u64
-            || off + size > len
-        {
+        let Some(ph) = PacketHeader::decode(&hdr).filter(|_| PacketHeader::magic_ok(&hdr)) else {
+            break;
+        };
+        let size = ph.packet_size / 8;
+        if size < PACKET_HEADER_LEN as u64 || off + size > len {
             break;
         }
-        last = Some(hdr);
+        last = Some(ph);
         off += size;
     }
     Ok((off, last))
