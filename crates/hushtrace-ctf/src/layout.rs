@@ -1,4 +1,4 @@
-//! Binary layout of hushtrace packets and events.
+//! Binary layout of hushtrace packets and events, and the fixed header of a ring file.
 //!
 //! Everything is little-endian and byte-aligned (CTF `align = 8` bits), so no padding ever
 //! appears between fields.
@@ -22,6 +22,13 @@
 //! form when the id is below 255 and the event is less than 2^24 cycles after the stream's
 //! previous event (or the packet's `timestamp_begin`), see [`compact_fits`]; babeltrace2 reads
 //! both forms from the metadata's variant ([`crate::metadata`]).
+//!
+//! # Codecs
+//!
+//! Each binary header has one codec here, used by every writer and reader: the event header
+//! ([`push_event_header`] / [`parse_event_header`]), the packet header and context
+//! ([`PacketHeader`], [`PacketEnd`]), and the fixed part of a ring file's header
+//! ([`RingFileHeader`], written by the runtime, read by crash recovery).
 
 /// CTF packet magic number.
 pub const MAGIC: u32 = 0xC1FC_1FC1;
@@ -411,6 +418,149 @@ impl PacketEnd {
     }
 }
 
+/// A ring file's magic (bytes 0..8 of the file; see [`crate::ringfile`]).
+pub const RING_MAGIC: [u8; 8] = *b"HTRING01";
+/// The ring file format version this crate writes and reads.
+pub const RING_VERSION: u32 = 1;
+/// Ring file header: offset of the 8-byte magic [`RING_MAGIC`].
+pub const RING_OFF_MAGIC: usize = 0;
+/// Ring file header: offset of the `u32` version ([`RING_VERSION`]).
+pub const RING_OFF_VERSION: usize = 8;
+/// Ring file header: offset of the `u32` mode (0 discard, 1 overwrite).
+pub const RING_OFF_MODE: usize = 12;
+/// Ring file header: offset of the `u64` slot (sub-buffer) size in bytes.
+pub const RING_OFF_SUBBUF_SIZE: usize = 16;
+/// Ring file header: offset of the `u64` number of slots.
+pub const RING_OFF_NUM_SUBBUFS: usize = 24;
+/// Ring file header: offset of the `u64` stream instance id.
+pub const RING_OFF_INSTANCE: usize = 32;
+/// Ring file header: offset of the `u32` pid of the process that wrote the ring.
+pub const RING_OFF_PID: usize = 40;
+/// Bytes of the fixed part of a ring file's header (what [`RingFileHeader`] encodes); the
+/// words the producer and consumer update while the ring lives follow at 64 and up.
+pub const RING_FIXED_LEN: usize = 44;
+
+/// The fixed part of a ring file's header, written once by the process creating the ring and
+/// read by crash recovery: the one codec of both (the ring file's own header, not a packet's).
+/// Little-endian, at the `RING_OFF_*` offsets:
+///
+/// | offset | field |
+/// |---|---|
+/// | 0 | magic `HTRING01` |
+/// | 8 | version (`u32`, [`RING_VERSION`]) |
+/// | 12 | mode (`u32`: 0 discard, 1 overwrite; any other value reads as discard) |
+/// | 16 | `subbuf_size` (`u64`) |
+/// | 24 | `num_subbufs` (`u64`) |
+/// | 32 | `instance` (`u64`) |
+/// | 40 | `pid` (`u32`) |
+///
+/// ```
+/// use hushtrace_ctf::layout::*;
+/// let h = RingFileHeader { overwrite: true, subbuf_size: 4096, num_subbufs: 4, instance: 7, pid: 42 };
+/// let b = h.encode();
+/// assert_eq!(&b[..8], b"HTRING01");
+/// assert_eq!(RingFileHeader::decode(&b), Ok(h));
+/// assert_eq!(RingFileHeader::decode(&b[..20]), Err(RingFileHeaderError::Short { len: 20 }));
+/// assert_eq!(RingFileHeader::decode(b"\x7fELF"), Err(RingFileHeaderError::BadMagic));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct RingFileHeader {
+    /// Overwrite mode (else discard).
+    pub overwrite: bool,
+    /// Bytes per slot.
+    pub subbuf_size: u64,
+    /// Slots.
+    pub num_subbufs: u64,
+    /// Stream instance id (the `stream_<instance>` file).
+    pub instance: u64,
+    /// The process that wrote the ring.
+    pub pid: u32,
+}
+
+/// Why bytes are not a ring file header [`RingFileHeader::decode`] reads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RingFileHeaderError {
+    /// Fewer than [`RING_FIXED_LEN`] bytes.
+    Short {
+        /// Bytes given.
+        len: usize,
+    },
+    /// The bytes do not start with [`RING_MAGIC`].
+    BadMagic,
+    /// A ring file of another format version.
+    Version(u32),
+}
+
+impl std::fmt::Display for RingFileHeaderError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            RingFileHeaderError::Short { len } => write!(
+                f,
+                "not a hushtrace ring file ({len} bytes, shorter than its header)"
+            ),
+            RingFileHeaderError::BadMagic => f.write_str("not a hushtrace ring file (bad magic)"),
+            RingFileHeaderError::Version(v) => write!(f, "unsupported ring file version {v}"),
+        }
+    }
+}
+
+impl std::error::Error for RingFileHeaderError {}
+
+impl RingFileHeader {
+    /// Decodes the fixed header at the start of `b` (a ring file's first bytes). The magic and
+    /// the version are checked; the geometry is the caller's to judge.
+    pub fn decode(b: &[u8]) -> Result<RingFileHeader, RingFileHeaderError> {
+        let short = RingFileHeaderError::Short { len: b.len() };
+        let Some(b) = b.get(..RING_FIXED_LEN) else {
+            // A short input that is not even a prefix of the magic is foreign rather than cut.
+            let n = b.len().min(RING_MAGIC.len());
+            return Err(if b[..n] == RING_MAGIC[..n] {
+                short
+            } else {
+                RingFileHeaderError::BadMagic
+            });
+        };
+        if b[RING_OFF_MAGIC..RING_OFF_MAGIC + 8] != RING_MAGIC {
+            return Err(RingFileHeaderError::BadMagic);
+        }
+        let version = read_u32(b, RING_OFF_VERSION).ok_or(short)?;
+        if version != RING_VERSION {
+            return Err(RingFileHeaderError::Version(version));
+        }
+        Ok(RingFileHeader {
+            overwrite: read_u32(b, RING_OFF_MODE).ok_or(short)? == 1,
+            subbuf_size: read_u64(b, RING_OFF_SUBBUF_SIZE).ok_or(short)?,
+            num_subbufs: read_u64(b, RING_OFF_NUM_SUBBUFS).ok_or(short)?,
+            instance: read_u64(b, RING_OFF_INSTANCE).ok_or(short)?,
+            pid: read_u32(b, RING_OFF_PID).ok_or(short)?,
+        })
+    }
+
+    /// The encoded fixed header: magic, version and every field at its offset. A writer whose
+    /// header page is shared memory stores it with one unaligned write of the array.
+    pub fn encode(&self) -> [u8; RING_FIXED_LEN] {
+        let mut b = [0u8; RING_FIXED_LEN];
+        b[RING_OFF_MAGIC..RING_OFF_MAGIC + 8].copy_from_slice(&RING_MAGIC);
+        let u32s = [
+            (RING_OFF_VERSION, RING_VERSION),
+            (RING_OFF_MODE, u32::from(self.overwrite)),
+            (RING_OFF_PID, self.pid),
+        ];
+        for (off, v) in u32s {
+            b[off..off + 4].copy_from_slice(&v.to_le_bytes());
+        }
+        let u64s = [
+            (RING_OFF_SUBBUF_SIZE, self.subbuf_size),
+            (RING_OFF_NUM_SUBBUFS, self.num_subbufs),
+            (RING_OFF_INSTANCE, self.instance),
+        ];
+        for (off, v) in u64s {
+            b[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        b
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,5 +730,99 @@ mod tests {
                 || (OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8).contains(&i)));
         assert_eq!(h.with_end(end).len(), 4096);
         assert_eq!(h.with_end(end).packet_size, 4096 * 8);
+    }
+
+    fn ring_sample() -> RingFileHeader {
+        RingFileHeader {
+            overwrite: true,
+            subbuf_size: 65536,
+            num_subbufs: 8,
+            instance: 42,
+            pid: 1234,
+        }
+    }
+
+    #[test]
+    fn ring_file_header_roundtrips_at_the_documented_offsets() {
+        for overwrite in [false, true] {
+            let h = RingFileHeader {
+                overwrite,
+                ..ring_sample()
+            };
+            let b = h.encode();
+            assert_eq!(RingFileHeader::decode(&b), Ok(h));
+            assert_eq!(&b[RING_OFF_MAGIC..RING_OFF_MAGIC + 8], b"HTRING01");
+            assert_eq!(read_u32(&b, RING_OFF_VERSION), Some(RING_VERSION));
+            assert_eq!(read_u32(&b, RING_OFF_MODE), Some(u32::from(overwrite)));
+            assert_eq!(read_u64(&b, RING_OFF_SUBBUF_SIZE), Some(65536));
+            assert_eq!(read_u64(&b, RING_OFF_NUM_SUBBUFS), Some(8));
+            assert_eq!(read_u64(&b, RING_OFF_INSTANCE), Some(42));
+            assert_eq!(read_u32(&b, RING_OFF_PID), Some(1234));
+        }
+        // The fields tile the fixed part (which ends before the first live word: a
+        // compile-time check in `ringfile`).
+        assert_eq!(RING_OFF_PID + 4, RING_FIXED_LEN);
+        // A whole header page decodes from its start; what follows is not read.
+        let mut page = vec![0xeeu8; 4096];
+        page[..RING_FIXED_LEN].copy_from_slice(&ring_sample().encode());
+        assert_eq!(RingFileHeader::decode(&page), Ok(ring_sample()));
+    }
+
+    /// The bytes the runtime wrote before the codec existed (`ring.rs`' `write_ring_header`
+    /// storing at the literal offsets 8, 12, 16, 24, 32, 40), hard-coded: ring files of older
+    /// versions still decode to the same values.
+    #[test]
+    fn ring_file_header_written_by_the_literal_offset_code_decodes_the_same() {
+        #[rustfmt::skip]
+        let old: [u8; 48] = [
+            b'H', b'T', b'R', b'I', b'N', b'G', b'0', b'1', // magic
+            1, 0, 0, 0,                                     // version 1
+            1, 0, 0, 0,                                     // mode: overwrite
+            0x00, 0x00, 0x01, 0, 0, 0, 0, 0,                // subbuf_size 65536
+            8, 0, 0, 0, 0, 0, 0, 0,                         // num_subbufs 8
+            42, 0, 0, 0, 0, 0, 0, 0,                        // instance 42
+            0xd2, 0x04, 0, 0,                               // pid 1234
+            0, 0, 0, 0,                                     // (unused)
+        ];
+        assert_eq!(RingFileHeader::decode(&old), Ok(ring_sample()));
+        assert_eq!(ring_sample().encode()[..], old[..RING_FIXED_LEN]);
+        let mut discard = old;
+        discard[RING_OFF_MODE] = 0;
+        let h = RingFileHeader::decode(&discard).unwrap();
+        assert!(!h.overwrite);
+        // Any mode but 1 read as discard, as before.
+        discard[RING_OFF_MODE] = 7;
+        assert!(!RingFileHeader::decode(&discard).unwrap().overwrite);
+    }
+
+    #[test]
+    fn short_or_foreign_ring_file_headers_are_clear_errors() {
+        let b = ring_sample().encode();
+        for n in [0, 1, 8, RING_FIXED_LEN - 1] {
+            let e = RingFileHeader::decode(&b[..n]).unwrap_err();
+            assert_eq!(e, RingFileHeaderError::Short { len: n });
+            assert!(e.to_string().contains("shorter than its header"), "{e}");
+        }
+        // Foreign files: short or not, a wrong magic is named as such.
+        assert_eq!(
+            RingFileHeader::decode(b"\x7fELF"),
+            Err(RingFileHeaderError::BadMagic)
+        );
+        let mut elf = [0u8; 4096];
+        elf[..4].copy_from_slice(b"\x7fELF");
+        let e = RingFileHeader::decode(&elf).unwrap_err();
+        assert_eq!(e, RingFileHeaderError::BadMagic);
+        assert_eq!(e.to_string(), "not a hushtrace ring file (bad magic)");
+        let mut v2 = b;
+        v2[RING_OFF_VERSION] = 2;
+        let e = RingFileHeader::decode(&v2).unwrap_err();
+        assert_eq!(e, RingFileHeaderError::Version(2));
+        assert_eq!(e.to_string(), "unsupported ring file version 2");
+        let mut magic = b;
+        magic[7] = b'2';
+        assert_eq!(
+            RingFileHeader::decode(&magic),
+            Err(RingFileHeaderError::BadMagic)
+        );
     }
 }

@@ -10,7 +10,8 @@
 //!
 //! # Layout (little-endian)
 //!
-//! A [`HEADER_LEN`]-byte header, then `num_subbufs` slots of `subbuf_size` bytes (one packet
+//! A [`HEADER_LEN`]-byte header (its fixed part, offsets 0 to 44, through the codec
+//! [`RingFileHeader`]; the live words through the `OFF_*` offsets below), then `num_subbufs` slots of `subbuf_size` bytes (one packet
 //! each, packet `s` in slot `s % num_subbufs`).
 //!
 //! | offset | field | written by |
@@ -38,10 +39,10 @@ use std::path::{Path, PathBuf};
 
 /// Bytes before the first slot (one page).
 pub const HEADER_LEN: usize = 4096;
-/// The ring file magic.
-pub const RING_MAGIC: [u8; 8] = *b"HTRING01";
 /// Offset of the producer's `done` word.
 pub const OFF_DONE: usize = 64;
+// The fixed part ([`RingFileHeader`]) ends before the live words.
+const _: () = assert!(RING_FIXED_LEN <= OFF_DONE);
 /// Offset of the producer's `open_seq` word.
 pub const OFF_OPEN_SEQ: usize = 72;
 /// Offset of the stream's cumulative discarded count.
@@ -63,7 +64,7 @@ pub const OFF_FLUSH_TS: usize = 160;
 pub const OFF_CLEAN: usize = 192;
 /// Prefix of ring file names (`ring_<instance>`).
 pub const RING_PREFIX: &str = "ring_";
-pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE};
+pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE, RING_MAGIC};
 
 /// In a ring directory: the types mirror (see `hushtrace_core::mirror`).
 pub const TYPES_FILE: &str = "types";
@@ -100,28 +101,31 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 }
 
 impl RingHeader {
-    /// Parses a header; errors say what is wrong.
+    /// Parses a header page ([`HEADER_LEN`] bytes: the fixed part through [`RingFileHeader`],
+    /// then the live words); errors say what is wrong.
     pub fn parse(b: &[u8]) -> Result<RingHeader, String> {
-        if b.len() < HEADER_LEN || b[..8] != RING_MAGIC {
-            return Err("not a hushtrace ring file (bad magic)".into());
+        let fixed = RingFileHeader::decode(b).map_err(|e| e.to_string())?;
+        if b.len() < HEADER_LEN {
+            return Err(RingFileHeaderError::Short { len: b.len() }.to_string());
         }
-        let version = read_u32(b, 8).unwrap_or(0);
-        if version != 1 {
-            return Err(format!("unsupported ring file version {version}"));
-        }
-        let subbuf_size = u64_at(b, 16);
-        let num_subbufs = u64_at(b, 24);
+        let RingFileHeader {
+            overwrite,
+            subbuf_size,
+            num_subbufs,
+            instance,
+            pid,
+        } = fixed;
         if !(4096..=1 << 30).contains(&subbuf_size) || !(2..=1 << 16).contains(&num_subbufs) {
             return Err(format!(
                 "implausible ring geometry: {num_subbufs} slots of {subbuf_size} bytes"
             ));
         }
         Ok(RingHeader {
-            overwrite: read_u32(b, 12) == Some(1),
+            overwrite,
             subbuf_size: subbuf_size as usize,
             num_subbufs: num_subbufs as usize,
-            instance: u64_at(b, 32),
-            pid: read_u32(b, 40).unwrap_or(0),
+            instance,
+            pid,
             done: u64_at(b, OFF_DONE),
             open_seq: u64_at(b, OFF_OPEN_SEQ),
             discarded: u64_at(b, OFF_DISCARDED),

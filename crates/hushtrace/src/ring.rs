@@ -451,19 +451,23 @@ impl Buffer {
         &self.hdr_words[(off - HDR_WORDS_FROM) / 8]
     }
 
-    /// Writes the fixed part of the ring header (geometry, identity).
-    fn write_ring_header(&self) {
-        use hushtrace_ctf::ringfile::RING_MAGIC;
-        // SAFETY: the header page is ours and at least 64 bytes long.
-        unsafe {
-            core::ptr::copy_nonoverlapping(RING_MAGIC.as_ptr(), self.hdr, 8);
-            put_u32(self.hdr, 8, 1);
-            put_u32(self.hdr, 12, u32::from(self.mode == Mode::Overwrite));
-            put_u64(self.hdr, 16, self.subbuf_size as u64);
-            put_u64(self.hdr, 24, self.num_subbufs as u64);
-            put_u64(self.hdr, 32, self.instance);
-            put_u32(self.hdr, 40, platform::getpid());
+    /// The fixed part of the ring header (geometry, identity), as recovery decodes it.
+    fn ring_file_header(&self) -> RingFileHeader {
+        RingFileHeader {
+            overwrite: self.mode == Mode::Overwrite,
+            subbuf_size: self.subbuf_size as u64,
+            num_subbufs: self.num_subbufs as u64,
+            instance: self.instance,
+            pid: platform::getpid(),
         }
+    }
+
+    /// Writes the fixed part of the ring header through the codec recovery reads it with.
+    fn write_ring_header(&self) {
+        let fixed = self.ring_file_header().encode();
+        // SAFETY: the header page is ours, RING_HEADER_LEN >= RING_FIXED_LEN bytes long
+        // (checked at compile time below), and nothing else writes its fixed part.
+        unsafe { (self.hdr as *mut [u8; RING_FIXED_LEN]).write_unaligned(fixed) };
     }
 
     /// Producer, after an event is completely written at nesting depth 1: the open packet's
@@ -950,6 +954,7 @@ impl Drop for Buffer {
 
 /// Bytes of the ring header page before the slots.
 const RING_HEADER_LEN: usize = hushtrace_ctf::ringfile::HEADER_LEN;
+const _: () = assert!(RING_FIXED_LEN <= hushtrace_ctf::ringfile::OFF_DONE);
 
 /// Loom build: the header words kept as loom atomics, `OFF_DONE ..= OFF_CLEAN`.
 #[cfg(hushtrace_loom)]
@@ -1031,6 +1036,47 @@ mod tests {
             b.drain(CK, &mut f)
         }
         out
+    }
+
+    /// A file-backed ring's header page is what recovery parses: the fixed part through the
+    /// one codec (`layout::RingFileHeader`), the live words at their offsets.
+    #[test]
+    fn ring_file_header_is_what_recovery_parses() {
+        use std::os::fd::AsFd;
+        let path =
+            std::env::temp_dir().join(format!("hushtrace-ring-header-test-{}", platform::getpid()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        let b = Buffer::new_in_file(f.as_fd(), 8192, 3, Mode::Overwrite, 77, [1; 16]).unwrap();
+        let mut page = vec![0u8; RING_HEADER_LEN];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut page, 0).unwrap();
+        let want = RingFileHeader {
+            overwrite: true,
+            subbuf_size: 8192,
+            num_subbufs: 3,
+            instance: 77,
+            pid: platform::getpid(),
+        };
+        assert_eq!(RingFileHeader::decode(&page), Ok(want));
+        let h = hushtrace_ctf::ringfile::RingHeader::parse(&page).unwrap();
+        assert_eq!(
+            (h.overwrite, h.subbuf_size, h.num_subbufs, h.instance, h.pid),
+            (true, 8192, 3, 77, platform::getpid())
+        );
+        assert!(!h.clean);
+        b.mark_clean(CK);
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut page, 0).unwrap();
+        assert!(
+            hushtrace_ctf::ringfile::RingHeader::parse(&page)
+                .unwrap()
+                .clean
+        );
     }
 
     #[test]
