@@ -266,25 +266,41 @@ impl PacketHeader {
     /// Decodes the first [`PACKET_HEADER_LEN`] bytes of `b`; `None` when it is shorter. The
     /// magic and the stream id are not checked (see [`PacketHeader::magic_ok`]).
     pub fn decode(b: &[u8]) -> Option<PacketHeader> {
-        let b = b.get(..PACKET_HEADER_LEN)?;
+        let b: &[u8; PACKET_HEADER_LEN] = b.get(..PACKET_HEADER_LEN)?.try_into().ok()?;
+        Some(PacketHeader::from_bytes(b))
+    }
+
+    /// Decodes a whole encoded header (infallible: every byte pattern is a header; the magic
+    /// and the stream id are the caller's checks, as for [`PacketHeader::decode`]).
+    pub fn from_bytes(b: &[u8; PACKET_HEADER_LEN]) -> PacketHeader {
+        let u64_at = |off: usize| {
+            let mut w = [0u8; 8];
+            w.copy_from_slice(&b[off..off + 8]);
+            u64::from_le_bytes(w)
+        };
+        let u32_at = |off: usize| {
+            let mut w = [0u8; 4];
+            w.copy_from_slice(&b[off..off + 4]);
+            u32::from_le_bytes(w)
+        };
         let mut uuid = [0u8; 16];
         uuid.copy_from_slice(&b[OFF_UUID..OFF_UUID + 16]);
         let mut procname = [0u8; PROCNAME_LEN];
         procname.copy_from_slice(&b[OFF_PROCNAME..OFF_PROCNAME + PROCNAME_LEN]);
-        Some(PacketHeader {
+        PacketHeader {
             uuid,
-            stream_instance_id: read_u64(b, OFF_STREAM_INSTANCE_ID)?,
-            timestamp_begin: read_u64(b, OFF_TIMESTAMP_BEGIN)?,
-            timestamp_end: read_u64(b, OFF_TIMESTAMP_END)?,
-            content_size: read_u64(b, OFF_CONTENT_SIZE)?,
-            packet_size: read_u64(b, OFF_PACKET_SIZE)?,
-            seq: read_u64(b, OFF_PACKET_SEQ_NUM)?,
-            events_discarded: read_u64(b, OFF_EVENTS_DISCARDED)?,
-            vpid: read_u32(b, OFF_VPID)?,
-            vtid: read_u32(b, OFF_VTID)?,
+            stream_instance_id: u64_at(OFF_STREAM_INSTANCE_ID),
+            timestamp_begin: u64_at(OFF_TIMESTAMP_BEGIN),
+            timestamp_end: u64_at(OFF_TIMESTAMP_END),
+            content_size: u64_at(OFF_CONTENT_SIZE),
+            packet_size: u64_at(OFF_PACKET_SIZE),
+            seq: u64_at(OFF_PACKET_SEQ_NUM),
+            events_discarded: u64_at(OFF_EVENTS_DISCARDED),
+            vpid: u32_at(OFF_VPID),
+            vtid: u32_at(OFF_VTID),
             procname,
-            pthread_id: read_u64(b, OFF_PTHREAD_ID)?,
-        })
+            pthread_id: u64_at(OFF_PTHREAD_ID),
+        }
     }
 
     /// The header with the fields of `end` set (end time, both sizes, discarded count).
@@ -305,7 +321,29 @@ impl PacketHeader {
 
     /// Whether `b` starts with the packet magic.
     pub fn magic_ok(b: &[u8]) -> bool {
-        read_u32(b, OFF_MAGIC) == Some(MAGIC)
+        Self::magic(b) == Some(MAGIC)
+    }
+
+    /// The `u32` at the magic's place in `b` (for a reader naming what it found instead);
+    /// `None` when `b` is shorter.
+    pub fn magic(b: &[u8]) -> Option<u32> {
+        read_u32(b, OFF_MAGIC)
+    }
+
+    /// The stream class id in the packet header at the start of `b` (hushtrace writes 0,
+    /// the only stream class of its metadata; a reader checks it); `None` when `b` is shorter.
+    pub fn stream_id(b: &[u8]) -> Option<u32> {
+        read_u32(b, OFF_STREAM_ID)
+    }
+
+    /// The thread name, up to its first NUL (invalid UTF-8 replaced).
+    pub fn procname_lossy(&self) -> String {
+        let n = self
+            .procname
+            .iter()
+            .position(|&b| b == 0)
+            .unwrap_or(PROCNAME_LEN);
+        String::from_utf8_lossy(&self.procname[..n]).into_owned()
     }
 
     /// The same header with both sizes set for a packet of `bytes` bytes (header included).
@@ -681,6 +719,16 @@ mod tests {
         assert_eq!(read_u32(&b, OFF_VPID), Some(17));
         assert_eq!(read_u32(&b, OFF_VTID), Some(18));
         assert_eq!(&b[OFF_PROCNAME..OFF_PROCNAME + 13], b"worker-thread");
+        assert_eq!(h.procname_lossy(), "worker-thread");
+        let full = PacketHeader {
+            procname: *b"sixteen-byte-nam",
+            ..h
+        };
+        assert_eq!(
+            full.procname_lossy(),
+            "sixteen-byte-nam",
+            "no NUL: all 16 bytes"
+        );
         // The fields tile the header: no gap, no overlap.
         assert_eq!(OFF_PTHREAD_ID + 8, PACKET_HEADER_LEN);
         // write_to leaves the bytes after the header alone.
@@ -701,6 +749,13 @@ mod tests {
         assert!(!PacketHeader::magic_ok(&bad));
         // Any bytes decode (the magic is the caller's check).
         assert!(PacketHeader::decode(&bad).is_some());
+        assert_eq!(PacketHeader::magic(&bad), Some(MAGIC ^ 1));
+        assert_eq!(PacketHeader::magic(&b[..3]), None);
+        assert_eq!(PacketHeader::stream_id(&b), Some(0));
+        assert_eq!(PacketHeader::stream_id(&b[..OFF_STREAM_ID + 3]), None);
+        let mut other = b;
+        other[OFF_STREAM_ID] = 5;
+        assert_eq!(PacketHeader::stream_id(&other), Some(5));
     }
 
     #[test]

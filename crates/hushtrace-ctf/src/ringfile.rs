@@ -138,7 +138,7 @@ impl RingHeader {
 
 /// The `timestamp_begin` of an encoded packet header.
 fn begin_of(header: &[u8; PACKET_HEADER_LEN]) -> u64 {
-    PacketHeader::decode(header).map_or(0, |h| h.timestamp_begin)
+    PacketHeader::from_bytes(header).timestamp_begin
 }
 
 /// What recovering one ring produced.
@@ -263,9 +263,7 @@ fn recover_ring_file(
     for i in 0..h.num_subbufs {
         let mut ph = [0u8; PACKET_HEADER_LEN];
         f.read_exact_at(&mut ph, slot_off(i)).map_err(err)?;
-        let head = PacketHeader::magic_ok(&ph)
-            .then(|| PacketHeader::decode(&ph))
-            .flatten();
+        let head = PacketHeader::magic_ok(&ph).then(|| PacketHeader::from_bytes(&ph));
         heads.push(head);
         let Some(head) = head else {
             continue;
@@ -421,9 +419,10 @@ fn stream_tail(f: &File) -> io::Result<(u64, Option<PacketHeader>)> {
     let mut hdr = [0u8; PACKET_HEADER_LEN];
     while off + PACKET_HEADER_LEN as u64 <= len {
         f.read_exact_at(&mut hdr, off)?;
-        let Some(ph) = PacketHeader::decode(&hdr).filter(|_| PacketHeader::magic_ok(&hdr)) else {
+        if !PacketHeader::magic_ok(&hdr) {
             break;
-        };
+        }
+        let ph = PacketHeader::from_bytes(&hdr);
         let size = ph.packet_size / 8;
         if size < PACKET_HEADER_LEN as u64 || off + size > len {
             break;
