@@ -210,9 +210,7 @@ impl AsyncSpans {
     /// Feeds one event; returns the async span it ends, if any (`self_ns` = `duration_ns`).
     pub fn feed(&mut self, ev: &MergedEvent<'_>, name: u32) -> Option<ClosedSpan> {
         let kind = ev.event.class.kind;
-        let Some(id) = ev.event.field(0).and_then(|v| v.as_u64()) else {
-            return None;
-        };
+        let id = ev.event.field(0)?.as_u64()?;
         let key = (ev.event.packet.vpid, name, id);
         match kind {
             Kind::AsyncBegin => {

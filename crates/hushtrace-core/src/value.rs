@@ -336,7 +336,8 @@ mod tests {
         for v in all() {
             let owned = OwnedValue::from(v);
             assert_eq!(owned.as_value(), v);
-            assert!(owned == v && v == owned);
+            assert_eq!(owned, v);
+            assert_eq!(v, owned);
             assert_eq!(owned.to_string(), v.to_string());
         }
         assert_ne!(Value::U32(1), Value::U64(1), "widths are kept");
