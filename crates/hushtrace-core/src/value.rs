@@ -74,6 +74,15 @@ pub enum FieldValue<S> {
 
 /// A field value whose string is borrowed: the runtime's dynamic write path
 /// (`hushtrace::Value`) and the reader's decoded fields (`hushtrace_ctf::reader::Value`).
+///
+/// ```
+/// use hushtrace_core::{FieldType, Value};
+/// let name = String::from("left");
+/// let fields = [Value::U64(7), Value::Str(&name), Value::I8(-1)];
+/// let types = fields.map(|v| v.field_type());
+/// assert_eq!(types, [FieldType::U64, FieldType::Str, FieldType::I8]);
+/// assert_eq!(fields[1].as_str(), Some("left"));
+/// ```
 pub type Value<'a> = FieldValue<&'a str>;
 
 /// A field value that owns its string: synthetic traces (`hushtrace_ctf::synth`).
