@@ -280,6 +280,22 @@ impl PacketHeader {
         })
     }
 
+    /// The header with the fields of `end` set (end time, both sizes, discarded count).
+    pub fn with_end(mut self, end: PacketEnd) -> PacketHeader {
+        self.timestamp_end = end.timestamp_end;
+        self.events_discarded = end.events_discarded;
+        self.with_len(end.len as usize)
+    }
+
+    /// The fields a packet's writer sets when it closes it, as this header has them.
+    pub fn end(&self) -> PacketEnd {
+        PacketEnd {
+            timestamp_end: self.timestamp_end,
+            len: self.content_size / 8,
+            events_discarded: self.events_discarded,
+        }
+    }
+
     /// Whether `b` starts with the packet magic.
     pub fn magic_ok(b: &[u8]) -> bool {
         read_u32(b, OFF_MAGIC) == Some(MAGIC)
@@ -307,6 +323,7 @@ impl PacketHeader {
     ///
     /// # Panics
     /// If `out` is shorter than [`PACKET_HEADER_LEN`].
+    #[inline]
     pub fn write_to(&self, out: &mut [u8]) {
         let out = &mut out[..PACKET_HEADER_LEN];
         out[OFF_MAGIC..OFF_MAGIC + 4].copy_from_slice(&MAGIC.to_le_bytes());
@@ -330,11 +347,67 @@ impl PacketHeader {
         out[OFF_PROCNAME..OFF_PROCNAME + PROCNAME_LEN].copy_from_slice(&self.procname);
     }
 
-    /// The encoded header.
+    /// The encoded header. A writer whose packet memory other threads may read stores it
+    /// with one unaligned write of the array.
+    #[inline]
     pub fn encode(&self) -> [u8; PACKET_HEADER_LEN] {
         let mut b = [0u8; PACKET_HEADER_LEN];
         self.write_to(&mut b);
         b
+    }
+}
+
+/// The fields the writer of a packet sets when it closes the packet, which it opened with both
+/// sizes 0 (not finalized: what crash recovery cuts itself): the end time, both sizes, the
+/// stream's discarded count. [`PacketHeader::with_end`] sets them in a decoded header;
+/// [`PacketEnd::words`] gives them as stores for a writer whose packet memory other threads
+/// read (the runtime's ring, at every packet switch), [`PacketEnd::write_to`] into bytes.
+///
+/// ```
+/// use hushtrace_ctf::layout::*;
+/// let end = PacketEnd { timestamp_end: 99, len: 200, events_discarded: 3 };
+/// let mut b = PacketHeader { seq: 1, ..Default::default() }.encode().to_vec();
+/// b.resize(200, 0);
+/// end.write_to(&mut b);
+/// let h = PacketHeader::decode(&b).unwrap();
+/// assert_eq!((h.timestamp_end, h.len(), h.events_discarded, h.seq), (99, 200, 3, 1));
+/// assert_eq!(h.end(), end);
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PacketEnd {
+    /// Packet end time, in clock cycles.
+    pub timestamp_end: u64,
+    /// The packet's length in bytes, header included (both sizes are `len * 8` bits).
+    pub len: u64,
+    /// Cumulative events discarded in the stream.
+    pub events_discarded: u64,
+}
+
+impl PacketEnd {
+    /// The header words closing a packet sets: `(offset, value)`, each a little-endian `u64`
+    /// at `packet + offset`. Constant offsets: a writer storing them itself compiles to as
+    /// many plain stores.
+    #[inline(always)]
+    pub const fn words(&self) -> [(usize, u64); 4] {
+        let bits = self.len.wrapping_mul(8);
+        [
+            (OFF_TIMESTAMP_END, self.timestamp_end),
+            (OFF_CONTENT_SIZE, bits),
+            (OFF_PACKET_SIZE, bits),
+            (OFF_EVENTS_DISCARDED, self.events_discarded),
+        ]
+    }
+
+    /// Stores [`PacketEnd::words`] into the header at the start of `out`.
+    ///
+    /// # Panics
+    /// If `out` is shorter than [`PACKET_HEADER_LEN`].
+    #[inline]
+    pub fn write_to(&self, out: &mut [u8]) {
+        let out = &mut out[..PACKET_HEADER_LEN];
+        for (off, v) in self.words() {
+            out[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        }
     }
 }
 
@@ -415,5 +488,97 @@ mod tests {
             None
         );
         assert!(parse_event_header(&[255; 11], 0).is_some());
+    }
+
+    fn sample() -> PacketHeader {
+        PacketHeader {
+            uuid: [7; 16],
+            stream_instance_id: 0x0102_0304_0506_0708,
+            timestamp_begin: 11,
+            timestamp_end: 12,
+            content_size: 13,
+            packet_size: 14,
+            seq: 15,
+            events_discarded: 16,
+            vpid: 17,
+            vtid: 18,
+            procname: *b"worker-thread\0\0\0",
+            pthread_id: 19,
+        }
+    }
+
+    #[test]
+    fn packet_header_roundtrips_at_the_documented_offsets() {
+        let h = sample();
+        let b = h.encode();
+        assert_eq!(PacketHeader::decode(&b), Some(h));
+        assert!(PacketHeader::magic_ok(&b));
+        assert_eq!(&b[OFF_MAGIC..OFF_MAGIC + 4], &MAGIC.to_le_bytes());
+        assert_eq!(&b[OFF_UUID..OFF_UUID + 16], &[7; 16]);
+        assert_eq!(read_u32(&b, OFF_STREAM_ID), Some(0));
+        for (off, v) in [
+            (OFF_STREAM_INSTANCE_ID, 0x0102_0304_0506_0708),
+            (OFF_TIMESTAMP_BEGIN, 11),
+            (OFF_TIMESTAMP_END, 12),
+            (OFF_CONTENT_SIZE, 13),
+            (OFF_PACKET_SIZE, 14),
+            (OFF_PACKET_SEQ_NUM, 15),
+            (OFF_EVENTS_DISCARDED, 16),
+            (OFF_PTHREAD_ID, 19),
+        ] {
+            assert_eq!(read_u64(&b, off), Some(v), "offset {off}");
+        }
+        assert_eq!(read_u32(&b, OFF_VPID), Some(17));
+        assert_eq!(read_u32(&b, OFF_VTID), Some(18));
+        assert_eq!(&b[OFF_PROCNAME..OFF_PROCNAME + 13], b"worker-thread");
+        // The fields tile the header: no gap, no overlap.
+        assert_eq!(OFF_PTHREAD_ID + 8, PACKET_HEADER_LEN);
+        // write_to leaves the bytes after the header alone.
+        let mut big = [0xeeu8; PACKET_HEADER_LEN + 4];
+        h.write_to(&mut big);
+        assert_eq!(&big[..PACKET_HEADER_LEN], &b[..]);
+        assert_eq!(big[PACKET_HEADER_LEN..], [0xee; 4]);
+    }
+
+    #[test]
+    fn short_or_foreign_packet_headers() {
+        let b = sample().encode();
+        assert_eq!(PacketHeader::decode(&b[..PACKET_HEADER_LEN - 1]), None);
+        assert_eq!(PacketHeader::decode(&[]), None);
+        assert!(!PacketHeader::magic_ok(&b[..3]));
+        let mut bad = b;
+        bad[0] ^= 1;
+        assert!(!PacketHeader::magic_ok(&bad));
+        // Any bytes decode (the magic is the caller's check).
+        assert!(PacketHeader::decode(&bad).is_some());
+    }
+
+    #[test]
+    fn packet_end_stores_exactly_its_fields() {
+        let h = sample();
+        let end = PacketEnd {
+            timestamp_end: 900,
+            len: 4096,
+            events_discarded: 5,
+        };
+        let mut b = h.encode();
+        end.write_to(&mut b);
+        // The words and the decoded header's setter agree; nothing else changed.
+        assert_eq!(PacketHeader::decode(&b), Some(h.with_end(end)));
+        assert_eq!(h.with_end(end).end(), end);
+        let mut by_words = h.encode();
+        for (off, v) in end.words() {
+            by_words[off..off + 8].copy_from_slice(&v.to_le_bytes());
+        }
+        assert_eq!(by_words, b);
+        let changed: Vec<usize> = (0..PACKET_HEADER_LEN)
+            .filter(|&i| h.encode()[i] != b[i])
+            .collect();
+        assert!(changed
+            .iter()
+            .all(|&i| (OFF_TIMESTAMP_END..OFF_PACKET_SEQ_NUM).contains(&i)
+                || (OFF_EVENTS_DISCARDED..OFF_EVENTS_DISCARDED + 8).contains(&i)));
+        assert_eq!(h.with_end(end).len(), 4096);
+        assert_eq!(h.with_end(end).packet_size, 4096 * 8);
     }
 }

@@ -746,11 +746,15 @@ impl Buffer {
         );
         // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
         // producer until the hand-over below.
-        unsafe {
-            put_u64(base, OFF_TIMESTAMP_END, ts_end);
-            put_u64(base, OFF_CONTENT_SIZE, len * 8);
-            put_u64(base, OFF_PACKET_SIZE, len * 8);
-            put_u64(base, OFF_EVENTS_DISCARDED, discarded);
+        // The codec's words (constant offsets): four plain stores.
+        let end = PacketEnd {
+            timestamp_end: ts_end,
+            len,
+            events_discarded: discarded,
+        };
+        for (off, v) in end.words() {
+            // SAFETY: as above; `off + 8 <= PACKET_HEADER_LEN`.
+            unsafe { put_u64(base, off, v) };
         }
         let m = &self.meta[(seq % self.num_subbufs as u64) as usize];
         m.events.store(events, Ordering::Relaxed);
@@ -785,21 +789,22 @@ impl Buffer {
         let id = p.ident.get();
         #[cfg(hushtrace_loom)]
         self.touch(slot, 0, PACKET_HEADER_LEN, true);
-        // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long.
-        unsafe {
-            put_u32(base, OFF_MAGIC, MAGIC);
-            core::ptr::copy_nonoverlapping(p.uuid.get().as_ptr(), base.add(OFF_UUID), 16);
-            put_u32(base, OFF_STREAM_ID, 0);
-            put_u64(base, OFF_STREAM_INSTANCE_ID, self.instance);
-            put_u64(base, OFF_TIMESTAMP_BEGIN, ts_begin);
-            // Not finalized: a crash leaves a packet `recover` must cut itself.
-            put_u64(base, OFF_CONTENT_SIZE, 0);
-            put_u64(base, OFF_PACKET_SEQ_NUM, seq);
-            put_u32(base, OFF_VPID, id.vpid);
-            put_u32(base, OFF_VTID, id.vtid);
-            core::ptr::copy_nonoverlapping(id.procname.as_ptr(), base.add(OFF_PROCNAME), 16);
-            put_u64(base, OFF_PTHREAD_ID, id.pthread);
-        }
+        let header = PacketHeader {
+            uuid: p.uuid.get(),
+            stream_instance_id: self.instance,
+            timestamp_begin: ts_begin,
+            seq,
+            vpid: id.vpid,
+            vtid: id.vtid,
+            procname: id.procname,
+            pthread_id: id.pthread,
+            // Not finalized (sizes, end time 0): a crash leaves a packet `recover` must cut
+            // itself; `finalize` stores the `PacketEnd`.
+            ..PacketHeader::default()
+        };
+        // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long;
+        // one unaligned write of the encoded header.
+        unsafe { (base as *mut [u8; PACKET_HEADER_LEN]).write_unaligned(header.encode()) };
         p.base.set(base);
         // SAFETY: producer side, single writer (`Producer` docs).
         unsafe {
@@ -1014,12 +1019,11 @@ mod tests {
     fn collect(b: &Buffer, finish: bool) -> Vec<(u64, u64)> {
         let mut out = vec![];
         let mut f = |bytes: &[u8], ev: u64| {
-            out.push((read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap(), ev));
-            assert_eq!(read_u32(bytes, OFF_MAGIC), Some(MAGIC));
-            assert_eq!(
-                read_u64(bytes, OFF_CONTENT_SIZE).unwrap() / 8,
-                bytes.len() as u64
-            );
+            let h = PacketHeader::decode(bytes).unwrap();
+            out.push((h.seq, ev));
+            assert!(PacketHeader::magic_ok(bytes));
+            assert_eq!(h.len(), bytes.len());
+            assert_eq!(h.packet_size, h.content_size);
         };
         if finish {
             b.finish(CK, &mut f)
@@ -1145,7 +1149,7 @@ mod tests {
         let mut got = vec![];
         let mut headers = vec![];
         b.finish(CK, |bytes, _| {
-            let mut clock = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
+            let mut clock = PacketHeader::decode(bytes).unwrap().timestamp_begin;
             let mut off = PACKET_HEADER_LEN;
             while off < bytes.len() {
                 let h = parse_event_header(&bytes[off..], clock).unwrap();
