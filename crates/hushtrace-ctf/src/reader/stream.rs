@@ -85,13 +85,13 @@ impl<'a> EventRef<'a> {
         let off = *self.field_offsets.get(i)?;
         let b = self.buf;
         Some(match ty {
-            FieldType::U8 => Value::U64(*b.get(off)? as u64),
-            FieldType::U16 => Value::U64(read_u16(b, off)? as u64),
-            FieldType::U32 => Value::U64(read_u32(b, off)? as u64),
+            FieldType::U8 => Value::U8(*b.get(off)?),
+            FieldType::U16 => Value::U16(read_u16(b, off)?),
+            FieldType::U32 => Value::U32(read_u32(b, off)?),
             FieldType::U64 => Value::U64(read_u64(b, off)?),
-            FieldType::I8 => Value::I64(*b.get(off)? as i8 as i64),
-            FieldType::I16 => Value::I64(read_u16(b, off)? as i16 as i64),
-            FieldType::I32 => Value::I64(read_u32(b, off)? as i32 as i64),
+            FieldType::I8 => Value::I8(*b.get(off)? as i8),
+            FieldType::I16 => Value::I16(read_u16(b, off)? as i16),
+            FieldType::I32 => Value::I32(read_u32(b, off)? as i32),
             FieldType::I64 => Value::I64(read_u64(b, off)? as i64),
             FieldType::F64 => Value::F64(f64::from_bits(read_u64(b, off)?)),
             FieldType::Bool => Value::Bool(*b.get(off)? != 0),
