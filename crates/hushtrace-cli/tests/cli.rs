@@ -1,22 +1,14 @@
 //! The `hushtrace` binary on synthetic traces: convert, report, flamegraph, usage errors.
 
+mod common;
+
+use common::{hushtrace, stderr};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
 use serde_json::Value as J;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hushtrace"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Command;
 
 /// Two processes (parent 100 with two threads, "forked" child 200), spans with fields, nested
 /// spans with exact durations, instants and a counter.

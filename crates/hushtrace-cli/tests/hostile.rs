@@ -2,6 +2,9 @@
 //! sparse files, FIFOs and symbolic links in a trace directory, lost packets, crashed and
 //! killed processes, private outputs, flags the runtime would refuse.
 
+mod common;
+
+use common::{text, BIN};
 use hushtrace_ctf::layout::{OFF_CONTENT_SIZE, OFF_PACKET_SIZE, PACKET_HEADER_LEN};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::{FieldType, Kind};
@@ -10,8 +13,6 @@ use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
 
 fn hushtrace(args: &[&str]) -> Output {
     run_bounded(Command::new(BIN).args(args))
@@ -52,10 +53,6 @@ fn run_bounded(cmd: &mut Command) -> Output {
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// One process `pid` with one thread of `n` spans (a flame graph needs them).

@@ -9,14 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// A fresh directory (mode 0700) under the system temporary directory.
 pub fn trace_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "hushtrace-tracing-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
+    let dir = hushtrace_testsupport::fresh_temp_path("hushtrace-tracing", tag);
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
     dir
 }
@@ -43,3 +36,4 @@ pub fn chrome_events(dir: &Path) -> Vec<Json> {
 pub fn babeltrace2_events(dir: &Path) -> usize {
     hushtrace_testsupport::babeltrace(dir).lines().count()
 }
+

@@ -151,26 +151,14 @@ pub fn parse_line(l: &str) -> Option<BtEvent> {
 
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hushtrace-test-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    hushtrace_testsupport::fresh_temp_path("hushtrace-test", tag)
 }
 
 /// Runs an example binary built by cargo for these tests (`cargo test` builds examples).
 pub fn example_path(name: &str) -> PathBuf {
-    let mut p = std::env::current_exe().expect("test exe path");
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    p.join("examples").join(name)
+    hushtrace_testsupport::test_profile_dir()
+        .join("examples")
+        .join(name)
 }
 
 /// A program of the unpublished `hushtrace-testbins` crate (the test-only programs these tests
@@ -180,48 +168,21 @@ pub fn example_path(name: &str) -> PathBuf {
 /// after a runtime change.
 pub fn testbin_path(name: &str) -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let p = DIR.get_or_init(build_testbins).join(name);
+    let p = DIR
+        .get_or_init(|| {
+            hushtrace_testsupport::cargo_build(
+                &hushtrace_testsupport::test_profile_dir(),
+                "hushtrace-testbins",
+                hushtrace_testsupport::Artifact::Bins,
+            )
+        })
+        .join(name);
     assert!(
         p.exists(),
         "{} missing after building hushtrace-testbins",
         p.display()
     );
     p
-}
-
-/// Builds every `hushtrace-testbins` program; returns the directory they are in.
-fn build_testbins() -> PathBuf {
-    // <target-dir>/[<triple>/]<profile-dir>/deps/<test>-<hash>
-    let mut dir = std::env::current_exe().expect("test exe path");
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other, // "release" or a custom profile's name
-        None => panic!("unexpected test exe location {}", dir.display()),
-    };
-    let parent = dir.parent().expect("target dir");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "-p", "hushtrace-testbins", "--bins"])
-        .args(["--profile", profile]);
-    if parent.join("CACHEDIR.TAG").exists() {
-        cmd.arg("--target-dir").arg(parent);
-    } else {
-        // <target-dir>/<triple>/<profile-dir>: a --target build.
-        cmd.arg("--target").arg(parent.file_name().expect("triple"));
-        cmd.arg("--target-dir")
-            .arg(parent.parent().expect("target dir"));
-    }
-    let out = cmd.output().expect("run cargo build -p hushtrace-testbins");
-    assert!(
-        out.status.success(),
-        "cargo build -p hushtrace-testbins failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
 }
 
 /// Runs `test_env` (`crates/hushtrace-testbins`) with `<events>` after clearing every
@@ -356,3 +317,4 @@ pub fn assert_same_cycles(dir: &Path, allow_warnings: bool) -> usize {
     }
     n
 }
+
