@@ -13,10 +13,7 @@ use std::time::Duration;
 #[test]
 fn native_async_spans_record_current_or_explicit_parents() {
     let dir = common::trace_dir("native-parents");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
+    let session = common::start_session(&dir);
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .enable_all()

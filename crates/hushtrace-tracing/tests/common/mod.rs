@@ -37,3 +37,19 @@ pub fn babeltrace2_events(dir: &Path) -> usize {
     hushtrace_testsupport::babeltrace(dir).lines().count()
 }
 
+/// A session writing into `dir`, with the default settings.
+pub fn start_session(dir: &Path) -> hushtrace::Session {
+    hushtrace::Session::builder()
+        .output_dir(dir)
+        .start()
+        .unwrap()
+}
+
+/// Installs hushtrace's layer as the process's only subscriber layer.
+pub fn install_layer() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(hushtrace_tracing::layer())
+        .init();
+}
