@@ -12,7 +12,7 @@ use serde_json::Value as J;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn hushtrace(args: &[&str]) -> Output {
     run_bounded(Command::new(BIN).args(args))
@@ -36,17 +36,9 @@ fn run_bounded(cmd: &mut Command) -> Output {
     };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("{cmd:?} still running after 60 s: blocked");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = hushtrace_testsupport::wait_or_kill(&mut child, Duration::from_secs(60))
+    else {
+        panic!("{cmd:?} still running after 60 s: blocked");
     };
     Output {
         status,

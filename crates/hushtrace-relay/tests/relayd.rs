@@ -124,18 +124,7 @@ fn live_viewer_sees_events_before_the_session_closes() {
     );
     let counts_before_close = count_events(&seen);
     client.close().expect("close");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = viewer.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = viewer.kill();
-            let _ = viewer.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = hushtrace_testsupport::wait_or_kill(&mut viewer, Duration::from_secs(20));
     assert_eq!(
         n,
         want,

@@ -11,7 +11,7 @@ mod build;
 mod lines;
 
 pub use build::{cargo_build, test_profile_dir, Artifact};
-pub use lines::{count_per_thread, stdout_lines, wait_line};
+pub use lines::{count_per_thread, stdout_lines, wait_line, wait_or_kill};
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};

@@ -1,9 +1,9 @@
-//! A child's output, line by line, without ever blocking the test; babeltrace2's text output
-//! counted per thread.
+//! A child's output, line by line, and its exit, without ever blocking the test; babeltrace2's
+//! text output counted per thread.
 
 use std::collections::BTreeMap;
 use std::io::{BufRead, BufReader};
-use std::process::Child;
+use std::process::{Child, ExitStatus};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
@@ -63,4 +63,21 @@ pub fn count_per_thread(text: &str, name: &str) -> BTreeMap<(u32, u32), u64> {
         *m.entry((field("vpid"), field("vtid"))).or_insert(0) += 1;
     }
     m
+}
+
+/// Waits (at most `timeout`) for `child` to exit; `None` when it is still running then, after
+/// killing and reaping it (the caller fails the test: a hang).
+pub fn wait_or_kill(child: &mut Child, timeout: Duration) -> Option<ExitStatus> {
+    let deadline = Instant::now() + timeout;
+    loop {
+        if let Some(s) = child.try_wait().expect("wait for the child") {
+            return Some(s);
+        }
+        if Instant::now() > deadline {
+            let _ = child.kill();
+            let _ = child.wait();
+            return None;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
 }

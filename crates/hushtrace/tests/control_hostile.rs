@@ -9,7 +9,7 @@
 mod common;
 
 use common::temp_dir;
-use hushtrace_testsupport::{stdout_lines, wait_line};
+use hushtrace_testsupport::{stdout_lines, wait_line, wait_or_kill};
 use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
@@ -237,17 +237,8 @@ fn a_large_status_never_read_and_idle_clients_do_not_block_exit() {
     // Time for the server to take the request and fill the socket buffer with its answer.
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(&go, b"").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the program did not exit within 60 s: a client that never reads blocks it");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = wait_or_kill(&mut child, Duration::from_secs(60)) else {
+        panic!("the program did not exit within 60 s: a client that never reads blocks it");
     };
     let mut err = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);

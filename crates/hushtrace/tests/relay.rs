@@ -29,7 +29,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 // The relay daemon
 
 use hushtrace_testsupport::{
-    babeltrace, count_per_thread, free_port, stdout_lines, wait_line, Relayd,
+    babeltrace, count_per_thread, free_port, stdout_lines, wait_line, wait_or_kill, Relayd,
 };
 
 /// Where the relay writes session `session` of this test's host name.
@@ -61,23 +61,14 @@ fn spawn_role(role: &str, env: &[(&str, String)]) -> Child {
 
 /// Waits for a child to exit, at most `timeout` (then kills it and fails: a hang).
 fn wait_exit(child: &mut Child, timeout: Duration, what: &str) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            assert!(s.success(), "{what} failed ({s}):\n{err}");
-            return;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} hung (still running after {timeout:?})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(s) = wait_or_kill(child, timeout) else {
+        panic!("{what} hung (still running after {timeout:?})");
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
+    assert!(s.success(), "{what} failed ({s}):\n{err}");
 }
 
 /// Copies the metadata and stream files of every process directory under `root` to a fresh

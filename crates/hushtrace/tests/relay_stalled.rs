@@ -9,7 +9,7 @@ mod common;
 
 use common::temp_dir;
 use hushtrace_testsupport::{babeltrace, Relayd};
-use hushtrace_testsupport::{stdout_lines, wait_line};
+use hushtrace_testsupport::{stdout_lines, wait_line, wait_or_kill};
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -174,18 +174,9 @@ fn run_paused(
     wait_line(&rx, "started", Duration::from_secs(60));
     relay.pause();
     std::fs::write(&paused, b"").unwrap();
-    let deadline = Instant::now() + bound;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            relay.resume();
-            panic!("the program did not finish within {bound:?} while the relay was stopped");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = wait_or_kill(&mut child, bound) else {
+        relay.resume();
+        panic!("the program did not finish within {bound:?} while the relay was stopped");
     };
     relay.resume();
     let err = err.join().unwrap();
