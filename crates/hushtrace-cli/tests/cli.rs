@@ -2,7 +2,7 @@
 
 mod common;
 
-use common::{hushtrace, stderr};
+use common::{convert, hushtrace, stderr};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
 use serde_json::Value as J;
@@ -49,15 +49,7 @@ fn write_workload(dir: &Path, n: u64) {
 }
 
 fn convert_to_json(dir: &Path, out: &Path) -> J {
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "chrome",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    convert(dir, "chrome", out);
     let bytes = std::fs::read(out).unwrap();
     let bytes = if out.extension().is_some_and(|e| e == "gz") {
         gunzip(&bytes)

@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{hushtrace, testbin};
+use common::{convert_with, hushtrace, testbin};
 use hushtrace_cli::kernel_report;
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
@@ -212,16 +212,7 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         .filter(|e| e.name() == "sched_switch")
         .count();
     let pf = tmp.path().join("t.perfetto-trace");
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "perfetto",
-        "-o",
-        pf.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    convert_with(&dir, "perfetto", &pf, &["-q"]);
     let py = hushtrace_testsupport::perfetto_python();
     let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_perfetto_check.py");
     let o = Command::new(&py)
@@ -234,16 +225,7 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // convert --to chrome: CPU 0 shows the hog and the cycle thread running.
     let cj = tmp.path().join("t.json");
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "chrome",
-        "-o",
-        cj.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    convert_with(&dir, "chrome", &cj, &["-q"]);
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&cj).unwrap()).unwrap();
     let kpid = hushtrace_cli::kernel_convert::CHROME_KERNEL_PID;
     let on_cpu0: Vec<&str> = j["traceEvents"]

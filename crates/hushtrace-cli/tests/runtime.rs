@@ -4,22 +4,14 @@
 
 mod common;
 
-use common::{hushtrace, testbin};
+use common::{convert, hushtrace, testbin};
 use serde_json::Value as J;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 fn chrome(dir: &Path) -> Vec<J> {
     let out = dir.join("trace.json");
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "chrome",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    convert(dir, "chrome", &out);
     let j: J = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
     j["traceEvents"].as_array().unwrap().clone()
 }

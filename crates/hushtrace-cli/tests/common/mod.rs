@@ -42,14 +42,21 @@ pub fn example(name: &str) -> PathBuf {
 
 /// `hushtrace convert DIR --to TO -o OUT`; asserts it succeeds.
 pub fn convert(dir: &Path, to: &str, out: &Path) {
-    let o = hushtrace(&[
+    convert_with(dir, to, out, &[]);
+}
+
+/// `hushtrace convert DIR --to TO -o OUT EXTRA...`; asserts it succeeds.
+pub fn convert_with(dir: &Path, to: &str, out: &Path, extra: &[&str]) {
+    let mut args = vec![
         "convert",
         dir.to_str().unwrap(),
         "--to",
         to,
         "-o",
         out.to_str().unwrap(),
-    ]);
+    ];
+    args.extend_from_slice(extra);
+    let o = hushtrace(&args);
     assert!(o.status.success(), "{to}: {}", stderr(&o));
 }
 
