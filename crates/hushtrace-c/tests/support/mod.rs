@@ -240,3 +240,22 @@ pub fn kinds_of(meta: &str, name: &str) -> Vec<String> {
         })
         .collect()
 }
+
+/// Installs the header, the libraries and the pkg-config file under `prefix` with
+/// `install.sh` (the library from [`lib_dir`]); asserts it succeeds.
+pub fn install(prefix: &Path) {
+    let o = Command::new("sh")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"))
+        .arg("--prefix")
+        .arg(prefix)
+        .arg("--lib-dir")
+        .arg(lib_dir())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
+}

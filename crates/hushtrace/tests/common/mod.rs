@@ -391,21 +391,28 @@ pub fn run_forked(timeout: Duration, child: impl FnOnce() -> (i32, String)) -> (
     (status, String::from_utf8_lossy(&msg).into_owned())
 }
 
-/// A counter in memory shared with forked children (an anonymous shared page, never unmapped:
-/// leaked for the test's lifetime), zero at first.
-pub fn shared_counter() -> &'static std::sync::atomic::AtomicU64 {
-    // SAFETY: an anonymous shared mapping of one page, checked against MAP_FAILED and never
-    // unmapped; AtomicU64 has no invalid bit patterns and the page is zeroed and aligned.
-    unsafe {
-        let p = libc::mmap(
+/// One page of anonymous memory shared with forked children, zeroed, never unmapped (leaked
+/// for the test's lifetime).
+pub fn shared_page() -> *mut libc::c_void {
+    // SAFETY: an anonymous shared mapping of one page, no address hint; checked against
+    // MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
             std::ptr::null_mut(),
             4096,
             libc::PROT_READ | libc::PROT_WRITE,
             libc::MAP_SHARED | libc::MAP_ANONYMOUS,
             -1,
             0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        &*(p as *const std::sync::atomic::AtomicU64)
-    }
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
+}
+
+/// A counter in memory shared with forked children ([`shared_page`]), zero at first.
+pub fn shared_counter() -> &'static std::sync::atomic::AtomicU64 {
+    // SAFETY: the page is never unmapped; AtomicU64 has no invalid bit patterns and the page
+    // is zeroed and aligned.
+    unsafe { &*(shared_page() as *const std::sync::atomic::AtomicU64) }
 }
