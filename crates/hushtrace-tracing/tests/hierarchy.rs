@@ -14,7 +14,6 @@ use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
 use tracing::instrument;
-use tracing_subscriber::prelude::*;
 
 const REQUESTS: u64 = 20_000;
 const CONCURRENT: u64 = 16;
@@ -70,14 +69,8 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
         .num_subbufs(8)
         .start()
         .unwrap();
-    tracing_subscriber::registry()
-        .with(hushtrace_tracing::layer())
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    common::install_layer();
+    let rt = common::tokio_runtime();
     rt.block_on(async {
         for wave in 0..REQUESTS / CONCURRENT {
             let handles: Vec<_> = (0..CONCURRENT)

@@ -58,11 +58,7 @@ fn tokio_program_is_recorded_right() {
     let session = common::start_session(&dir);
     common::install_layer();
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::tokio_runtime();
     rt.block_on(async {
         let mut handles = Vec::new();
         for task in 0..TASKS {

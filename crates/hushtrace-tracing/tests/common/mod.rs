@@ -53,3 +53,12 @@ pub fn install_layer() {
         .with(hushtrace_tracing::layer())
         .init();
 }
+
+/// A multi-thread tokio runtime with two workers (tasks move between threads).
+pub fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
+}
