@@ -426,23 +426,24 @@ fn write_us(line: &mut Vec<u8>, ns: i128) {
 
 fn json_value(line: &mut Vec<u8>, v: Value<'_>) {
     let _ = match v {
-        Value::U64(x) => {
-            push_u64(line, x);
-            Ok(())
-        }
-        Value::I64(x) => {
-            if x < 0 {
-                line.push(b'-');
-            }
-            push_u64(line, x.unsigned_abs());
-            Ok(())
-        }
         // JSON has no NaN or infinities: write them as strings.
         Value::F64(x) if !x.is_finite() => write!(line, "\"{x}\""),
         Value::F64(x) => write!(line, "{x:?}"),
         Value::Bool(x) => write!(line, "{x}"),
         Value::Str(s) => {
             json_str(line, s);
+            Ok(())
+        }
+        // The integers, of every width: unsigned, or signed.
+        _ => {
+            if let Some(x) = v.as_u64() {
+                push_u64(line, x);
+            } else if let Some(x) = v.as_i64() {
+                if x < 0 {
+                    line.push(b'-');
+                }
+                push_u64(line, x.unsigned_abs());
+            }
             Ok(())
         }
     };
@@ -467,5 +468,17 @@ mod tests {
         let mut v = Vec::new();
         json_value(&mut v, Value::F64(1.0));
         assert_eq!(v, b"1.0");
+        for (x, want) in [
+            (Value::U8(255), "255"),
+            (Value::U32(7), "7"),
+            (Value::I8(-128), "-128"),
+            (Value::I16(12), "12"),
+            (Value::I64(i64::MIN), "-9223372036854775808"),
+            (Value::U64(u64::MAX), "18446744073709551615"),
+        ] {
+            let mut v = Vec::new();
+            json_value(&mut v, x);
+            assert_eq!(String::from_utf8(v).unwrap(), want);
+        }
     }
 }

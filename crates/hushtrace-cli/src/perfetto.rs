@@ -635,19 +635,10 @@ impl<W: Write> Writer<W> {
                 let uuid = self.counter_track(pid, info.name_iid)?;
                 int32::encode(tag::TYPE, &TYPE_COUNTER, &mut te);
                 uint64::encode(tag::TRACK_UUID, &uuid, &mut te);
-                let (int, dbl) = match ev.event.field(0) {
-                    Some(Value::I64(v)) => (Some(v), None),
-                    Some(Value::U64(v)) => match i64::try_from(v) {
-                        Ok(v) => (Some(v), None),
-                        Err(_) => (None, Some(v as f64)),
-                    },
-                    Some(Value::Bool(v)) => (Some(v as i64), None),
-                    Some(Value::F64(v)) => (None, Some(v)),
+                let Some((int, dbl)) = ev.event.field(0).and_then(counter_value) else {
                     // A counter without a numeric value has nothing to plot.
-                    Some(Value::Str(_)) | None => {
-                        self.te_buf = te;
-                        return Ok(true);
-                    }
+                    self.te_buf = te;
+                    return Ok(true);
                 };
                 if let Some(v) = int {
                     int64::encode(tag::COUNTER_VALUE, &v, &mut te);
@@ -669,8 +660,6 @@ impl<W: Write> Writer<W> {
                     ..Default::default()
                 };
                 match v {
-                    Value::U64(x) => a.uint_value = Some(x),
-                    Value::I64(x) => a.int_value = Some(x),
                     Value::F64(x) => a.double_value = Some(x),
                     Value::Bool(x) => a.bool_value = Some(x),
                     Value::Str(x) => {
@@ -684,6 +673,11 @@ impl<W: Write> Writer<W> {
                         } else {
                             a.string_value = Some(x.to_string());
                         }
+                    }
+                    // The integers, of every width: exactly one of the two is set.
+                    _ => {
+                        a.uint_value = v.as_u64();
+                        a.int_value = v.as_i64();
                     }
                 }
                 message::encode(tag::DEBUG_ANNOTATIONS, &a, &mut te);
@@ -738,6 +732,24 @@ impl<W: Write> Writer<W> {
         self.te_buf = p.track_event.take().unwrap_or_default();
         r
     }
+}
+
+/// A counter's value as Perfetto takes it: an integer (booleans are 0 or 1; an unsigned above
+/// `i64::MAX` becomes a double) or a double; `None` for a string, which has nothing to plot.
+fn counter_value(v: Value<'_>) -> Option<(Option<i64>, Option<f64>)> {
+    Some(match v {
+        Value::Bool(v) => (Some(v as i64), None),
+        Value::F64(v) => (None, Some(v)),
+        Value::Str(_) => return None,
+        _ => match (v.as_i64(), v.as_u64()) {
+            (Some(i), _) => (Some(i), None),
+            (_, Some(u)) => match i64::try_from(u) {
+                Ok(i) => (Some(i), None),
+                Err(_) => (None, Some(u as f64)),
+            },
+            _ => return None,
+        },
+    })
 }
 
 /// Nanoseconds since the epoch as the unsigned protobuf timestamp (0 before the epoch).

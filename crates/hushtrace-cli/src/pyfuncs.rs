@@ -34,9 +34,10 @@ fn field_u32(ev: &MergedEvent<'_>, name: &str) -> Option<u32> {
         .as_ref()?
         .iter()
         .position(|(n, _)| n == name)?;
-    match ev.event.field(i)? {
-        Value::U64(v) => u32::try_from(v).ok(),
-        Value::I64(v) => u32::try_from(v).ok(),
+    let v = ev.event.field(i)?;
+    match (v.as_u64(), v.as_i64()) {
+        (Some(v), _) => u32::try_from(v).ok(),
+        (_, Some(v)) => u32::try_from(v).ok(),
         _ => None,
     }
 }

@@ -210,9 +210,7 @@ impl AsyncSpans {
     /// Feeds one event; returns the async span it ends, if any (`self_ns` = `duration_ns`).
     pub fn feed(&mut self, ev: &MergedEvent<'_>, name: u32) -> Option<ClosedSpan> {
         let kind = ev.event.class.kind;
-        let Some(hushtrace_ctf::reader::Value::U64(id)) = ev.event.field(0) else {
-            return None;
-        };
+        let id = ev.event.field(0)?.as_u64()?;
         let key = (ev.event.packet.vpid, name, id);
         match kind {
             Kind::AsyncBegin => {
@@ -244,10 +242,7 @@ impl AsyncSpans {
 
 /// The `id` (field 0) of an async begin or end.
 pub fn async_id(ev: &MergedEvent<'_>) -> Option<u64> {
-    match ev.event.field(0) {
-        Some(hushtrace_ctf::reader::Value::U64(id)) => Some(id),
-        _ => None,
-    }
+    ev.event.field(0).and_then(|v| v.as_u64())
 }
 
 /// The `parent` of an async begin (its second field, when it is named `parent`: the `id` of
@@ -260,8 +255,8 @@ pub fn async_parent(ev: &MergedEvent<'_>) -> u64 {
         .as_ref()
         .and_then(|f| f.get(1))
         .is_some_and(|(n, _)| n == "parent");
-    match ev.event.field(1) {
-        Some(hushtrace_ctf::reader::Value::U64(p)) if named => p,
+    match ev.event.field(1).and_then(|v| v.as_u64()) {
+        Some(p) if named => p,
         _ => 0,
     }
 }

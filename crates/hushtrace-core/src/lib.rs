@@ -4,6 +4,8 @@
 //!   field types), collected at link time into [`CALLSITES`] so the trace metadata can list every
 //!   event before any is recorded.
 //! * [`Field`] / [`FieldType`]: how a field value is encoded into a record.
+//! * [`Value`] (and [`OwnedValue`], both a [`FieldValue`]): one field value given at run time,
+//!   the one type the dynamic write path, the reader and synthetic traces share.
 //! * [`glob_match`] and [`set_enabled`]: run-time enabling of callsites by `"category:name"` glob.
 //!
 //! This crate has no runtime: it never allocates on the hot path, never locks and never makes a
@@ -23,6 +25,7 @@ pub mod mirror;
 mod mode;
 mod record;
 mod registry;
+mod value;
 
 pub use callsite::{
     assign_ids, callsites, reset_interrupted_publications, types_generation, Callsite,
@@ -36,6 +39,7 @@ pub use registry::{
     all_callsites, lock_for_fork, register_callsite, register_callsite_with_state, registered,
     set_enabled, unlock_after_fork, RegisterError, MAX_REGISTERED,
 };
+pub use value::{FieldValue, OwnedValue, Value};
 
 #[doc(hidden)]
 pub mod __private {

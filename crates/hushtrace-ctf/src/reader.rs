@@ -121,48 +121,15 @@ impl fmt::Display for Warning {
     }
 }
 
-/// A decoded field value. Integers are widened to 64 bits; strings borrow from the packet buffer.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value<'a> {
-    /// `uint8_t` .. `uint64_t`.
-    U64(u64),
-    /// `int8_t` .. `int64_t`.
-    I64(i64),
-    /// `double`.
-    F64(f64),
-    /// `bool_t`.
-    Bool(bool),
-    /// `string`.
-    Str(&'a str),
-}
-
-impl Value<'_> {
-    /// The value as a number, if it is one (booleans are 0 or 1), for counters and statistics.
-    ///
-    /// ```
-    /// use hushtrace_ctf::reader::Value;
-    /// assert_eq!(Value::I64(-3).as_f64(), Some(-3.0));
-    /// assert_eq!(Value::Str("x").as_f64(), None);
-    /// ```
-    pub fn as_f64(&self) -> Option<f64> {
-        match *self {
-            Value::U64(v) => Some(v as f64),
-            Value::I64(v) => Some(v as f64),
-            Value::F64(v) => Some(v),
-            Value::Bool(b) => Some(b as u8 as f64),
-            Value::Str(_) => None,
-        }
-    }
-}
-
-impl fmt::Display for Value<'_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Value::U64(v) => write!(f, "{v}"),
-            Value::I64(v) => write!(f, "{v}"),
-            Value::F64(v) => write!(f, "{v}"),
-            Value::Bool(v) => write!(f, "{v}"),
-            Value::Str(v) => write!(f, "{v:?}"),
-        }
-    }
-}
+/// A decoded field value: [`hushtrace_core::Value`], the type the runtime's dynamic write path
+/// takes, so a value written comes back equal. Each integer keeps its declared width (a
+/// `uint16_t` field is [`Value::U16`]; [`Value::as_u64`] and [`Value::as_i64`] widen); strings
+/// borrow from the packet buffer.
+///
+/// ```
+/// use hushtrace_ctf::reader::Value;
+/// assert_eq!(Value::I32(-3).as_f64(), Some(-3.0));
+/// assert_eq!(Value::U8(3).as_u64(), Some(3));
+/// assert_eq!(Value::Str("x").to_string(), "\"x\"");
+/// ```
+pub use hushtrace_core::Value;

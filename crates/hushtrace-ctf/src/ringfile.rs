@@ -10,7 +10,8 @@
 //!
 //! # Layout (little-endian)
 //!
-//! A [`HEADER_LEN`]-byte header, then `num_subbufs` slots of `subbuf_size` bytes (one packet
+//! A [`HEADER_LEN`]-byte header (its fixed part, offsets 0 to 44, through the codec
+//! [`RingFileHeader`]; the live words through the `OFF_*` offsets below), then `num_subbufs` slots of `subbuf_size` bytes (one packet
 //! each, packet `s` in slot `s % num_subbufs`).
 //!
 //! | offset | field | written by |
@@ -38,10 +39,10 @@ use std::path::{Path, PathBuf};
 
 /// Bytes before the first slot (one page).
 pub const HEADER_LEN: usize = 4096;
-/// The ring file magic.
-pub const RING_MAGIC: [u8; 8] = *b"HTRING01";
 /// Offset of the producer's `done` word.
 pub const OFF_DONE: usize = 64;
+// The fixed part ([`RingFileHeader`]) ends before the live words.
+const _: () = assert!(RING_FIXED_LEN <= OFF_DONE);
 /// Offset of the producer's `open_seq` word.
 pub const OFF_OPEN_SEQ: usize = 72;
 /// Offset of the stream's cumulative discarded count.
@@ -63,7 +64,7 @@ pub const OFF_FLUSH_TS: usize = 160;
 pub const OFF_CLEAN: usize = 192;
 /// Prefix of ring file names (`ring_<instance>`).
 pub const RING_PREFIX: &str = "ring_";
-pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE};
+pub use crate::layout::{LEGACY_RINGS_FILE, RINGS_FILE, RING_MAGIC};
 
 /// In a ring directory: the types mirror (see `hushtrace_core::mirror`).
 pub const TYPES_FILE: &str = "types";
@@ -100,28 +101,31 @@ fn u64_at(b: &[u8], off: usize) -> u64 {
 }
 
 impl RingHeader {
-    /// Parses a header; errors say what is wrong.
+    /// Parses a header page ([`HEADER_LEN`] bytes: the fixed part through [`RingFileHeader`],
+    /// then the live words); errors say what is wrong.
     pub fn parse(b: &[u8]) -> Result<RingHeader, String> {
-        if b.len() < HEADER_LEN || b[..8] != RING_MAGIC {
-            return Err("not a hushtrace ring file (bad magic)".into());
+        let fixed = RingFileHeader::decode(b).map_err(|e| e.to_string())?;
+        if b.len() < HEADER_LEN {
+            return Err(RingFileHeaderError::Short { len: b.len() }.to_string());
         }
-        let version = read_u32(b, 8).unwrap_or(0);
-        if version != 1 {
-            return Err(format!("unsupported ring file version {version}"));
-        }
-        let subbuf_size = u64_at(b, 16);
-        let num_subbufs = u64_at(b, 24);
+        let RingFileHeader {
+            overwrite,
+            subbuf_size,
+            num_subbufs,
+            instance,
+            pid,
+        } = fixed;
         if !(4096..=1 << 30).contains(&subbuf_size) || !(2..=1 << 16).contains(&num_subbufs) {
             return Err(format!(
                 "implausible ring geometry: {num_subbufs} slots of {subbuf_size} bytes"
             ));
         }
         Ok(RingHeader {
-            overwrite: read_u32(b, 12) == Some(1),
+            overwrite,
             subbuf_size: subbuf_size as usize,
             num_subbufs: num_subbufs as usize,
-            instance: u64_at(b, 32),
-            pid: read_u32(b, 40).unwrap_or(0),
+            instance,
+            pid,
             done: u64_at(b, OFF_DONE),
             open_seq: u64_at(b, OFF_OPEN_SEQ),
             discarded: u64_at(b, OFF_DISCARDED),
@@ -130,6 +134,11 @@ impl RingHeader {
             clean: u64_at(b, OFF_CLEAN) == 1,
         })
     }
+}
+
+/// The `timestamp_begin` of an encoded packet header.
+fn begin_of(header: &[u8; PACKET_HEADER_LEN]) -> u64 {
+    PacketHeader::from_bytes(header).timestamp_begin
 }
 
 /// What recovering one ring produced.
@@ -169,7 +178,7 @@ struct Appender<'a> {
     file: &'a File,
     path: &'a Path,
     at: u64,
-    last: Option<[u8; PACKET_HEADER_LEN]>,
+    last: Option<PacketHeader>,
 }
 
 impl Appender<'_> {
@@ -178,9 +187,7 @@ impl Appender<'_> {
             .write_all_at(p, self.at)
             .map_err(|e| format!("{}: {e}", self.path.display()))?;
         self.at += p.len() as u64;
-        let mut ph = [0u8; PACKET_HEADER_LEN];
-        ph.copy_from_slice(&p[..PACKET_HEADER_LEN]);
-        self.last = Some(ph);
+        self.last = PacketHeader::decode(p);
         Ok(())
     }
 }
@@ -246,9 +253,9 @@ fn recover_ring_file(
     }
     let slot_off = |i: usize| (HEADER_LEN + i * h.subbuf_size) as u64;
     let n = h.num_subbufs as u64;
-    // Pass 1, packet headers only. Committed packets: a valid header, the sequence number of
-    // its slot, sizes set.
-    let mut heads: Vec<[u8; PACKET_HEADER_LEN]> = Vec::new();
+    // Pass 1, packet headers only (`None`: no packet magic). Committed packets: a valid
+    // header, the sequence number of its slot, sizes set.
+    let mut heads: Vec<Option<PacketHeader>> = Vec::new();
     heads
         .try_reserve_exact(h.num_subbufs)
         .map_err(|_| format!("{}: too many slots", ring.display()))?;
@@ -256,13 +263,12 @@ fn recover_ring_file(
     for i in 0..h.num_subbufs {
         let mut ph = [0u8; PACKET_HEADER_LEN];
         f.read_exact_at(&mut ph, slot_off(i)).map_err(err)?;
-        heads.push(ph);
-        let s = &ph[..];
-        if read_u32(s, OFF_MAGIC) != Some(MAGIC) {
+        let head = PacketHeader::magic_ok(&ph).then(|| PacketHeader::from_bytes(&ph));
+        heads.push(head);
+        let Some(head) = head else {
             continue;
-        }
-        let seq = u64_at(s, OFF_PACKET_SEQ_NUM);
-        let len = (u64_at(s, OFF_CONTENT_SIZE) / 8) as usize;
+        };
+        let (seq, len) = (head.seq, head.len());
         if seq % n != i as u64 || len < PACKET_HEADER_LEN || len > h.subbuf_size {
             continue;
         }
@@ -289,7 +295,7 @@ fn recover_ring_file(
     // consumer wrote just before it could record them as consumed: cut the former, skip the
     // latter.
     let (valid, last_hdr) = stream_tail(&out).map_err(serr)?;
-    let last_seq = last_hdr.map(|h| u64_at(&h, OFF_PACKET_SEQ_NUM));
+    let last_seq = last_hdr.map(|h| h.seq);
     // The flush of idle threads raised the stream's sequence numbers by `extra` and may have
     // shipped the start of one packet already.
     let extra = u64_at(&hdr, OFF_FLUSH_EXTRA);
@@ -322,26 +328,24 @@ fn recover_ring_file(
         Ok(())
     };
     for &(_, i) in &committed {
-        let len = (u64_at(&heads[i], OFF_CONTENT_SIZE) / 8) as usize;
+        let len = heads[i].map_or(0, |ph| ph.len());
         let s = read_exact_at(f, ring, slot_off(i), len)?;
         let rest = rest_of_packet(&s, &renumber);
         let mut p = rest.header.to_vec();
         p.extend_from_slice(&s[rest.body]);
         drop(s);
         r.events += desc
-            .walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN))
+            .walk_events(&p[PACKET_HEADER_LEN..], begin_of(&rest.header))
             .events;
         write(&p, &mut r)?;
     }
     // The open packet, up to its last complete event.
     let slot = (h.open_seq % n) as usize;
-    let head = &heads[slot][..];
     let done = h.done as usize;
 
     if done > PACKET_HEADER_LEN
         && done <= h.subbuf_size
-        && read_u32(head, OFF_MAGIC) == Some(MAGIC)
-        && u64_at(head, OFF_PACKET_SEQ_NUM) == h.open_seq
+        && heads[slot].is_some_and(|head| head.seq == h.open_seq)
         && committed.last().is_none_or(|c| c.0 < h.open_seq)
         && last_seq.is_none_or(|l| l < h.open_seq + extra)
     {
@@ -355,7 +359,7 @@ fn recover_ring_file(
         p.extend_from_slice(&s[rest.body]);
         // From the packet's begin time (or the last shipped event's), up to the last complete
         // event of a class the metadata knows: cut there.
-        let w = desc.walk_events(&p[PACKET_HEADER_LEN..], u64_at(&p, OFF_TIMESTAMP_BEGIN));
+        let w = desc.walk_events(&p[PACKET_HEADER_LEN..], begin_of(&rest.header));
         let (off, events) = (PACKET_HEADER_LEN + w.len, w.events);
         let (clock, last_ts) = (w.clock, w.max_ts);
         // A torn event: bytes after the complete ones that start like an event header of a
@@ -378,11 +382,12 @@ fn recover_ring_file(
         }
         p.truncate(off);
         let disc = h.discarded + r.torn;
-        let mut ph = PacketHeader::decode(&p)
-            .ok_or_else(|| "a packet shorter than its header".to_string())?;
-        ph.timestamp_end = last_ts;
-        ph.events_discarded = disc;
-        ph.with_len(off).write_to(&mut p);
+        PacketEnd {
+            timestamp_end: last_ts,
+            len: off as u64,
+            events_discarded: disc,
+        }
+        .write_to(&mut p);
         r.events += events;
         r.discarded = disc;
         if events > 0 || r.torn > 0 {
@@ -392,9 +397,8 @@ fn recover_ring_file(
     // Events discarded after the last packet (a full ring while the consumer lagged): one
     // empty packet carries the final count, as a clean stop writes it.
     if let Some(last) = w.last {
-        if h.discarded > u64_at(&last, OFF_EVENTS_DISCARDED) {
-            let mut ph = PacketHeader::decode(&last)
-                .ok_or_else(|| "a packet shorter than its header".to_string())?;
+        if h.discarded > last.events_discarded {
+            let mut ph = last;
             ph.seq += 1;
             ph.timestamp_begin = ph.timestamp_end;
             ph.events_discarded = h.discarded;
@@ -409,20 +413,21 @@ fn recover_ring_file(
 
 /// The length of the complete packets at the start of a stream file, and the header of the
 /// last one (`None`: no complete packet).
-fn stream_tail(f: &File) -> io::Result<(u64, Option<[u8; PACKET_HEADER_LEN]>)> {
+fn stream_tail(f: &File) -> io::Result<(u64, Option<PacketHeader>)> {
     let len = f.metadata()?.len();
     let (mut off, mut last) = (0u64, None);
     let mut hdr = [0u8; PACKET_HEADER_LEN];
     while off + PACKET_HEADER_LEN as u64 <= len {
         f.read_exact_at(&mut hdr, off)?;
-        let size = u64_at(&hdr, OFF_PACKET_SIZE) / 8;
-        if read_u32(&hdr, OFF_MAGIC) != Some(MAGIC)
-            || size < PACKET_HEADER_LEN as u64
-            || off + size > len
-        {
+        if !PacketHeader::magic_ok(&hdr) {
             break;
         }
-        last = Some(hdr);
+        let ph = PacketHeader::from_bytes(&hdr);
+        let size = ph.packet_size / 8;
+        if size < PACKET_HEADER_LEN as u64 || off + size > len {
+            break;
+        }
+        last = Some(ph);
         off += size;
     }
     Ok((off, last))

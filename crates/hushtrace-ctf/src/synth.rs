@@ -36,51 +36,31 @@ use std::path::Path;
 /// Seconds from the Unix epoch to cycle 0 of synthetic traces.
 pub const EPOCH_S: i64 = 1_700_000_000;
 
-/// One field value of a synthetic event.
-#[derive(Clone, Debug, PartialEq)]
-pub enum SynthValue {
-    /// `uint8_t`.
-    U8(u8),
-    /// `uint16_t`.
-    U16(u16),
-    /// `uint32_t`.
-    U32(u32),
-    /// `uint64_t`.
-    U64(u64),
-    /// `int8_t`.
-    I8(i8),
-    /// `int16_t`.
-    I16(i16),
-    /// `int32_t`.
-    I32(i32),
-    /// `int64_t`.
-    I64(i64),
-    /// `double`.
-    F64(f64),
-    /// `bool_t`.
-    Bool(bool),
-    /// `string` (written with a NUL terminator).
-    Str(String),
-}
+pub use hushtrace_core::OwnedValue;
 
-impl SynthValue {
-    /// Appends the encoding of the value to `out`.
-    pub fn encode(&self, out: &mut Vec<u8>) {
-        match self {
-            SynthValue::U8(v) => out.push(*v),
-            SynthValue::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::I8(v) => out.push(*v as u8),
-            SynthValue::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
-            SynthValue::Bool(v) => out.push(*v as u8),
-            SynthValue::Str(s) => {
-                out.extend_from_slice(s.as_bytes());
-                out.push(0);
-            }
+/// One field value of a synthetic event: now [`OwnedValue`], the owned form of the one value
+/// type ([`hushtrace_core::FieldValue`]) that the runtime writes and the reader decodes.
+#[deprecated(note = "use `OwnedValue` (hushtrace_core::OwnedValue), the same type")]
+pub type SynthValue = OwnedValue;
+
+/// Appends the encoding of `v` to `out`, as the runtime encodes it, except that a string is
+/// written whole (not cut at [`hushtrace_core::STR_CAP`] or at a NUL) followed by a NUL: a
+/// synthetic trace may hold what the runtime never writes, for testing readers.
+pub fn push_value(out: &mut Vec<u8>, v: &OwnedValue) {
+    match v {
+        OwnedValue::U8(v) => out.push(*v),
+        OwnedValue::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::I8(v) => out.push(*v as u8),
+        OwnedValue::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
+        OwnedValue::Bool(v) => out.push(*v as u8),
+        OwnedValue::Str(s) => {
+            out.extend_from_slice(s.as_bytes());
+            out.push(0);
         }
     }
 }
@@ -93,14 +73,14 @@ pub struct SynthEvent {
     /// Timestamp in cycles.
     pub timestamp: u64,
     /// Field values, in declaration order.
-    pub values: Vec<SynthValue>,
+    pub values: Vec<OwnedValue>,
 }
 
 macro_rules! value_builders {
     ($($fn:ident($t:ty) => $v:ident),* $(,)?) => {$(
         #[doc = concat!("Appends a `", stringify!($t), "` field value.")]
         pub fn $fn(mut self, v: $t) -> Self {
-            self.values.push(SynthValue::$v(v));
+            self.values.push(OwnedValue::$v(v));
             self
         }
     )*};
@@ -124,7 +104,7 @@ impl SynthEvent {
 
     /// Appends a string field value.
     pub fn str(mut self, v: &str) -> Self {
-        self.values.push(SynthValue::Str(v.to_string()));
+        self.values.push(OwnedValue::Str(v.to_string()));
         self
     }
 
@@ -134,7 +114,7 @@ impl SynthEvent {
     pub fn encode(&self, prev: u64, out: &mut Vec<u8>) {
         push_event_header(out, self.id, self.timestamp, prev);
         for v in &self.values {
-            v.encode(out);
+            push_value(out, v);
         }
     }
 }

@@ -154,10 +154,10 @@ fn babeltrace2_reads_both_event_header_forms_with_exact_timestamps() {
     let mut got = Vec::new();
     while let Some(ev) = m.next().unwrap() {
         let e = ev.event;
-        let (Some(Value::I64(a)), Some(Value::I64(b))) = (e.field(0), e.field(1)) else {
+        let (Some(Value::I32(a)), Some(Value::I32(b))) = (e.field(0), e.field(1)) else {
             panic!("fields of {}", e.class.name);
         };
-        got.push((e.class.id, e.timestamp, a as i32, b as i32));
+        got.push((e.class.id, e.timestamp, a, b));
     }
     assert_eq!(got, want);
     assert!(m.take_warnings().is_empty());

@@ -123,7 +123,7 @@ fn packets_larger_than_the_window_read_exactly() {
             continue;
         }
         let (k, want) = &expect[i];
-        assert_eq!(ev.event.field(0), Some(Value::U64(*k as u64)));
+        assert_eq!(ev.event.field(0), Some(Value::U32(*k)));
         assert_eq!(ev.event.field(1), Some(Value::Str(want)));
         i += 1;
     }

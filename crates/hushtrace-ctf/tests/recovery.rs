@@ -5,7 +5,7 @@
 
 use hushtrace_ctf::layout::*;
 use hushtrace_ctf::metadata::TraceDesc;
-use hushtrace_ctf::reader::{StreamReader, Value};
+use hushtrace_ctf::reader::StreamReader;
 use hushtrace_ctf::ringfile::*;
 use hushtrace_ctf::synth::{packet_header, PacketIdentity, SynthTrace};
 use hushtrace_ctf::FieldType;
@@ -119,7 +119,7 @@ fn read(desc: &TraceDesc, stream: &Path) -> (Vec<(u16, u64, u64)>, u64) {
     let mut out = Vec::new();
     while r.advance().unwrap() {
         let e = r.current().unwrap();
-        let Some(Value::U64(v)) = e.field(0) else {
+        let Some(v) = e.field(0).and_then(|v| v.as_u64()) else {
             panic!("{}", e.class.name)
         };
         out.push((e.class.id, e.timestamp, v));

@@ -68,25 +68,23 @@ impl PacketIndex {
                 layout::PACKET_HEADER_LEN
             )));
         }
-        let u64_at = |off| layout::read_u64(header, off).unwrap_or_default();
-        let magic = layout::read_u32(header, layout::OFF_MAGIC).unwrap_or_default();
+        let magic = layout::PacketHeader::magic(header).unwrap_or_default();
         if magic != layout::MAGIC {
             return Err(PacketError(format!(
                 "bad packet magic {magic:#010x} (expected {:#010x})",
                 layout::MAGIC
             )));
         }
+        let h = layout::PacketHeader::decode(header).unwrap_or_default();
         let ix = PacketIndex {
-            packet_size_bits: u64_at(layout::OFF_PACKET_SIZE),
-            content_size_bits: u64_at(layout::OFF_CONTENT_SIZE),
-            timestamp_begin: u64_at(layout::OFF_TIMESTAMP_BEGIN),
-            timestamp_end: u64_at(layout::OFF_TIMESTAMP_END),
-            events_discarded: u64_at(layout::OFF_EVENTS_DISCARDED),
-            stream_id: u64::from(
-                layout::read_u32(header, layout::OFF_STREAM_ID).unwrap_or_default(),
-            ),
-            stream_instance_id: u64_at(layout::OFF_STREAM_INSTANCE_ID),
-            packet_seq_num: u64_at(layout::OFF_PACKET_SEQ_NUM),
+            packet_size_bits: h.packet_size,
+            content_size_bits: h.content_size,
+            timestamp_begin: h.timestamp_begin,
+            timestamp_end: h.timestamp_end,
+            events_discarded: h.events_discarded,
+            stream_id: u64::from(layout::PacketHeader::stream_id(header).unwrap_or_default()),
+            stream_instance_id: h.stream_instance_id,
+            packet_seq_num: h.seq,
         };
         let min_bits = (layout::PACKET_HEADER_LEN as u64) * 8;
         if !ix.packet_size_bits.is_multiple_of(8)

@@ -451,19 +451,23 @@ impl Buffer {
         &self.hdr_words[(off - HDR_WORDS_FROM) / 8]
     }
 
-    /// Writes the fixed part of the ring header (geometry, identity).
-    fn write_ring_header(&self) {
-        use hushtrace_ctf::ringfile::RING_MAGIC;
-        // SAFETY: the header page is ours and at least 64 bytes long.
-        unsafe {
-            core::ptr::copy_nonoverlapping(RING_MAGIC.as_ptr(), self.hdr, 8);
-            put_u32(self.hdr, 8, 1);
-            put_u32(self.hdr, 12, u32::from(self.mode == Mode::Overwrite));
-            put_u64(self.hdr, 16, self.subbuf_size as u64);
-            put_u64(self.hdr, 24, self.num_subbufs as u64);
-            put_u64(self.hdr, 32, self.instance);
-            put_u32(self.hdr, 40, platform::getpid());
+    /// The fixed part of the ring header (geometry, identity), as recovery decodes it.
+    fn ring_file_header(&self) -> RingFileHeader {
+        RingFileHeader {
+            overwrite: self.mode == Mode::Overwrite,
+            subbuf_size: self.subbuf_size as u64,
+            num_subbufs: self.num_subbufs as u64,
+            instance: self.instance,
+            pid: platform::getpid(),
         }
+    }
+
+    /// Writes the fixed part of the ring header through the codec recovery reads it with.
+    fn write_ring_header(&self) {
+        let fixed = self.ring_file_header().encode();
+        // SAFETY: the header page is ours, RING_HEADER_LEN >= RING_FIXED_LEN bytes long
+        // (checked at compile time below), and nothing else writes its fixed part.
+        unsafe { (self.hdr as *mut [u8; RING_FIXED_LEN]).write_unaligned(fixed) };
     }
 
     /// Producer, after an event is completely written at nesting depth 1: the open packet's
@@ -746,11 +750,15 @@ impl Buffer {
         );
         // SAFETY: `base` is the open slot, at least PACKET_HEADER_LEN bytes, owned by the
         // producer until the hand-over below.
-        unsafe {
-            put_u64(base, OFF_TIMESTAMP_END, ts_end);
-            put_u64(base, OFF_CONTENT_SIZE, len * 8);
-            put_u64(base, OFF_PACKET_SIZE, len * 8);
-            put_u64(base, OFF_EVENTS_DISCARDED, discarded);
+        // The codec's words (constant offsets): four plain stores.
+        let end = PacketEnd {
+            timestamp_end: ts_end,
+            len,
+            events_discarded: discarded,
+        };
+        for (off, v) in end.words() {
+            // SAFETY: as above; `off + 8 <= PACKET_HEADER_LEN`.
+            unsafe { put_u64(base, off, v) };
         }
         let m = &self.meta[(seq % self.num_subbufs as u64) as usize];
         m.events.store(events, Ordering::Relaxed);
@@ -785,21 +793,22 @@ impl Buffer {
         let id = p.ident.get();
         #[cfg(hushtrace_loom)]
         self.touch(slot, 0, PACKET_HEADER_LEN, true);
-        // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long.
-        unsafe {
-            put_u32(base, OFF_MAGIC, MAGIC);
-            core::ptr::copy_nonoverlapping(p.uuid.get().as_ptr(), base.add(OFF_UUID), 16);
-            put_u32(base, OFF_STREAM_ID, 0);
-            put_u64(base, OFF_STREAM_INSTANCE_ID, self.instance);
-            put_u64(base, OFF_TIMESTAMP_BEGIN, ts_begin);
-            // Not finalized: a crash leaves a packet `recover` must cut itself.
-            put_u64(base, OFF_CONTENT_SIZE, 0);
-            put_u64(base, OFF_PACKET_SEQ_NUM, seq);
-            put_u32(base, OFF_VPID, id.vpid);
-            put_u32(base, OFF_VTID, id.vtid);
-            core::ptr::copy_nonoverlapping(id.procname.as_ptr(), base.add(OFF_PROCNAME), 16);
-            put_u64(base, OFF_PTHREAD_ID, id.pthread);
-        }
+        let header = PacketHeader {
+            uuid: p.uuid.get(),
+            stream_instance_id: self.instance,
+            timestamp_begin: ts_begin,
+            seq,
+            vpid: id.vpid,
+            vtid: id.vtid,
+            procname: id.procname,
+            pthread_id: id.pthread,
+            // Not finalized (sizes, end time 0): a crash leaves a packet `recover` must cut
+            // itself; `finalize` stores the `PacketEnd`.
+            ..PacketHeader::default()
+        };
+        // SAFETY: the slot is free (checked above) and at least PACKET_HEADER_LEN bytes long;
+        // one unaligned write of the encoded header.
+        unsafe { (base as *mut [u8; PACKET_HEADER_LEN]).write_unaligned(header.encode()) };
         p.base.set(base);
         // SAFETY: producer side, single writer (`Producer` docs).
         unsafe {
@@ -945,6 +954,7 @@ impl Drop for Buffer {
 
 /// Bytes of the ring header page before the slots.
 const RING_HEADER_LEN: usize = hushtrace_ctf::ringfile::HEADER_LEN;
+const _: () = assert!(RING_FIXED_LEN <= hushtrace_ctf::ringfile::OFF_DONE);
 
 /// Loom build: the header words kept as loom atomics, `OFF_DONE ..= OFF_CLEAN`.
 #[cfg(hushtrace_loom)]
@@ -1014,12 +1024,11 @@ mod tests {
     fn collect(b: &Buffer, finish: bool) -> Vec<(u64, u64)> {
         let mut out = vec![];
         let mut f = |bytes: &[u8], ev: u64| {
-            out.push((read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap(), ev));
-            assert_eq!(read_u32(bytes, OFF_MAGIC), Some(MAGIC));
-            assert_eq!(
-                read_u64(bytes, OFF_CONTENT_SIZE).unwrap() / 8,
-                bytes.len() as u64
-            );
+            let h = PacketHeader::decode(bytes).unwrap();
+            out.push((h.seq, ev));
+            assert!(PacketHeader::magic_ok(bytes));
+            assert_eq!(h.len(), bytes.len());
+            assert_eq!(h.packet_size, h.content_size);
         };
         if finish {
             b.finish(CK, &mut f)
@@ -1027,6 +1036,47 @@ mod tests {
             b.drain(CK, &mut f)
         }
         out
+    }
+
+    /// A file-backed ring's header page is what recovery parses: the fixed part through the
+    /// one codec (`layout::RingFileHeader`), the live words at their offsets.
+    #[test]
+    fn ring_file_header_is_what_recovery_parses() {
+        use std::os::fd::AsFd;
+        let path =
+            std::env::temp_dir().join(format!("hushtrace-ring-header-test-{}", platform::getpid()));
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&path)
+            .unwrap();
+        let _ = std::fs::remove_file(&path);
+        let b = Buffer::new_in_file(f.as_fd(), 8192, 3, Mode::Overwrite, 77, [1; 16]).unwrap();
+        let mut page = vec![0u8; RING_HEADER_LEN];
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut page, 0).unwrap();
+        let want = RingFileHeader {
+            overwrite: true,
+            subbuf_size: 8192,
+            num_subbufs: 3,
+            instance: 77,
+            pid: platform::getpid(),
+        };
+        assert_eq!(RingFileHeader::decode(&page), Ok(want));
+        let h = hushtrace_ctf::ringfile::RingHeader::parse(&page).unwrap();
+        assert_eq!(
+            (h.overwrite, h.subbuf_size, h.num_subbufs, h.instance, h.pid),
+            (true, 8192, 3, 77, platform::getpid())
+        );
+        assert!(!h.clean);
+        b.mark_clean(CK);
+        std::os::unix::fs::FileExt::read_exact_at(&f, &mut page, 0).unwrap();
+        assert!(
+            hushtrace_ctf::ringfile::RingHeader::parse(&page)
+                .unwrap()
+                .clean
+        );
     }
 
     #[test]
@@ -1145,7 +1195,7 @@ mod tests {
         let mut got = vec![];
         let mut headers = vec![];
         b.finish(CK, |bytes, _| {
-            let mut clock = read_u64(bytes, OFF_TIMESTAMP_BEGIN).unwrap();
+            let mut clock = PacketHeader::decode(bytes).unwrap().timestamp_begin;
             let mut off = PACKET_HEADER_LEN;
             while off < bytes.len() {
                 let h = parse_event_header(&bytes[off..], clock).unwrap();

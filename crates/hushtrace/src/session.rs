@@ -5,7 +5,7 @@ use crate::consumer::{self, Consumer};
 use crate::ctx::ThreadCtx;
 use crate::platform::{self, SignalBlock};
 use crate::ring::{BufState, Buffer, Mode};
-use crate::state::{self, Shared};
+use crate::state::{self, SessionControl, Shared};
 use crate::tracedir::Dir;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -265,6 +265,23 @@ impl Drop for StartClaim {
 /// Output directories this process (or the one it was forked from) started sessions in.
 static USED_ROOTS: std::sync::Mutex<Vec<PathBuf>> = std::sync::Mutex::new(Vec::new());
 
+/// The session layer's side of the consumer's control answers (`ctl PID stop`, `ctl PID
+/// start`): handed to the consumer in every session's [`Shared`].
+#[derive(Debug)]
+struct Control;
+
+impl SessionControl for Control {
+    fn stop(&self, s: &Arc<Shared>) {
+        let _ = stop_shared(s);
+    }
+
+    fn start(&self, cfg: Config) -> Result<(), Error> {
+        // The process keeps the session (no handle): it stops at exit or by `ctl stop`. It
+        // goes on in the directory the stopped session wrote.
+        start_with(cfg, &Raw::default(), Existing::Append).map(|mut s| drop(s.shared.take()))
+    }
+}
+
 fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Error> {
     if !platform::SUPPORTED {
         return Err(Error::Unsupported);
@@ -273,14 +290,6 @@ fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Err
     check_memory(&cfg)?;
     crate::nosyscall::load_policy()?;
     INSTALL.call_once(|| {
-        state::set_stop_hook(|s| {
-            let _ = stop_shared(s);
-        });
-        state::set_start_hook(|cfg| {
-            // The process keeps the session (no handle): it stops at exit or by `ctl stop`. It
-            // goes on in the directory the stopped session wrote.
-            start_with(cfg, &Raw::default(), Existing::Append).map(|mut s| drop(s.shared.take()))
-        });
         hushtrace_core::assign_ids();
         crate::fork::install();
         platform::atexit(at_exit);
@@ -310,7 +319,7 @@ fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Err
     }
     crate::clock::calibrate();
     let root_path = root.path().to_path_buf();
-    let shared = Arc::new(Shared::new(cfg, root));
+    let shared = Arc::new(Shared::new(cfg, root, &Control));
     let mut consumer = Consumer::create(shared.clone())?;
     consumer.connect()?;
     {

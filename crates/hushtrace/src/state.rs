@@ -8,7 +8,7 @@
 //! asynchronous signals first ([`lock_registry`] takes the proof), so a signal handler that
 //! traces can never wait for a lock its own thread holds.
 
-use crate::config::{Config, Policy, Stats};
+use crate::config::{Config, Error, Policy, Stats};
 use crate::ctx::ThreadCtx;
 use crate::lock::{SpinGuard, SpinLock};
 use crate::platform::{self, SignalBlock};
@@ -69,6 +69,19 @@ pub(crate) struct ConsumerThread {
     pub thread: platform::RawThread,
 }
 
+/// What the consumer asks of the session layer above it: `hushtrace ctl PID stop` and `ctl PID
+/// start`. The session layer implements it and hands it down as a value ([`Shared::control`]),
+/// so the consumer calls up only through what it was given, and the modules import downwards
+/// only (no global hook: a fork child's consumer finds it in the `Shared` it inherited).
+pub(crate) trait SessionControl: Send + Sync + std::fmt::Debug {
+    /// Stops session `s` as `Session::stop` does, on the calling thread. It waits for the
+    /// consumer thread to end: never call it there.
+    fn stop(&self, s: &Arc<Shared>);
+    /// Starts a session with `cfg` that the process keeps (no handle): it stops at exit or on
+    /// the next `ctl PID stop`. It adds to the output directory of `cfg`.
+    fn start(&self, cfg: Config) -> Result<(), Error>;
+}
+
 /// The parts of a session's state that need a lock (control paths only).
 #[derive(Debug)]
 pub(crate) struct Inner {
@@ -109,6 +122,8 @@ pub(crate) struct Shared {
     pub consumer_failed: AtomicBool,
     pub consumer: SpinLock<Option<ConsumerThread>>,
     pub inner: SpinLock<Inner>,
+    /// The session layer's stop and start, for the control answers of the consumer.
+    pub control: &'static dyn SessionControl,
 }
 
 /// A lock the fork handlers take and release.
@@ -130,7 +145,7 @@ impl<T> ForkLock for SpinLock<T> {
 }
 
 impl Shared {
-    pub(crate) fn new(cfg: Config, root: Dir) -> Shared {
+    pub(crate) fn new(cfg: Config, root: Dir, control: &'static dyn SessionControl) -> Shared {
         Shared {
             cfg,
             pid: AtomicU32::new(platform::getpid()),
@@ -151,6 +166,7 @@ impl Shared {
                 rings: None,
                 snapshot_results: Vec::new(),
             }),
+            control,
         }
     }
 
@@ -279,36 +295,6 @@ pub(crate) fn next_suffix() -> u64 {
 /// Records the next trace directory suffix to try.
 pub(crate) fn set_next_suffix(n: u64) {
     NEXT_SUFFIX.store(n, Ordering::Relaxed);
-}
-
-/// The session's stop function, installed by the session module (the consumer runs it on a
-/// thread of its own for `hushtrace ctl PID stop`: it cannot import the layer above it).
-static STOP_HOOK: std::sync::OnceLock<fn(&Arc<Shared>)> = std::sync::OnceLock::new();
-
-/// Installs the stop function (once per process).
-pub(crate) fn set_stop_hook(f: fn(&Arc<Shared>)) {
-    let _ = STOP_HOOK.set(f);
-}
-
-/// The stop function, if a session was ever started.
-pub(crate) fn stop_hook() -> Option<fn(&Arc<Shared>)> {
-    STOP_HOOK.get().copied()
-}
-
-/// The session's start function, installed by the session module: `hushtrace ctl PID start`
-/// starts a session again with the settings of the one `ctl PID stop` stopped (the handle is
-/// kept by the process; the session stops at exit or on the next `ctl PID stop`).
-static START_HOOK: std::sync::OnceLock<fn(Config) -> Result<(), crate::config::Error>> =
-    std::sync::OnceLock::new();
-
-/// Installs the start function (once per process).
-pub(crate) fn set_start_hook(f: fn(Config) -> Result<(), crate::config::Error>) {
-    let _ = START_HOOK.set(f);
-}
-
-/// The start function, if a session was ever started.
-pub(crate) fn start_hook() -> Option<fn(Config) -> Result<(), crate::config::Error>> {
-    START_HOOK.get().copied()
 }
 
 /// Snapshots requested by [`crate::snapshot`] (a counter: request `n` is the `n`-th) and

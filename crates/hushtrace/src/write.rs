@@ -322,91 +322,10 @@ fn log_violation(v: Violation) {
 }
 
 /// A field value given at run time, for callsites registered at run time
-/// ([`crate::register_callsite`]): the C interface, the `tracing` bridge.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub enum Value<'a> {
-    /// Unsigned 8-bit integer.
-    U8(u8),
-    /// Unsigned 16-bit integer.
-    U16(u16),
-    /// Unsigned 32-bit integer.
-    U32(u32),
-    /// Unsigned 64-bit integer.
-    U64(u64),
-    /// Signed 8-bit integer.
-    I8(i8),
-    /// Signed 16-bit integer.
-    I16(i16),
-    /// Signed 32-bit integer.
-    I32(i32),
-    /// Signed 64-bit integer.
-    I64(i64),
-    /// A float (recorded as `f64`).
-    F64(f64),
-    /// A boolean.
-    Bool(bool),
-    /// A string, cut at [`STR_CAP`] bytes (a character boundary) and at its first NUL.
-    Str(&'a str),
-}
-
-impl Value<'_> {
-    /// The wire type of this value.
-    pub fn field_type(&self) -> FieldType {
-        match self {
-            Value::U8(_) => FieldType::U8,
-            Value::U16(_) => FieldType::U16,
-            Value::U32(_) => FieldType::U32,
-            Value::U64(_) => FieldType::U64,
-            Value::I8(_) => FieldType::I8,
-            Value::I16(_) => FieldType::I16,
-            Value::I32(_) => FieldType::I32,
-            Value::I64(_) => FieldType::I64,
-            Value::F64(_) => FieldType::F64,
-            Value::Bool(_) => FieldType::Bool,
-            Value::Str(_) => FieldType::Str,
-        }
-    }
-
-    #[inline]
-    fn encoded_len(&self) -> usize {
-        match self {
-            Value::U8(v) => v.encoded_len(),
-            Value::U16(v) => v.encoded_len(),
-            Value::U32(v) => v.encoded_len(),
-            Value::U64(v) => v.encoded_len(),
-            Value::I8(v) => v.encoded_len(),
-            Value::I16(v) => v.encoded_len(),
-            Value::I32(v) => v.encoded_len(),
-            Value::I64(v) => v.encoded_len(),
-            Value::F64(v) => v.encoded_len(),
-            Value::Bool(v) => v.encoded_len(),
-            Value::Str(v) => v.encoded_len(),
-        }
-    }
-
-    /// # Safety
-    /// `dst` must be valid for `self.encoded_len()` bytes.
-    #[inline]
-    unsafe fn encode(&self, dst: *mut u8) -> usize {
-        // SAFETY: forwarded contract, in every arm; each sealed `Field` writes exactly its
-        // `encoded_len()`, which is this value's.
-        unsafe {
-            match self {
-                Value::U8(v) => v.encode(dst),
-                Value::U16(v) => v.encode(dst),
-                Value::U32(v) => v.encode(dst),
-                Value::U64(v) => v.encode(dst),
-                Value::I8(v) => v.encode(dst),
-                Value::I16(v) => v.encode(dst),
-                Value::I32(v) => v.encode(dst),
-                Value::I64(v) => v.encode(dst),
-                Value::F64(v) => v.encode(dst),
-                Value::Bool(v) => v.encode(dst),
-                Value::Str(v) => v.encode(dst),
-            }
-        }
-    }
-}
+/// ([`crate::register_callsite`]): the C interface, the `tracing` bridge. The one value type
+/// of hushtrace ([`hushtrace_core::FieldValue`]), also what the trace reader decodes; its
+/// `encoded_len`/`encode` are the record encoding of the dynamic write path below.
+pub use hushtrace_core::Value;
 
 /// A run-time list of values, encoded field by field.
 struct Values<'v, 'a>(&'v [Value<'a>]);

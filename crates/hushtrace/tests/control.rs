@@ -354,3 +354,73 @@ fn fork_child_is_controllable_and_recovers_on_its_own() {
     }
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// Waits (at most 10 s) until `f` holds.
+fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while !f() {
+        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
+/// `ctl PID stop` and `ctl PID start` reach a fork child's session: the session layer's stop
+/// and start are in the session state the child inherited, not in a hook of the parent.
+#[test]
+fn fork_child_is_stopped_and_started_from_outside() {
+    let _g = serial();
+    let dir = temp_dir("ctl-fork-stop");
+    let session = flight_recorder(&dir);
+    hushtrace::event!("fr", "parent", x = 1u8);
+    // SAFETY: the child traces, then sleeps until it is killed; it never returns.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0);
+    if pid == 0 {
+        hushtrace::init_thread(); // starts the child's consumer (and its control socket)
+        hushtrace::event!("fr", "child", x = 2u8);
+        loop {
+            std::thread::sleep(Duration::from_millis(10));
+        }
+    }
+    let child = pid as u32;
+    wait_until("the child's control socket", || {
+        request(child, "status").is_ok_and(|a| a.contains("\"state\":\"running\""))
+    });
+    let a = request(child, "stop").unwrap();
+    assert!(a.contains("\"stopping\":true"), "{a}");
+    wait_until("the child's statistics", || {
+        dir.join(format!("{child}.stats.json")).exists()
+    });
+    wait_until("a stopped status", || {
+        request(child, "status").is_ok_and(|a| a.contains("\"state\":\"stopped\""))
+    });
+    let a = request(child, "start").unwrap();
+    assert!(a.contains("\"state\":\"running\""), "{a}");
+    assert!(
+        a.contains(&format!("/{child}.1\"")),
+        "a new trace directory: {a}"
+    );
+    let mut status = String::new();
+    wait_until("a running status", || {
+        status = request(child, "status").unwrap_or_default();
+        status.contains("\"state\":\"running\"")
+    });
+    for want in [
+        "\"mode\":\"overwrite\"",
+        "\"subbuf_size\":4096",
+        "\"num_subbufs\":8",
+    ] {
+        assert!(status.contains(want), "{want} in {status}");
+    }
+    // SAFETY: killing our own child, then reaping it.
+    unsafe {
+        libc::kill(pid, libc::SIGKILL);
+        libc::waitpid(pid, std::ptr::null_mut(), 0);
+    }
+    // The parent's session is untouched by the child's stop.
+    assert!(request(std::process::id(), "status")
+        .unwrap()
+        .contains("\"state\":\"running\""));
+    session.stop().unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -131,3 +131,98 @@ fn bad_descriptions_are_clear_errors() {
         .to_string();
     assert!(e.contains("invalid"), "{e}");
 }
+
+/// The one value type: what the dynamic write path takes is what the reader returns. Values of
+/// every type and width, at their extremes, written through `Registered::record`, come back
+/// from `hushtrace_ctf::reader` as the same type and `==` (strings as the runtime cuts them).
+#[test]
+fn dynamic_values_come_back_equal_from_the_reader() {
+    use hushtrace_ctf::reader::{Session as Reader, Value as ReadValue};
+    let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let dir = temp_dir("registered-values");
+    let fields = [
+        ("u8", FieldType::U8),
+        ("u16", FieldType::U16),
+        ("u32", FieldType::U32),
+        ("u64", FieldType::U64),
+        ("i8", FieldType::I8),
+        ("i16", FieldType::I16),
+        ("i32", FieldType::I32),
+        ("i64", FieldType::I64),
+        ("f64", FieldType::F64),
+        ("ok", FieldType::Bool),
+        ("s", FieldType::Str),
+    ];
+    let long = "é".repeat(hushtrace::STR_CAP);
+    let rows: Vec<[Value<'_>; 11]> = vec![
+        [
+            Value::U8(u8::MAX),
+            Value::U16(u16::MAX),
+            Value::U32(u32::MAX),
+            Value::U64(u64::MAX),
+            Value::I8(i8::MIN),
+            Value::I16(i16::MIN),
+            Value::I32(i32::MIN),
+            Value::I64(i64::MIN),
+            Value::F64(-1.5e300),
+            Value::Bool(true),
+            Value::Str("héllo \"wörld\""),
+        ],
+        [
+            Value::U8(0),
+            Value::U16(1),
+            Value::U32(0x8000_0000),
+            Value::U64(1 << 63),
+            Value::I8(i8::MAX),
+            Value::I16(-1),
+            Value::I32(i32::MAX),
+            Value::I64(i64::MAX),
+            Value::F64(f64::MIN_POSITIVE),
+            Value::Bool(false),
+            Value::Str(""),
+        ],
+        [
+            Value::U8(7),
+            Value::U16(300),
+            Value::U32(70_000),
+            Value::U64(5_000_000_000),
+            Value::I8(-7),
+            Value::I16(-300),
+            Value::I32(-70_000),
+            Value::I64(-5_000_000_000),
+            Value::F64(f64::INFINITY),
+            Value::Bool(true),
+            Value::Str(&long),
+        ],
+    ];
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .start()
+        .unwrap();
+    let cs = register_callsite("rt", "values", Kind::Instant, &fields).unwrap();
+    for row in &rows {
+        assert!(cs.record(row));
+    }
+    session.stop().unwrap();
+
+    // The long string comes back cut at the last whole character within STR_CAP bytes.
+    let cut = &long[..hushtrace::STR_CAP - 1];
+    let want = rows.iter().map(|r| {
+        r.map(|v| match v {
+            Value::Str(s) if s.len() > hushtrace::STR_CAP => Value::Str(cut),
+            v => v,
+        })
+    });
+    let reader = Reader::open(&dir).unwrap();
+    let mut merged = reader.merged().unwrap();
+    let mut want = want.peekable();
+    while let Some(ev) = merged.next().unwrap() {
+        assert_eq!(ev.event.class.name, "rt:values");
+        // Collected as the writer's type: the reader's `Value` is the same type, no conversion.
+        let got: Vec<Value<'_>> = ev.event.fields().map(|(_, v): (_, ReadValue)| v).collect();
+        let want = want.next().expect("no more events than written");
+        assert_eq!(got, want);
+    }
+    assert!(want.peek().is_none(), "every event read back");
+    let _ = std::fs::remove_dir_all(&dir);
+}

@@ -85,13 +85,13 @@ impl<'a> EventRef<'a> {
         let off = *self.field_offsets.get(i)?;
         let b = self.buf;
         Some(match ty {
-            FieldType::U8 => Value::U64(*b.get(off)? as u64),
-            FieldType::U16 => Value::U64(read_u16(b, off)? as u64),
-            FieldType::U32 => Value::U64(read_u32(b, off)? as u64),
+            FieldType::U8 => Value::U8(*b.get(off)?),
+            FieldType::U16 => Value::U16(read_u16(b, off)?),
+            FieldType::U32 => Value::U32(read_u32(b, off)?),
             FieldType::U64 => Value::U64(read_u64(b, off)?),
-            FieldType::I8 => Value::I64(*b.get(off)? as i8 as i64),
-            FieldType::I16 => Value::I64(read_u16(b, off)? as i16 as i64),
-            FieldType::I32 => Value::I64(read_u32(b, off)? as i32 as i64),
+            FieldType::I8 => Value::I8(*b.get(off)? as i8),
+            FieldType::I16 => Value::I16(read_u16(b, off)? as i16),
+            FieldType::I32 => Value::I32(read_u32(b, off)? as i32),
             FieldType::I64 => Value::I64(read_u64(b, off)? as i64),
             FieldType::F64 => Value::F64(f64::from_bits(read_u64(b, off)?)),
             FieldType::Bool => Value::Bool(*b.get(off)? != 0),
@@ -488,32 +488,29 @@ impl StreamReader {
                 .read_exact_at(&mut header, off)
                 .map_err(|e| io_err(e, &self.path))?;
         }
-        let h = &header[..];
-        let u64_at = |o| read_u64(h, o).unwrap_or(0);
-        let u32_at = |o| read_u32(h, o).unwrap_or(0);
         let bad = |rel: usize, what: String| Error::corrupt(&self.path, off + rel as u64, what);
-        let magic = u32_at(OFF_MAGIC);
+        let magic = PacketHeader::magic(&header).unwrap_or(0);
         if magic != MAGIC {
             return Err(bad(
                 OFF_MAGIC,
                 format!("bad packet magic {magic:#010x} (expected {MAGIC:#010x})"),
             ));
         }
-        if h[OFF_UUID..OFF_UUID + 16] != self.desc.uuid {
+        let h = PacketHeader::from_bytes(&header);
+        if h.uuid != self.desc.uuid {
             return Err(bad(
                 OFF_UUID,
                 "packet uuid differs from the metadata's trace uuid".into(),
             ));
         }
-        let stream_id = u32_at(OFF_STREAM_ID);
+        let stream_id = PacketHeader::stream_id(&header).unwrap_or(0);
         if stream_id != 0 {
             return Err(bad(
                 OFF_STREAM_ID,
                 format!("unknown stream class id {stream_id}"),
             ));
         }
-        let content_size = u64_at(OFF_CONTENT_SIZE);
-        let packet_size = u64_at(OFF_PACKET_SIZE);
+        let (content_size, packet_size) = (h.content_size, h.packet_size);
         if content_size % 8 != 0 || packet_size % 8 != 0 {
             return Err(bad(
                 OFF_CONTENT_SIZE,
@@ -541,34 +538,27 @@ impl StreamReader {
                 ),
             ));
         }
-        let ts_begin = u64_at(OFF_TIMESTAMP_BEGIN);
-        let ts_end = u64_at(OFF_TIMESTAMP_END);
+        let (ts_begin, ts_end) = (h.timestamp_begin, h.timestamp_end);
         if ts_end < ts_begin {
             return Err(bad(
                 OFF_TIMESTAMP_END,
                 format!("timestamp_end {ts_end} < timestamp_begin {ts_begin}"),
             ));
         }
-        let procname_bytes = &h[OFF_PROCNAME..OFF_PROCNAME + PROCNAME_LEN];
-        let name_len = procname_bytes
-            .iter()
-            .position(|&b| b == 0)
-            .unwrap_or(PROCNAME_LEN);
-        let procname = String::from_utf8_lossy(&procname_bytes[..name_len]).into_owned();
         let packet = PacketContext {
             offset: off,
-            stream_instance_id: u64_at(OFF_STREAM_INSTANCE_ID),
+            stream_instance_id: h.stream_instance_id,
             timestamp_begin: ts_begin,
             timestamp_end: ts_end,
             content_size,
             packet_size,
-            seq_num: u64_at(OFF_PACKET_SEQ_NUM),
+            seq_num: h.seq,
             lost_before: 0,
-            events_discarded: u64_at(OFF_EVENTS_DISCARDED),
-            vpid: u32_at(OFF_VPID),
-            vtid: u32_at(OFF_VTID),
-            procname,
-            pthread_id: u64_at(OFF_PTHREAD_ID),
+            events_discarded: h.events_discarded,
+            vpid: h.vpid,
+            vtid: h.vtid,
+            procname: h.procname_lossy(),
+            pthread_id: h.pthread_id,
         };
 
         // Sequence and discard accounting. A stream's first packet has sequence number 0; in

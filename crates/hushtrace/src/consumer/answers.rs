@@ -5,7 +5,6 @@ use super::{ctl, Consumer};
 use crate::control::{self, Request};
 use crate::platform;
 use crate::ring::{BufState, Buffer};
-use crate::state;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -35,6 +34,7 @@ impl Consumer {
                 trace_dir: self.dir.path().display().to_string(),
                 written: self.shared.written.load(Ordering::Relaxed),
                 discarded: self.shared.total_lost(),
+                control: self.shared.control,
             };
             ctl::park(server, self.shared.pid.load(Ordering::Relaxed), stopped);
         }
@@ -58,18 +58,15 @@ impl Consumer {
                 }
                 Err(e) => control::error_answer(&e),
             },
-            Request::Stop => match state::stop_hook() {
-                Some(stop) => {
-                    ctl::stop_requested(pid);
-                    let s = self.shared.clone();
-                    // On a thread of its own: the stop waits for this consumer to finish.
-                    match platform::spawn_raw(Box::new(move || stop(&s))) {
-                        Ok(_detached) => format!("{{\"ok\":true,\"pid\":{pid},\"stopping\":true}}"),
-                        Err(e) => control::error_answer(&format!("cannot start the stop: {e}")),
-                    }
+            Request::Stop => {
+                ctl::stop_requested(pid);
+                let s = self.shared.clone();
+                // On a thread of its own: the stop waits for this consumer to finish.
+                match platform::spawn_raw(Box::new(move || s.control.stop(&s))) {
+                    Ok(_detached) => format!("{{\"ok\":true,\"pid\":{pid},\"stopping\":true}}"),
+                    Err(e) => control::error_answer(&format!("cannot start the stop: {e}")),
                 }
-                None => control::error_answer("no session to stop"),
-            },
+            }
         }
     }
 

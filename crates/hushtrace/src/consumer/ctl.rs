@@ -6,7 +6,7 @@
 use crate::config::Config;
 use crate::control::{self, Request, Server};
 use crate::platform;
-use crate::state;
+use crate::state::{self, SessionControl};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
@@ -37,6 +37,8 @@ pub(super) struct Stopped {
     pub trace_dir: String,
     pub written: u64,
     pub discarded: u64,
+    /// The session layer's start (`ctl PID start`).
+    pub control: &'static dyn SessionControl,
 }
 
 /// After the consumer's last pass: when `ctl stop` stopped this session, keeps `server` served
@@ -100,13 +102,10 @@ fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
         ),
         Request::Stop => control::error_answer("the session is already stopped"),
         Request::Start => {
-            let Some(start) = state::start_hook() else {
-                return control::error_answer("no session was ever started in this process");
-            };
             let mut cfg = st.cfg.clone();
             // The callsites keep the state `enable`/`disable` gave them since the start.
             cfg.globs.clear();
-            match start(cfg) {
+            match st.control.start(cfg) {
                 Ok(()) => {
                     let dir = state::current_session()
                         .map(|s| s.inner.lock().trace_dir.display().to_string())

@@ -18,7 +18,7 @@
 
 use super::{Buffer, ConsumerKey};
 use crate::primitive::{load_byte, Ordering};
-use hushtrace_ctf::layout::{read_u64, OFF_PACKET_SEQ_NUM, PACKET_HEADER_LEN};
+use hushtrace_ctf::layout::{PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::ringfile::{OFF_DONE, OFF_OPEN_SEQ};
 
 /// The complete part of a live ring's open packet.
@@ -60,7 +60,7 @@ impl Buffer {
             // (module docs).
             *byte = unsafe { load_byte(base.add(i)) };
         }
-        if read_u64(&header, OFF_PACKET_SEQ_NUM) != Some(s1) {
+        if PacketHeader::decode(&header).map(|h| h.seq) != Some(s1) {
             return None;
         }
         // Loom: the event bytes read below must have been written before (their writes

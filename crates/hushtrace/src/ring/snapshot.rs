@@ -18,10 +18,7 @@
 
 use super::{Buffer, ConsumerKey, Ident, ProducerKey};
 use crate::primitive::{fence, load_byte, Ordering};
-use hushtrace_ctf::layout::{
-    read_u64, OFF_CONTENT_SIZE, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_PACKET_SIZE,
-    OFF_TIMESTAMP_BEGIN, OFF_TIMESTAMP_END, PACKET_HEADER_LEN,
-};
+use hushtrace_ctf::layout::{PacketEnd, PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::metadata::TraceDesc;
 use hushtrace_ctf::ringfile::{OFF_DISCARDED, OFF_DONE, OFF_OPEN_SEQ};
 
@@ -126,7 +123,7 @@ impl Buffer {
                 kept.clear();
                 continue;
             }
-            if read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(c) {
+            if PacketHeader::decode(copy).map(|h| h.seq) != Some(c) {
                 kept.clear();
                 continue;
             }
@@ -161,9 +158,10 @@ impl Buffer {
         let discarded = self.hdr_word(OFF_DISCARDED).load(Ordering::Relaxed);
         self.copy_slot((seq % n) as usize, &mut copy[..done]);
         fence(Ordering::Acquire);
-        if self.handover.committed() >= seq + n || read_u64(copy, OFF_PACKET_SEQ_NUM) != Some(seq) {
+        if self.handover.committed() >= seq + n {
             return None;
         }
+        let header = PacketHeader::decode(copy).filter(|h| h.seq == seq)?;
         // Loom: the complete events were written before the Release of `done` we read.
         #[cfg(hushtrace_loom)]
         self.touch(
@@ -172,19 +170,19 @@ impl Buffer {
             done - PACKET_HEADER_LEN,
             false,
         );
-        let begin = read_u64(copy, OFF_TIMESTAMP_BEGIN).unwrap_or(0);
+        let begin = header.timestamp_begin;
         let w = desc.walk_events(&copy[PACKET_HEADER_LEN..done], begin);
         if w.events == 0 {
             return None;
         }
         let len = PACKET_HEADER_LEN + w.len;
-        let put = |copy: &mut [u8], off: usize, v: u64| {
-            copy[off..off + 8].copy_from_slice(&v.to_le_bytes());
-        };
-        put(copy, OFF_TIMESTAMP_END, w.max_ts.max(begin));
-        put(copy, OFF_CONTENT_SIZE, len as u64 * 8);
-        put(copy, OFF_PACKET_SIZE, len as u64 * 8);
-        put(copy, OFF_EVENTS_DISCARDED, discarded);
+        // Closed as the producer's finalize would close it.
+        PacketEnd {
+            timestamp_end: w.max_ts.max(begin),
+            len: len as u64,
+            events_discarded: discarded,
+        }
+        .write_to(copy);
         Some((len, w.events))
     }
 
