@@ -486,21 +486,7 @@ fn install_script_and_pkg_config() {
         return;
     }
     let prefix = common::temp_dir("c-prefix");
-    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh");
-    let o = std::process::Command::new("sh")
-        .arg(&script)
-        .arg("--prefix")
-        .arg(&prefix)
-        .arg("--lib-dir")
-        .arg(support::lib_dir())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
+    support::install(&prefix);
     for f in [
         "include/hushtrace.h",
         "lib/libhushtrace.so",

@@ -45,23 +45,6 @@ fn objdump(args: &[&str], file: &Path) -> String {
     String::from_utf8(o.stdout).unwrap()
 }
 
-fn install(prefix: &Path) {
-    let o = Command::new("sh")
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"))
-        .arg("--prefix")
-        .arg(prefix)
-        .arg("--lib-dir")
-        .arg(support::lib_dir())
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
-    );
-}
-
 #[test]
 fn readme_c_quick_start_runs_from_a_private_prefix() {
     if !have("pkg-config", "--version") || !have("objdump", "--version") {
@@ -69,7 +52,7 @@ fn readme_c_quick_start_runs_from_a_private_prefix() {
     }
     let tmp = tempfile::tempdir().unwrap();
     let prefix = tmp.path().join("prefix");
-    install(&prefix);
+    support::install(&prefix);
 
     // Versioned names and the SONAME programs record.
     let lib = prefix.join("lib");

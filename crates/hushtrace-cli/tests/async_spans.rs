@@ -4,48 +4,14 @@
 //! virtualenv of `ci/perfetto-venv.sh`), and draw as nested flame graph frames; Chrome JSON
 //! timestamps keep nanoseconds when read as doubles.
 
+mod common;
+
+use common::{convert, hushtrace, stderr};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::{FieldType, Kind};
 use serde_json::{json, Value as J};
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The Python of the virtualenv with Perfetto's generated modules.
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("HUSHTRACE_PERFETTO_PYTHON") {
-        return p.into();
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let o = Command::new("bash")
-        .arg(root.join("ci/perfetto-venv.sh"))
-        .output()
-        .unwrap();
-    assert!(o.status.success(), "ci/perfetto-venv.sh: {}", stderr(&o));
-    let out = String::from_utf8(o.stdout).unwrap();
-    PathBuf::from(out.lines().last().unwrap().trim())
-}
-
-fn convert(dir: &Path, to: &str, out: &Path) {
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        to,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{to}: {}", stderr(&o));
-}
+use std::path::Path;
+use std::process::Command;
 
 /// An async class pair (begin with `id`, `parent`; end with `id`).
 fn async_class(t: &mut SynthTrace, name: &str) -> (u16, u16) {
@@ -141,7 +107,7 @@ fn perfetto_lays_async_slices_on_named_lanes() {
     let pf = dir.path().join("t.perfetto-trace");
     convert(&trace, "perfetto", &pf);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_async_check.py");
-    let o = Command::new(python())
+    let o = Command::new(hushtrace_testsupport::perfetto_python())
         .arg(script)
         .arg(&pf)
         .arg("--slices")

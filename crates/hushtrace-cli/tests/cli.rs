@@ -1,22 +1,14 @@
 //! The `hushtrace` binary on synthetic traces: convert, report, flamegraph, usage errors.
 
+mod common;
+
+use common::{convert, hushtrace, stderr};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
 use serde_json::Value as J;
 use std::collections::HashMap;
 use std::path::Path;
-use std::process::{Command, Output};
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hushtrace"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
+use std::process::Command;
 
 /// Two processes (parent 100 with two threads, "forked" child 200), spans with fields, nested
 /// spans with exact durations, instants and a counter.
@@ -57,15 +49,7 @@ fn write_workload(dir: &Path, n: u64) {
 }
 
 fn convert_to_json(dir: &Path, out: &Path) -> J {
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "chrome",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", stderr(&o));
+    convert(dir, "chrome", out);
     let bytes = std::fs::read(out).unwrap();
     let bytes = if out.extension().is_some_and(|e| e == "gz") {
         gunzip(&bytes)

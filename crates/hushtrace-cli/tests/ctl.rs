@@ -3,35 +3,10 @@
 //! stopped and `ctl PID start` starts the session again with the same settings; `ctl list`
 //! says when no process is traced.
 
-use std::process::Command;
+mod common;
+
+use common::{hushtrace_status_env as hushtrace, temp};
 use std::time::{Duration, Instant};
-
-fn hushtrace(args: &[&str], env: &[(&str, &std::path::Path)]) -> (i32, String, String) {
-    let mut cmd = Command::new(env!("CARGO_BIN_EXE_hushtrace"));
-    cmd.args(args);
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let out = cmd.output().expect("run hushtrace");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn temp(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hushtrace-cli-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 /// Waits (at most 30 s) until `f` holds.
 fn wait_for(what: &str, mut f: impl FnMut() -> bool) {

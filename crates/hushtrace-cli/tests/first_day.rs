@@ -4,21 +4,14 @@
 //! the processes, a `bool` counter prints as a bool and names sort naturally. Every check runs
 //! the built binary.
 
+mod common;
+
+use common::{example, hushtrace, text, BIN};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
 use std::path::Path;
-use std::process::{Command, Output};
+use std::process::Command;
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
 
 /// The subcommands `hushtrace --help` lists.
 fn help_commands() -> Vec<String> {
@@ -322,37 +315,6 @@ fn bool_counters_print_as_bools_and_names_sort_naturally() {
         ["main.rs:7", "main.rs:9", "main.rs:10", "main.rs:100"],
         "{out}"
     );
-}
-
-/// An example of the `hushtrace` package, built beside the `hushtrace` binary (same profile and
-/// target directory).
-fn example(name: &str) -> std::path::PathBuf {
-    let dir = Path::new(BIN).parent().unwrap();
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other,
-        None => panic!("unexpected binary location {}", dir.display()),
-    };
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "-p", "hushtrace", "--example", name])
-        .args(["--profile", profile]);
-    let parent = dir.parent().unwrap();
-    if parent.join("CACHEDIR.TAG").exists() {
-        cmd.arg("--target-dir").arg(parent);
-    } else {
-        cmd.arg("--target").arg(parent.file_name().unwrap());
-        cmd.arg("--target-dir").arg(parent.parent().unwrap());
-    }
-    let out = cmd.output().unwrap();
-    let p = dir.join("examples").join(name);
-    assert!(
-        out.status.success() && p.exists(),
-        "could not build {}: {}",
-        p.display(),
-        text(&out.stderr)
-    );
-    p
 }
 
 /// Issue 20.7: the flight recorder section's commands with its example, `control_app`: it

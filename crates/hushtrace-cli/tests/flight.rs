@@ -1,32 +1,9 @@
 //! `hushtrace ctl` and `hushtrace recover` against real traced processes (issue 10).
 
-use std::process::Command;
+mod common;
+
+use common::{hushtrace_status as hushtrace, temp};
 use std::time::Duration;
-
-fn hushtrace(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_hushtrace"))
-        .args(args)
-        .output()
-        .expect("run hushtrace");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
-}
-
-fn temp(tag: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hushtrace-cli-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
-}
 
 #[test]
 fn ctl_controls_a_running_program() {

@@ -2,6 +2,9 @@
 //! sparse files, FIFOs and symbolic links in a trace directory, lost packets, crashed and
 //! killed processes, private outputs, flags the runtime would refuse.
 
+mod common;
+
+use common::{text, BIN};
 use hushtrace_ctf::layout::{OFF_CONTENT_SIZE, OFF_PACKET_SIZE, PACKET_HEADER_LEN};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::{FieldType, Kind};
@@ -9,9 +12,7 @@ use serde_json::Value as J;
 use std::io::Read;
 use std::path::Path;
 use std::process::{Command, Output, Stdio};
-use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
+use std::time::Duration;
 
 fn hushtrace(args: &[&str]) -> Output {
     run_bounded(Command::new(BIN).args(args))
@@ -35,27 +36,15 @@ fn run_bounded(cmd: &mut Command) -> Output {
     };
     let out = drain(Box::new(child.stdout.take().unwrap()));
     let err = drain(Box::new(child.stderr.take().unwrap()));
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(st) = child.try_wait().unwrap() {
-            break st;
-        }
-        if Instant::now() > deadline {
-            child.kill().unwrap();
-            child.wait().unwrap();
-            panic!("{cmd:?} still running after 60 s: blocked");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = hushtrace_testsupport::wait_or_kill(&mut child, Duration::from_secs(60))
+    else {
+        panic!("{cmd:?} still running after 60 s: blocked");
     };
     Output {
         status,
         stdout: out.join().unwrap(),
         stderr: err.join().unwrap(),
     }
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
 }
 
 /// One process `pid` with one thread of `n` spans (a flame graph needs them).

@@ -6,13 +6,15 @@
 //! nextest, one process per test) they never run at the same time. Skipped, with the reason
 //! printed, where tracefs cannot be used (not root, no tracefs).
 
+mod common;
+
+use common::{convert_with, hushtrace, testbin};
 use hushtrace_cli::kernel_report;
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
 use hushtrace_kernel::KernelTrace;
 use std::collections::HashMap;
-use std::os::unix::io::AsRawFd;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
@@ -23,62 +25,13 @@ fn tracefs_lock(test: &str) -> Option<std::fs::File> {
         println!("SKIPPED {test}: {e}");
         return None;
     }
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(std::env::temp_dir().join("hushtrace-kernel-tests.lock"))
-        .unwrap();
-    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
-    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
-    Some(f)
+    Some(hushtrace_testsupport::cross_process_lock(
+        "hushtrace-kernel-tests",
+    ))
 }
 
 fn tracefs_usable() -> bool {
     hushtrace_kernel::tracefs::find_or_mount().is_ok()
-}
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hushtrace"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// A binary of the unpublished `hushtrace-testbins` crate, built beside `hushtrace`.
-fn testbin(name: &str) -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_hushtrace")).parent().unwrap();
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other,
-        None => panic!("unexpected binary location {}", dir.display()),
-    };
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "hushtrace-testbins",
-            "--bin",
-            name,
-        ])
-        .args(["--profile", profile]);
-    let parent = dir.parent().unwrap();
-    if parent.join("CACHEDIR.TAG").exists() {
-        cmd.arg("--target-dir").arg(parent);
-    } else {
-        cmd.arg("--target").arg(parent.file_name().unwrap());
-        cmd.arg("--target-dir").arg(parent.parent().unwrap());
-    }
-    let out = cmd.output().unwrap();
-    let p = dir.join(name);
-    assert!(
-        out.status.success() && p.exists(),
-        "could not build {}: {}",
-        p.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    p
 }
 
 /// `key=value` lines of a program's output.
@@ -116,27 +69,6 @@ fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     assert!(stderr.contains("hushtrace: kernel: "), "{stderr}");
     assert!(!stderr.contains("LOST"), "{stderr}");
     Some(out)
-}
-
-/// The python of `ci/perfetto-venv.sh` (Perfetto's generated protobuf modules).
-fn perfetto_python() -> PathBuf {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let out = Command::new("bash")
-        .arg(root.join("ci/perfetto-venv.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "ci/perfetto-venv.sh failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    PathBuf::from(
-        String::from_utf8_lossy(&out.stdout)
-            .lines()
-            .last()
-            .unwrap()
-            .trim(),
-    )
 }
 
 fn no_instance_of(pid: u32) -> bool {
@@ -280,17 +212,8 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         .filter(|e| e.name() == "sched_switch")
         .count();
     let pf = tmp.path().join("t.perfetto-trace");
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "perfetto",
-        "-o",
-        pf.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
-    let py = perfetto_python();
+    convert_with(&dir, "perfetto", &pf, &["-q"]);
+    let py = hushtrace_testsupport::perfetto_python();
     let check = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/kernel_perfetto_check.py");
     let o = Command::new(&py)
         .arg(&check)
@@ -302,16 +225,7 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     // convert --to chrome: CPU 0 shows the hog and the cycle thread running.
     let cj = tmp.path().join("t.json");
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "chrome",
-        "-o",
-        cj.to_str().unwrap(),
-        "-q",
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    convert_with(&dir, "chrome", &cj, &["-q"]);
     let j: serde_json::Value = serde_json::from_slice(&std::fs::read(&cj).unwrap()).unwrap();
     let kpid = hushtrace_cli::kernel_convert::CHROME_KERNEL_PID;
     let on_cpu0: Vec<&str> = j["traceEvents"]

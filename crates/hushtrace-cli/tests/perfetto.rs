@@ -6,52 +6,14 @@
 //!
 //! `HUSHTRACE_PERFETTO_PYTHON` names another Python that has the `perfetto` package.
 
+mod common;
+
+use common::{convert, hushtrace, stderr};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_ctf::FieldType;
 use serde_json::Value as J;
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn stderr(o: &Output) -> String {
-    String::from_utf8_lossy(&o.stderr).into_owned()
-}
-
-/// The Python of the virtualenv with Perfetto's generated modules.
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("HUSHTRACE_PERFETTO_PYTHON") {
-        return p.into();
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let o = Command::new("bash")
-        .arg(root.join("ci/perfetto-venv.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "ci/perfetto-venv.sh failed: {}",
-        stderr(&o)
-    );
-    let out = String::from_utf8(o.stdout).unwrap();
-    PathBuf::from(out.lines().last().unwrap().trim())
-}
-
-fn convert(dir: &Path, to: &str, out: &Path) {
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        to,
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{to}: {}", stderr(&o));
-}
+use std::path::Path;
+use std::process::Command;
 
 /// Converts `dir` both ways and runs the Perfetto-side check; returns its summary and the two
 /// file sizes (perfetto, chrome).
@@ -61,7 +23,7 @@ fn check(dir: &Path, out: &Path) -> (J, u64, u64) {
     convert(dir, "perfetto", &pf);
     convert(dir, "chrome", &json);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/perfetto_check.py");
-    let o = Command::new(python())
+    let o = Command::new(hushtrace_testsupport::perfetto_python())
         .arg(script)
         .arg(&pf)
         .arg(&json)

@@ -19,10 +19,7 @@ import json
 import sys
 from collections import defaultdict
 
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
-SEQ_INCREMENTAL_STATE_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-REALTIME = pb.BUILTIN_CLOCK_REALTIME
+from perfetto_sequence import Sequence, pb, read_trace
 
 
 def fail(msg):
@@ -30,22 +27,10 @@ def fail(msg):
     sys.exit(1)
 
 
-class Sequence:
-    def __init__(self):
-        self.names = {}
-        self.cats = {}
-        self.fields = {}
-        self.default_clock = None
-        self.default_track = None
-        self.clocks = {}
-
-
 def main():
     path = sys.argv[1]
     want_slices = "--slices" in sys.argv[2:]
-    trace = pb.Trace()
-    with open(path, "rb") as f:
-        trace.ParseFromString(f.read())
+    trace = read_trace(path)
     tracks = {}
     seqs = defaultdict(Sequence)
     stacks = defaultdict(list)  # track uuid -> open slices
@@ -54,28 +39,10 @@ def main():
     lanes = defaultdict(list)  # pid -> async track names
     for p in trace.packet:
         seq = seqs[p.trusted_packet_sequence_id]
-        if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED:
-            seq.__init__()
-        if p.HasField("trace_packet_defaults"):
-            d = p.trace_packet_defaults
-            seq.default_clock = d.timestamp_clock_id if d.HasField("timestamp_clock_id") else None
-            seq.default_track = (
-                d.track_event_defaults.track_uuid if d.HasField("track_event_defaults") else None
-            )
-        if p.HasField("interned_data"):
-            i = p.interned_data
-            for e in i.event_names:
-                seq.names[e.iid] = e.name
-            for e in i.event_categories:
-                seq.cats[e.iid] = e.name
-            for e in i.debug_annotation_names:
-                seq.fields[e.iid] = e.name
+        seq.update(p)
         data = p.WhichOneof("data")
         if data == "clock_snapshot":
-            real = [c.timestamp for c in p.clock_snapshot.clocks if c.clock_id == REALTIME]
-            for c in p.clock_snapshot.clocks:
-                if c.clock_id >= 64:
-                    seq.clocks[c.clock_id] = [c.timestamp, real[0] - c.timestamp]
+            seq.clock_snapshot(p.clock_snapshot, fail)
             continue
         if data == "track_descriptor":
             t = p.track_descriptor
@@ -95,17 +62,9 @@ def main():
             continue
         if data != "track_event":
             continue
-        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.default_clock
-        if clock == REALTIME:
-            ts = p.timestamp
-        elif clock in seq.clocks:
-            c = seq.clocks[clock]
-            c[0] += p.timestamp
-            ts = c[0] + c[1]
-        else:
-            fail("event timestamp in unknown clock %r" % clock)
+        ts = seq.timestamp(p, fail)
         ev = p.track_event
-        uuid = ev.track_uuid if ev.HasField("track_uuid") else seq.default_track
+        uuid = seq.track_uuid(ev)
         track = tracks[uuid]
         if track.HasField("thread") or track.HasField("counter"):
             continue

@@ -19,11 +19,7 @@ import sys
 from collections import defaultdict
 from decimal import Decimal
 
-from perfetto.protos.perfetto.trace import perfetto_trace_pb2 as pb
-
-SEQ_INCREMENTAL_STATE_CLEARED = pb.TracePacket.SEQ_INCREMENTAL_STATE_CLEARED
-SEQ_NEEDS_INCREMENTAL_STATE = pb.TracePacket.SEQ_NEEDS_INCREMENTAL_STATE
-REALTIME = pb.BUILTIN_CLOCK_REALTIME
+from perfetto_sequence import REALTIME, SEQ_NEEDS_INCREMENTAL_STATE, Sequence, pb, read_trace
 
 
 def fail(msg):
@@ -44,23 +40,22 @@ def annotation_value(a, seq):
     return v
 
 
-class Sequence:
-    def __init__(self):
-        self.valid = False
-        self.names = {}
-        self.cats = {}
-        self.fields = {}
-        self.values = {}
-        self.default_clock = None
-        self.default_track = None
-        # Incremental clock id -> [current value, realtime at value 0 reference].
-        self.clocks = {}
+def model(processes, threads, slices, stacks, instants, counters):
+    """The model both traces are reduced to; slices still open (in `stacks`) end at None."""
+    for key, st in stacks.items():
+        for s in st:
+            slices[key].append(tuple(s[:4]) + (tuple(sorted(s[4].items())),))
+    return dict(
+        processes=processes,
+        threads=threads,
+        slices=dict(slices),
+        instants=dict(instants),
+        counters=dict(counters),
+    )
 
 
 def read_perfetto(path):
-    trace = pb.Trace()
-    with open(path, "rb") as f:
-        trace.ParseFromString(f.read())
+    trace = read_trace(path)
     tracks = {}
     seqs = defaultdict(Sequence)
     primary = None
@@ -72,36 +67,12 @@ def read_perfetto(path):
     last_ts = {}
     for p in trace.packet:
         seq = seqs[p.trusted_packet_sequence_id]
-        if p.sequence_flags & SEQ_INCREMENTAL_STATE_CLEARED:
-            seq.__init__()
-            seq.valid = True
-        if p.HasField("trace_packet_defaults"):
-            d = p.trace_packet_defaults
-            seq.default_clock = d.timestamp_clock_id if d.HasField("timestamp_clock_id") else None
-            seq.default_track = (
-                d.track_event_defaults.track_uuid if d.HasField("track_event_defaults") else None
-            )
-        if p.HasField("interned_data"):
-            i = p.interned_data
-            for e in i.event_names:
-                seq.names[e.iid] = e.name
-            for e in i.event_categories:
-                seq.cats[e.iid] = e.name
-            for e in i.debug_annotation_names:
-                seq.fields[e.iid] = e.name
-            for e in i.debug_annotation_string_values:
-                seq.values[e.iid] = e.str
+        seq.update(p)
         data = p.WhichOneof("data")
         if data == "clock_snapshot":
-            cs = p.clock_snapshot
-            if cs.HasField("primary_trace_clock"):
-                primary = cs.primary_trace_clock
-            real = [c.timestamp for c in cs.clocks if c.clock_id == REALTIME]
-            for c in cs.clocks:
-                if c.clock_id >= 64:
-                    if not c.is_incremental or not real:
-                        fail("sequence clock %d not incremental or not tied to REALTIME" % c.clock_id)
-                    seq.clocks[c.clock_id] = [c.timestamp, real[0] - c.timestamp]
+            named = seq.clock_snapshot(p.clock_snapshot, fail)
+            if named is not None:
+                primary = named
             continue
         if data == "track_descriptor":
             t = p.track_descriptor
@@ -122,17 +93,8 @@ def read_perfetto(path):
             fail("track event before its sequence's incremental state was cleared")
         if p.HasField("interned_data") and not (p.sequence_flags & SEQ_NEEDS_INCREMENTAL_STATE):
             fail("interned data without SEQ_NEEDS_INCREMENTAL_STATE")
-        clock = p.timestamp_clock_id if p.HasField("timestamp_clock_id") else seq.default_clock
-        if clock == REALTIME:
-            ts = p.timestamp
-        elif clock in seq.clocks:
-            c = seq.clocks[clock]
-            c[0] += p.timestamp
-            ts = c[0] + c[1]
-        else:
-            fail("event timestamp in unknown clock %r" % clock)
-        track_uuid = ev.track_uuid if ev.HasField("track_uuid") else seq.default_track
-        track = tracks[track_uuid]
+        ts = seq.timestamp(p, fail)
+        track = tracks[seq.track_uuid(ev)]
         if ev.type == pb.TrackEvent.TYPE_COUNTER:
             parent = tracks[track.parent_uuid]
             if not track.HasField("counter"):
@@ -165,16 +127,7 @@ def read_perfetto(path):
             fail("unexpected track event type %d" % ev.type)
     if primary != REALTIME:
         fail("the trace clock is not REALTIME: %r" % primary)
-    for key, st in stacks.items():
-        for s in st:
-            slices[key].append(tuple(s[:4]) + (tuple(sorted(s[4].items())),))
-    return dict(
-        processes=processes,
-        threads=threads,
-        slices=dict(slices),
-        instants=dict(instants),
-        counters=dict(counters),
-    )
+    return model(processes, threads, slices, stacks, instants, counters)
 
 
 def read_chrome(path):
@@ -217,17 +170,8 @@ def read_chrome(path):
                 counters[(e["pid"], e["name"])].append((ts, norm(v)))
         else:
             fail("unexpected ph %r in the JSON" % ph)
-    for key, st in stacks.items():
-        for s in st:
-            slices[key].append(tuple(s[:4]) + (tuple(sorted(s[4].items())),))
     # Processes named only by their threads' metadata (no process_name event) have "" names.
-    return dict(
-        processes=processes,
-        threads=threads,
-        slices=dict(slices),
-        instants=dict(instants),
-        counters=dict(counters),
-    )
+    return model(processes, threads, slices, stacks, instants, counters)
 
 
 def main():

@@ -5,57 +5,12 @@
 //! relay's copy as on the local trace, and a `--relay-only` session's local directory says
 //! where its events are.
 
+mod common;
+
+use common::{hushtrace, testbin, text, BIN};
 use serde_json::Value as J;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(BIN).args(args).output().unwrap()
-}
-
-fn text(b: &[u8]) -> String {
-    String::from_utf8_lossy(b).into_owned()
-}
-
-/// A binary of the unpublished `hushtrace-testbins` crate, built beside the `hushtrace` binary
-/// (same profile and target directory), as `tests/runtime.rs` does.
-fn testbin(name: &str) -> PathBuf {
-    let dir = Path::new(BIN).parent().unwrap();
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other,
-        None => panic!("unexpected binary location {}", dir.display()),
-    };
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args([
-            "build",
-            "--quiet",
-            "-p",
-            "hushtrace-testbins",
-            "--bin",
-            name,
-        ])
-        .args(["--profile", profile]);
-    let parent = dir.parent().unwrap();
-    if parent.join("CACHEDIR.TAG").exists() {
-        cmd.arg("--target-dir").arg(parent);
-    } else {
-        cmd.arg("--target").arg(parent.file_name().unwrap());
-        cmd.arg("--target-dir").arg(parent.parent().unwrap());
-    }
-    let out = cmd.output().unwrap();
-    let p = dir.join(name);
-    assert!(
-        out.status.success() && p.exists(),
-        "could not build {}: {}",
-        p.display(),
-        text(&out.stderr)
-    );
-    p
-}
+use std::process::Command;
 
 /// Everything the commands count, for one trace directory.
 #[derive(Debug, PartialEq)]

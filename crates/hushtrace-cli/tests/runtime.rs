@@ -2,63 +2,16 @@
 //! `hushtrace::start_from_env()` (`traced_app` of `crates/hushtrace-testbins`, forking a child),
 //! then convert and report; and `hushtrace demo`.
 
+mod common;
+
+use common::{convert, hushtrace, testbin};
 use serde_json::Value as J;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
-
-fn hushtrace(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_hushtrace"))
-        .args(args)
-        .output()
-        .unwrap()
-}
-
-/// `traced_app` of the unpublished `hushtrace-testbins` crate, built here beside the
-/// `hushtrace` binary (same profile and target directory): cargo builds only this package's
-/// targets for its tests, and an up-to-date build is a no-op.
-fn traced_app() -> PathBuf {
-    let dir = Path::new(env!("CARGO_BIN_EXE_hushtrace")).parent().unwrap();
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other, // "release" or a custom profile's name
-        None => panic!("unexpected binary location {}", dir.display()),
-    };
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "-p", "hushtrace-testbins"])
-        .args(["--bin", "traced_app"])
-        .args(["--profile", profile]);
-    let parent = dir.parent().unwrap();
-    if parent.join("CACHEDIR.TAG").exists() {
-        cmd.arg("--target-dir").arg(parent);
-    } else {
-        // <target-dir>/<triple>/<profile-dir>: a --target build.
-        cmd.arg("--target").arg(parent.file_name().unwrap());
-        cmd.arg("--target-dir").arg(parent.parent().unwrap());
-    }
-    let out = cmd.output().unwrap();
-    let p = dir.join("traced_app");
-    assert!(
-        out.status.success() && p.exists(),
-        "could not build {}: {}",
-        p.display(),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    p
-}
 
 fn chrome(dir: &Path) -> Vec<J> {
     let out = dir.join("trace.json");
-    let o = hushtrace(&[
-        "convert",
-        dir.to_str().unwrap(),
-        "--to",
-        "chrome",
-        "-o",
-        out.to_str().unwrap(),
-    ]);
-    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    convert(dir, "chrome", &out);
     let j: J = serde_json::from_slice(&std::fs::read(out).unwrap()).unwrap();
     j["traceEvents"].as_array().unwrap().clone()
 }
@@ -110,7 +63,7 @@ fn check_pairs(events: &[J]) -> (Counts, Pids) {
 fn record_convert_report_with_the_runtime() {
     let dir = tempfile::tempdir().unwrap();
     let session = dir.path().join("s");
-    let app = traced_app();
+    let app = testbin("traced_app");
     let o = hushtrace(&[
         "record",
         "-o",
@@ -231,7 +184,7 @@ fn babeltrace_by_vpid(path: &Path) -> std::collections::BTreeMap<u64, u64> {
 fn record_streams_to_a_relay() {
     let relay = hushtrace_testsupport::Relayd::start();
     let dir = tempfile::tempdir().unwrap();
-    let app = traced_app();
+    let app = testbin("traced_app");
     let url = relay.url();
     let run = |name: &str, only: bool| -> PathBuf {
         let session = dir.path().join(name);

@@ -132,6 +132,15 @@ mod tests {
         p
     }
 
+    /// Renumbering by `extra` after events of packet `seq` were shipped up to `off`, the last
+    /// of them at `last_ts`.
+    fn shipped(extra: u64, seq: u64, off: usize, last_ts: u64) -> Renumber {
+        Renumber {
+            extra,
+            shipped: Some(Shipped { seq, off, last_ts }),
+        }
+    }
+
     fn join(p: &[u8], r: &Rest) -> Vec<u8> {
         let mut v = r.header.to_vec();
         v.extend_from_slice(&p[r.body.clone()]);
@@ -169,14 +178,7 @@ mod tests {
     #[test]
     fn shipped_start_is_cut_and_the_clock_moves_to_the_last_shipped_event() {
         let p = packet(9, 100, 200, b"abcdef");
-        let r = Renumber {
-            extra: 1,
-            shipped: Some(Shipped {
-                seq: 9,
-                off: PACKET_HEADER_LEN + 4,
-                last_ts: 150,
-            }),
-        };
+        let r = shipped(1, 9, PACKET_HEADER_LEN + 4, 150);
         let rest = rest_of_packet(&p, &r);
         assert!(rest.cut);
         let out = join(&p, &rest);
@@ -196,14 +198,7 @@ mod tests {
     #[test]
     fn end_time_is_never_before_the_new_begin() {
         let p = packet(2, 100, 120, b"xyz");
-        let r = Renumber {
-            extra: 0,
-            shipped: Some(Shipped {
-                seq: 2,
-                off: PACKET_HEADER_LEN + 3,
-                last_ts: 130,
-            }),
-        };
+        let r = shipped(0, 2, PACKET_HEADER_LEN + 3, 130);
         let h = PacketHeader::decode(&rest_of_packet(&p, &r).header).unwrap();
         assert_eq!((h.timestamp_begin, h.timestamp_end), (130, 130));
     }
@@ -211,14 +206,7 @@ mod tests {
     #[test]
     fn shipped_for_another_packet_only_renumbers() {
         let p = packet(3, 100, 200, b"abc");
-        let r = Renumber {
-            extra: 2,
-            shipped: Some(Shipped {
-                seq: 4,
-                off: PACKET_HEADER_LEN + 1,
-                last_ts: 150,
-            }),
-        };
+        let r = shipped(2, 4, PACKET_HEADER_LEN + 1, 150);
         assert!(!r.unchanged(3));
         let rest = rest_of_packet(&p, &r);
         assert!(!rest.cut);
@@ -230,19 +218,7 @@ mod tests {
     #[test]
     fn offsets_out_of_the_packet_are_clamped() {
         let p = packet(1, 100, 200, b"abcd");
-        let at = |off| {
-            rest_of_packet(
-                &p,
-                &Renumber {
-                    extra: 0,
-                    shipped: Some(Shipped {
-                        seq: 1,
-                        off,
-                        last_ts: 110,
-                    }),
-                },
-            )
-        };
+        let at = |off| rest_of_packet(&p, &shipped(0, 1, off, 110));
         // Inside the header: every event is kept.
         assert_eq!(at(3).body, PACKET_HEADER_LEN..p.len());
         // Exactly at the end, and past it: an empty rest (a header-only packet).

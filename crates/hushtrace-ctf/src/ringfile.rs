@@ -438,6 +438,14 @@ const MAX_POINTER_BYTES: u64 = 4096;
 /// The most bytes of a types mirror read: a record per possible event id.
 const MAX_TYPES_BYTES: u64 = (u16::MAX as u64 + 1) * hushtrace_core::mirror::RECORD_LEN as u64;
 
+/// Reads the ring directory pointer file at `path` through the safe-open layer: only a regular
+/// file, never through a symbolic link, never blocking, at most 4096 bytes read.
+/// `Ok(None)` when it is larger than that; an error names the path and what it is otherwise
+/// (a missing file is an [`ErrorKind::Io`](crate::reader::ErrorKind::Io) of kind `NotFound`).
+pub fn read_pointer_file(path: &Path) -> Result<Option<Vec<u8>>, crate::reader::Error> {
+    file::read_regular(path, MAX_POINTER_BYTES)
+}
+
 /// The ring directory of the trace directory `td`: the directory its pointer file names
 /// ([`RINGS_FILE`], or [`LEGACY_RINGS_FILE`] of older versions), a legacy `rings`
 /// subdirectory, or `None` (no rings). Every entry is opened through the safe-open layer: a

@@ -5,7 +5,6 @@
 //! global); skipped, with the reason printed, where tracefs cannot be used.
 
 use hushtrace_kernel::{Capture, KernelTrace, Options};
-use std::os::unix::io::AsRawFd;
 use std::process::Command;
 
 fn lock(test: &str) -> Option<std::fs::File> {
@@ -13,14 +12,9 @@ fn lock(test: &str) -> Option<std::fs::File> {
         println!("SKIPPED {test}: {e}");
         return None;
     }
-    let f = std::fs::OpenOptions::new()
-        .create(true)
-        .append(true)
-        .open(std::env::temp_dir().join("hushtrace-kernel-tests.lock"))
-        .unwrap();
-    // SAFETY: flock on an open descriptor; blocks until the lock is ours.
-    assert_eq!(unsafe { libc::flock(f.as_raw_fd(), libc::LOCK_EX) }, 0);
-    Some(f)
+    Some(hushtrace_testsupport::cross_process_lock(
+        "hushtrace-kernel-tests",
+    ))
 }
 
 fn instance_exists() -> bool {

@@ -6,7 +6,6 @@ mod common;
 
 use common::*;
 use hushtrace_relay::{split_packets, Error, RelayClient, SessionOptions};
-use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
@@ -78,16 +77,7 @@ fn live_viewer_sees_events_before_the_session_closes() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("babeltrace2");
-    let (tx, rx) = mpsc::channel();
-    let stdout = viewer.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines() {
-            let Ok(line) = line else { break };
-            if tx.send(line).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = hushtrace_testsupport::stdout_lines(&mut viewer);
     std::thread::sleep(Duration::from_millis(500)); // let the viewer attach
 
     send_all(&mut client, &parent_ids, parent);
@@ -134,18 +124,7 @@ fn live_viewer_sees_events_before_the_session_closes() {
     );
     let counts_before_close = count_events(&seen);
     client.close().expect("close");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let status = loop {
-        if let Some(s) = viewer.try_wait().unwrap() {
-            break Some(s);
-        }
-        if Instant::now() > deadline {
-            let _ = viewer.kill();
-            let _ = viewer.wait();
-            break None;
-        }
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let status = hushtrace_testsupport::wait_or_kill(&mut viewer, Duration::from_secs(20));
     assert_eq!(
         n,
         want,

@@ -1,8 +1,17 @@
 //! Helpers shared by hushtrace's integration tests: a real `lttng-relayd` (LTTng 2.13) on free
-//! loopback ports with a private output directory, killed and reaped on drop.
+//! loopback ports with a private output directory, killed and reaped on drop; building the
+//! workspace's test programs beside a test ([`cargo_build`]); reading a child's output line by
+//! line ([`stdout_lines`], [`wait_line`]); counting babeltrace2's events per thread; the Python
+//! with Perfetto's modules ([`perfetto_python`]).
 //!
-//! One copy for the runtime's, the relay client's and the CLI's tests, so that how the daemon
-//! is started, waited for and diagnosed cannot drift between them.
+//! One copy for the runtime's, the relay client's, the C API's and the CLI's tests, so that how
+//! these are done and diagnosed cannot drift between them.
+
+mod build;
+mod lines;
+
+pub use build::{cargo_build, test_profile_dir, Artifact};
+pub use lines::{count_per_thread, stdout_lines, wait_line, wait_or_kill};
 
 use std::net::{TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
@@ -16,6 +25,35 @@ pub fn free_port() -> u16 {
         .and_then(|l| l.local_addr())
         .expect("no free loopback port")
         .port()
+}
+
+/// A path under the system temporary directory that nothing is at:
+/// `PREFIX-TAG-PID-NANOSECONDS` (whatever was there is removed). Unique per process and call.
+pub fn fresh_temp_path(prefix: &str, tag: &str) -> PathBuf {
+    let d = std::env::temp_dir().join(format!(
+        "{prefix}-{tag}-{}-{}",
+        std::process::id(),
+        std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_nanos()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// An exclusive lock shared by test processes (nextest runs every test in a process of its
+/// own): `flock` on `<temp dir>/NAME.lock`, waited for, held until the returned file is dropped.
+pub fn cross_process_lock(name: &str) -> std::fs::File {
+    let path = std::env::temp_dir().join(format!("{name}.lock"));
+    let f = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(&path)
+        .unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+    f.lock()
+        .unwrap_or_else(|e| panic!("lock {}: {e}", path.display()));
+    f
 }
 
 /// The path of `prog` on `PATH`, if it is there.
@@ -195,4 +233,30 @@ pub fn babeltrace(path: &Path) -> String {
         out.status
     );
     String::from_utf8(out.stdout).expect("babeltrace2 prints UTF-8")
+}
+
+/// The Python of the virtualenv with Perfetto's generated modules: `HUSHTRACE_PERFETTO_PYTHON`
+/// when set, else what `ci/perfetto-venv.sh` prints last (it creates the virtualenv on first
+/// use). Panics with the script's stderr when it fails.
+pub fn perfetto_python() -> PathBuf {
+    if let Some(p) = std::env::var_os("HUSHTRACE_PERFETTO_PYTHON") {
+        return p.into();
+    }
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let o = Command::new("bash")
+        .arg(root.join("ci/perfetto-venv.sh"))
+        .output()
+        .expect("run bash ci/perfetto-venv.sh");
+    assert!(
+        o.status.success(),
+        "ci/perfetto-venv.sh failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    let out = String::from_utf8(o.stdout).expect("ci/perfetto-venv.sh prints UTF-8");
+    PathBuf::from(
+        out.lines()
+            .last()
+            .expect("ci/perfetto-venv.sh printed nothing")
+            .trim(),
+    )
 }

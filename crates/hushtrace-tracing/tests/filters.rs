@@ -16,10 +16,7 @@ static ONE_AT_A_TIME: std::sync::Mutex<()> = std::sync::Mutex::new(());
 fn filters_and_globs_apply() {
     let _one = ONE_AT_A_TIME.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::trace_dir("filters");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
+    let session = common::start_session(&dir);
     // A glob set before any tracing callsite exists.
     hushtrace::disable("muted:*");
     tracing_subscriber::registry()
@@ -76,10 +73,7 @@ fn without_session_nothing_is_recorded_and_nothing_breaks() {
     // ... and recorded nothing: no trace was written, and a session started afterwards finds
     // nothing left over from them.
     let dir = common::trace_dir("no-session");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
+    let session = common::start_session(&dir);
     let stats = session.stop().unwrap();
     assert_eq!(stats.events_written, 0);
     assert_eq!(stats.events_discarded, 0);

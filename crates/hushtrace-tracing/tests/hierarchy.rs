@@ -11,10 +11,9 @@ use hushtrace_ctf::reader::{Session, Value};
 use hushtrace_ctf::Kind;
 use serde_json::Value as Json;
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use tracing::instrument;
-use tracing_subscriber::prelude::*;
 
 const REQUESTS: u64 = 20_000;
 const CONCURRENT: u64 = 16;
@@ -34,25 +33,6 @@ async fn fetch(n: u64) -> u64 {
 async fn parse(n: u64) -> u64 {
     tokio::task::yield_now().await;
     n
-}
-
-/// The Python of the virtualenv with Perfetto's generated modules (`ci/perfetto-venv.sh`).
-fn python() -> PathBuf {
-    if let Some(p) = std::env::var_os("HUSHTRACE_PERFETTO_PYTHON") {
-        return p.into();
-    }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
-    let o = Command::new("bash")
-        .arg(root.join("ci/perfetto-venv.sh"))
-        .output()
-        .unwrap();
-    assert!(
-        o.status.success(),
-        "ci/perfetto-venv.sh: {}",
-        String::from_utf8_lossy(&o.stderr)
-    );
-    let out = String::from_utf8(o.stdout).unwrap();
-    PathBuf::from(out.lines().last().unwrap().trim())
 }
 
 /// (name, id, begin ns, duration ns) of every async span of the CTF, in the order they end.
@@ -89,14 +69,8 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
         .num_subbufs(8)
         .start()
         .unwrap();
-    tracing_subscriber::registry()
-        .with(hushtrace_tracing::layer())
-        .init();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    common::install_layer();
+    let rt = common::tokio_runtime();
     rt.block_on(async {
         for wave in 0..REQUESTS / CONCURRENT {
             let handles: Vec<_> = (0..CONCURRENT)
@@ -174,7 +148,7 @@ fn request_fetch_parse_nests_in_chrome_perfetto_and_the_flame_graph() {
     assert_eq!(summary.unmatched_ends, 0);
     let script = Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("../hushtrace-cli/tests/perfetto_async_check.py");
-    let o = Command::new(python())
+    let o = Command::new(hushtrace_testsupport::perfetto_python())
         .arg(script)
         .arg(&pf)
         .output()

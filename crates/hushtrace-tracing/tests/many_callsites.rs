@@ -14,7 +14,6 @@ use tracing_core::callsite::{Callsite, Identifier};
 use tracing_core::field::{FieldSet, Value};
 use tracing_core::metadata::Kind;
 use tracing_core::{Event, Interest, Level, Metadata};
-use tracing_subscriber::prelude::*;
 
 const CALLSITES: usize = 10_000;
 const EVENTS_EACH: u64 = 2;
@@ -89,13 +88,8 @@ fn callsites_beyond_the_registry_are_counted_as_discarded() {
 /// Returns (written, discarded).
 fn run(callsites: usize) -> (u64, u64) {
     let dir = common::trace_dir("many");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
-    tracing_subscriber::registry()
-        .with(hushtrace_tracing::layer())
-        .init();
+    let session = common::start_session(&dir);
+    common::install_layer();
     let mut metas = Vec::with_capacity(callsites);
     let mut t = Instant::now();
     for i in 0..callsites {

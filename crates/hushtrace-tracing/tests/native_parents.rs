@@ -13,15 +13,8 @@ use std::time::Duration;
 #[test]
 fn native_async_spans_record_current_or_explicit_parents() {
     let dir = common::trace_dir("native-parents");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let session = common::start_session(&dir);
+    let rt = common::tokio_runtime();
     // (name, id, parent the span reports)
     let ids = rt.block_on(async {
         let request = async_span!("native", "request", n = 1u64);

@@ -9,7 +9,6 @@ use serde_json::Value as Json;
 use std::collections::HashMap;
 use std::time::Duration;
 use tracing::{info, info_span, instrument};
-use tracing_subscriber::prelude::*;
 
 const TASKS: u64 = 16;
 /// (pid, category, name, id) of an async slice.
@@ -56,19 +55,10 @@ fn blocking(task: u64) {
 #[test]
 fn tokio_program_is_recorded_right() {
     let dir = common::trace_dir("runtime");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
-    tracing_subscriber::registry()
-        .with(hushtrace_tracing::layer())
-        .init();
+    let session = common::start_session(&dir);
+    common::install_layer();
 
-    let rt = tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
-        .enable_all()
-        .build()
-        .unwrap();
+    let rt = common::tokio_runtime();
     rt.block_on(async {
         let mut handles = Vec::new();
         for task in 0..TASKS {

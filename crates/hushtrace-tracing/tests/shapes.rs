@@ -9,7 +9,6 @@ mod common;
 use serde_json::{json, Value as Json};
 use tracing::field::Empty;
 use tracing::{info, info_span, Level, Value};
-use tracing_subscriber::prelude::*;
 
 fn one<T: Value>(v: T) {
     tracing::event!(name: "one", target: "shapes", Level::INFO, v);
@@ -40,13 +39,8 @@ fn args_of(events: &[Json], name: &str) -> Vec<Json> {
 #[test]
 fn every_shape_keeps_its_values_and_types() {
     let dir = common::trace_dir("shapes");
-    let session = hushtrace::Session::builder()
-        .output_dir(&dir)
-        .start()
-        .unwrap();
-    tracing_subscriber::registry()
-        .with(hushtrace_tracing::layer())
-        .init();
+    let session = common::start_session(&dir);
+    common::install_layer();
 
     info!(name: "msg", target: "shapes", "only a message");
     info!(name: "u", target: "shapes", u = 7u64);

@@ -294,23 +294,59 @@ pub(crate) fn clean_stale_in(root: &mut Dir) -> Stale {
 /// only when it is known not to (the trace directory or its pointer file is gone, or the file
 /// names another directory); any other doubt keeps the rings.
 fn points_to(trace: &Path, ring_dir: &Path) -> bool {
-    use std::io::Read;
-    use std::os::unix::fs::OpenOptionsExt;
-    let gone = |e: &std::io::Error| e.kind() == std::io::ErrorKind::NotFound;
-    let f = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NOFOLLOW | libc::O_NONBLOCK)
-        .open(trace.join(RINGS_FILE));
-    let mut f = match f {
-        Ok(f) => f,
-        Err(e) => return !gone(&e),
-    };
-    if !f.metadata().is_ok_and(|m| m.is_file() && m.len() <= 4096) {
-        return true;
+    use hushtrace_ctf::reader::ErrorKind;
+    match hushtrace_ctf::ringfile::read_pointer_file(&trace.join(RINGS_FILE)) {
+        Ok(Some(b)) => b.trim_ascii_end() == ring_dir.as_os_str().as_bytes(),
+        // Larger than a pointer file: not one the runtime wrote, but no proof either.
+        Ok(None) => true,
+        // Gone: the trace no longer wants the rings. Anything else (a link, a FIFO, no
+        // permission) is a doubt.
+        Err(e) => {
+            !matches!(&e.kind, ErrorKind::Io(io) if io.kind() == std::io::ErrorKind::NotFound)
+        }
     }
-    let mut b = Vec::new();
-    if f.read_to_end(&mut b).is_err() {
-        return true;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A fresh trace directory under the system temp dir.
+    fn trace_dir(tag: &str) -> PathBuf {
+        let d = hushtrace_testsupport::fresh_temp_path("hushtrace-ringdir", tag);
+        std::fs::create_dir_all(&d).unwrap();
+        d
     }
-    b.trim_ascii_end() == ring_dir.as_os_str().as_bytes()
+
+    #[test]
+    fn points_to_follows_the_pointer_file_and_keeps_rings_in_doubt() {
+        let ring = Path::new("/dev/shm/hushtrace-0/123");
+        // The trace directory, or its pointer file, is gone: the rings are not wanted.
+        assert!(!points_to(
+            Path::new("/nonexistent/hushtrace-ringdir"),
+            ring
+        ));
+        let t = trace_dir("pointer");
+        assert!(!points_to(&t, ring));
+        // The pointer names these rings (with the newline the runtime writes), or others.
+        std::fs::write(t.join(RINGS_FILE), b"/dev/shm/hushtrace-0/123\n").unwrap();
+        assert!(points_to(&t, ring));
+        std::fs::write(t.join(RINGS_FILE), b"/dev/shm/hushtrace-0/124\n").unwrap();
+        assert!(!points_to(&t, ring));
+        // Larger than a pointer file: in doubt.
+        std::fs::write(t.join(RINGS_FILE), vec![b'/'; 5000]).unwrap();
+        assert!(points_to(&t, ring));
+        // A symbolic link to a file naming the rings: not followed, in doubt.
+        std::fs::remove_file(t.join(RINGS_FILE)).unwrap();
+        std::fs::write(t.join("other"), b"/dev/shm/hushtrace-0/124\n").unwrap();
+        std::os::unix::fs::symlink(t.join("other"), t.join(RINGS_FILE)).unwrap();
+        assert!(points_to(&t, ring));
+        // A FIFO: never waited on, in doubt.
+        std::fs::remove_file(t.join(RINGS_FILE)).unwrap();
+        let fifo = std::ffi::CString::new(t.join(RINGS_FILE).as_os_str().as_bytes()).unwrap();
+        // SAFETY: mkfifo on a NUL-terminated path we own.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+        assert!(points_to(&t, ring));
+        std::fs::remove_dir_all(&t).unwrap();
+    }
 }

@@ -273,19 +273,7 @@ fn fork_child_is_controllable_and_recovers_on_its_own() {
     let session = flight_recorder(&dir);
     hushtrace::event!("fr", "parent", x = 1u8);
     // A flag in memory shared with the child: set once it has recorded everything.
-    // SAFETY: an anonymous shared page, leaked; an AtomicU64 over zeroed, aligned memory.
-    let done: &'static std::sync::atomic::AtomicU64 = unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        &*(p as *const std::sync::atomic::AtomicU64)
-    };
+    let done = common::shared_counter();
     // SAFETY: the child traces from a new thread and waits to be killed; it never returns.
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);

@@ -9,7 +9,8 @@
 mod common;
 
 use common::temp_dir;
-use std::io::{BufRead, BufReader, Read, Write};
+use hushtrace_testsupport::{stdout_lines, wait_line, wait_or_kill};
+use std::io::{Read, Write};
 use std::os::unix::net::UnixStream;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -80,22 +81,6 @@ fn role() {
         "\nresult emitted={} written={} discarded={}",
         WIDE_THREADS, stats.events_written, stats.events_discarded
     );
-}
-
-/// Waits for a line containing `prefix` on `rx` (at most `timeout`); returns what follows it.
-fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    let mut seen = String::new();
-    while Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
-            if let Some(i) = l.find(prefix) {
-                return l[i + prefix.len()..].trim().to_string();
-            }
-            seen.push_str(&l);
-            seen.push('\n');
-        }
-    }
-    panic!("no line {prefix:?} within {timeout:?}; output:\n{seen}");
 }
 
 /// `key=value` pairs of a result line.
@@ -241,15 +226,7 @@ fn a_large_status_never_read_and_idle_clients_do_not_block_exit() {
         }
     }
     let mut child = cmd.spawn().expect("run the traced program");
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stdout_lines(&mut child);
     wait_line(&rx, "ready", Duration::from_secs(120));
     let path = hushtrace::control::socket_path(child.id()).unwrap();
     let mut stuck = UnixStream::connect(&path).unwrap();
@@ -260,17 +237,8 @@ fn a_large_status_never_read_and_idle_clients_do_not_block_exit() {
     // Time for the server to take the request and fill the socket buffer with its answer.
     std::thread::sleep(Duration::from_millis(500));
     std::fs::write(&go, b"").unwrap();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("the program did not exit within 60 s: a client that never reads blocks it");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = wait_or_kill(&mut child, Duration::from_secs(60)) else {
+        panic!("the program did not exit within 60 s: a client that never reads blocks it");
     };
     let mut err = String::new();
     let _ = child.stderr.take().unwrap().read_to_string(&mut err);

@@ -7,7 +7,7 @@ mod common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 fn json_u64(line: &str, key: &str) -> u64 {
     let k = format!("\"{key}\":");
@@ -33,20 +33,12 @@ fn signal_during_thread_registration_neither_hangs_nor_loses_events() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("run test_signal_register");
-    let t0 = Instant::now();
-    let status = loop {
-        if let Some(st) = child.try_wait().expect("wait") {
-            break st;
-        }
-        if t0.elapsed() > Duration::from_secs(30) {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!(
-                "test_signal_register did not finish in 30 s ({rounds} rounds): deadlock of a \
-                 tracepoint in a signal handler during thread registration"
-            );
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(status) = hushtrace_testsupport::wait_or_kill(&mut child, Duration::from_secs(30))
+    else {
+        panic!(
+            "test_signal_register did not finish in 30 s ({rounds} rounds): deadlock of a \
+             tracepoint in a signal handler during thread registration"
+        );
     };
     let mut out = String::new();
     child

@@ -11,7 +11,7 @@
 
 mod common;
 
-use common::temp_dir;
+use common::{shared_counter, temp_dir};
 use hushtrace_ctf::reader::{Session as Reader, Value};
 use hushtrace_ctf::ringfile::recover_session;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -39,24 +39,6 @@ impl Rng {
         self.0 ^= self.0 >> 7;
         self.0 ^= self.0 << 17;
         self.0
-    }
-}
-
-/// Memory shared with the forked child: the number of tracepoints that returned.
-fn shared_counter() -> &'static AtomicU64 {
-    // SAFETY: an anonymous shared mapping of one page, never unmapped (leaked for the test's
-    // lifetime); AtomicU64 has no invalid bit patterns and the page is zeroed and aligned.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        &*(p as *const AtomicU64)
     }
 }
 

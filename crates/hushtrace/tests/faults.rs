@@ -21,66 +21,7 @@ static SERIAL: Mutex<()> = Mutex::new(());
 /// dies or does not finish within `timeout`.
 fn in_child(timeout: Duration, f: impl FnOnce() -> Result<(), String>) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let mut fds = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array we pass.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: the child only runs `f` and then `_exit`s; it never returns into the test harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        // SAFETY: closing the read end in the child.
-        unsafe { libc::close(fds[0]) };
-        let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-        let (code, msg) = match r {
-            Ok(Ok(())) => (0, String::new()),
-            Ok(Err(m)) => (1, m),
-            Err(p) => (
-                2,
-                p.downcast_ref::<String>()
-                    .cloned()
-                    .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                    .unwrap_or_else(|| "panic".into()),
-            ),
-        };
-        // SAFETY: writing our message to the pipe, then leaving without running the harness's
-        // exit handlers.
-        unsafe {
-            libc::write(fds[1], msg.as_ptr() as *const libc::c_void, msg.len());
-            libc::_exit(code);
-        }
-    }
-    // SAFETY: closing the write end in the parent.
-    unsafe { libc::close(fds[1]) };
-    let t0 = Instant::now();
-    let status = loop {
-        let mut st = 0;
-        // SAFETY: polling our own child.
-        let r = unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) };
-        if r == pid {
-            break st;
-        }
-        if t0.elapsed() > timeout {
-            // SAFETY: killing our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            // SAFETY: reaping it.
-            unsafe { libc::waitpid(pid, &mut st, 0) };
-            panic!("the scenario did not finish within {timeout:?} (hang)");
-        }
-        std::thread::sleep(Duration::from_millis(2));
-    };
-    let mut msg = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        // SAFETY: reading into our buffer from the pipe's read end.
-        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-        if n <= 0 {
-            break;
-        }
-        msg.extend_from_slice(&buf[..n as usize]);
-    }
-    // SAFETY: closing our read end.
-    unsafe { libc::close(fds[0]) };
-    let msg = String::from_utf8_lossy(&msg);
+    let (status, msg) = common::run_forked(timeout, || common::scenario_exit(f));
     assert!(
         libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0,
         "scenario failed (status {status}): {msg}"

@@ -317,19 +317,7 @@ struct SharedPage(*mut u64);
 
 impl SharedPage {
     fn new() -> SharedPage {
-        // SAFETY: anonymous shared mapping of one page; checked against MAP_FAILED.
-        let p = unsafe {
-            libc::mmap(
-                std::ptr::null_mut(),
-                4096,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            )
-        };
-        assert_ne!(p, libc::MAP_FAILED);
-        SharedPage(p as *mut u64)
+        SharedPage(common::shared_page() as *mut u64)
     }
     fn slot(&self, i: usize) -> &AtomicU64 {
         assert!(i < 512);

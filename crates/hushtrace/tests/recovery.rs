@@ -6,31 +6,13 @@
 
 mod common;
 
-use common::{babeltrace, temp_dir};
+use common::{babeltrace, shared_counter, temp_dir};
 use hushtrace_ctf::ringfile::recover_session;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 const EVENTS: u64 = 3000;
-
-/// Memory shared with the forked child: how many tracepoints returned.
-fn shared_counter() -> &'static AtomicU64 {
-    // SAFETY: an anonymous shared mapping of one page, never unmapped (leaked for the test's
-    // lifetime); AtomicU64 has no invalid bit patterns and the page is zeroed and aligned.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        &*(p as *const AtomicU64)
-    }
-}
 
 /// The child: records `EVENTS` events, says so, and waits to be killed.
 fn child(dir: &Path, returned: &AtomicU64) -> ! {

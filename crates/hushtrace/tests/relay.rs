@@ -10,11 +10,10 @@ mod common;
 
 use common::temp_dir;
 use std::collections::BTreeMap;
-use std::io::{BufRead, BufReader};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{mpsc, Arc, Mutex};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 const ROLE: &str = "HUSHTRACE_RELAY_TEST_ROLE";
@@ -29,7 +28,9 @@ static SERIAL: Mutex<()> = Mutex::new(());
 // ------------------------------------------------------------------------------------------
 // The relay daemon
 
-use hushtrace_testsupport::{babeltrace, free_port, Relayd};
+use hushtrace_testsupport::{
+    babeltrace, count_per_thread, free_port, stdout_lines, wait_line, wait_or_kill, Relayd,
+};
 
 /// Where the relay writes session `session` of this test's host name.
 fn session_dir(relay: &Relayd, session: &str) -> PathBuf {
@@ -38,28 +39,6 @@ fn session_dir(relay: &Relayd, session: &str) -> PathBuf {
 
 // ------------------------------------------------------------------------------------------
 // Helpers
-
-/// `name` events per `(vpid, vtid)` in babeltrace2's text output.
-fn count(text: &str, name: &str) -> BTreeMap<(u32, u32), u64> {
-    let mut m = BTreeMap::new();
-    for line in text.lines().filter(|l| l.contains(name)) {
-        let field = |k: &str| -> u32 {
-            let key = format!("{k} = ");
-            let at = line
-                .find(&key)
-                .unwrap_or_else(|| panic!("no {k} in {line}"))
-                + key.len();
-            line[at..]
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
-        *m.entry((field("vpid"), field("vtid"))).or_insert(0) += 1;
-    }
-    m
-}
 
 /// Runs this test binary as the traced program of `role`, with `env`; returns the child with
 /// piped stdout.
@@ -80,57 +59,16 @@ fn spawn_role(role: &str, env: &[(&str, String)]) -> Child {
     cmd.spawn().expect("run the traced program")
 }
 
-/// Lines of a child's stdout, through a channel (never blocks the test).
-fn lines(child: &mut Child) -> mpsc::Receiver<String> {
-    let (tx, rx) = mpsc::channel();
-    let out = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(out).lines() {
-            let Ok(l) = l else { break };
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
-    rx
-}
-
-/// Waits for a line starting with `prefix` (at most `timeout`); returns the rest.
-fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    let mut seen = String::new();
-    while Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
-            // (the test harness may print "test role ... " before it on the same line)
-            if let Some(i) = l.find(prefix) {
-                return l[i + prefix.len()..].trim().to_string();
-            }
-            seen.push_str(&l);
-            seen.push('\n');
-        }
-    }
-    panic!("no line {prefix:?} within {timeout:?}; output:\n{seen}");
-}
-
 /// Waits for a child to exit, at most `timeout` (then kills it and fails: a hang).
 fn wait_exit(child: &mut Child, timeout: Duration, what: &str) {
-    let deadline = Instant::now() + timeout;
-    loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            let mut err = String::new();
-            if let Some(mut e) = child.stderr.take() {
-                let _ = std::io::Read::read_to_string(&mut e, &mut err);
-            }
-            assert!(s.success(), "{what} failed ({s}):\n{err}");
-            return;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            panic!("{what} hung (still running after {timeout:?})");
-        }
-        std::thread::sleep(Duration::from_millis(20));
+    let Some(s) = wait_or_kill(child, timeout) else {
+        panic!("{what} hung (still running after {timeout:?})");
+    };
+    let mut err = String::new();
+    if let Some(mut e) = child.stderr.take() {
+        let _ = std::io::Read::read_to_string(&mut e, &mut err);
     }
+    assert!(s.success(), "{what} failed ({s}):\n{err}");
 }
 
 /// Copies the metadata and stream files of every process directory under `root` to a fresh
@@ -308,7 +246,7 @@ fn relay_copy_has_exact_per_thread_counts_and_the_fork_child() {
     let counts = run_exact(&relay, &out, false);
     let local = babeltrace(&out);
     assert_eq!(
-        count(&local, "relaytest:ev"),
+        count_per_thread(&local, "relaytest:ev"),
         counts,
         "relay copy != local trace"
     );
@@ -360,14 +298,14 @@ fn run_exact(relay: &Relayd, out: &Path, relay_only: bool) -> BTreeMap<(u32, u32
         env.push(("RELAY_ONLY", "1".into()));
     }
     let mut p = spawn_role("exact", &env);
-    let rx = lines(&mut p);
+    let rx = stdout_lines(&mut p);
     let pids = wait_line(&rx, "pids ", Duration::from_secs(60));
     wait_exit(&mut p, Duration::from_secs(60), "the traced program");
     let mut it = pids.split_whitespace().map(|p| p.parse::<u32>().unwrap());
     let (parent, child) = (it.next().unwrap(), it.next().unwrap());
 
     let remote = babeltrace(&session_dir(relay, "exact"));
-    let counts = count(&remote, "relaytest:ev");
+    let counts = count_per_thread(&remote, "relaytest:ev");
     let mut by_pid: BTreeMap<u32, Vec<u64>> = BTreeMap::new();
     for (&(pid, _), &n) in &counts {
         by_pid.entry(pid).or_default().push(n);
@@ -412,7 +350,7 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
             ("ATTACHED", attached.display().to_string()),
         ],
     );
-    let rx = lines(&mut p);
+    let rx = stdout_lines(&mut p);
     wait_line(&rx, "ready", Duration::from_secs(30));
     // A viewer attaching to a session without data streams sees nothing (lttng-live): wait
     // until the relay lists the ticking thread's stream besides the metadata.
@@ -440,7 +378,7 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
         .stderr(std::fs::File::create(out.with_extension("viewer.err")).unwrap())
         .spawn()
         .expect("babeltrace2");
-    let vrx = lines(&mut viewer);
+    let vrx = stdout_lines(&mut viewer);
     // Attached once it shows the first tick; then the idle thread records its event.
     let mut ticks = 0u64;
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -488,7 +426,9 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
     );
     assert!(ticks >= 5, "the live viewer saw only {ticks} tick events");
     assert_eq!(
-        count(&local, "relaytest:idle").values().sum::<u64>(),
+        count_per_thread(&local, "relaytest:idle")
+            .values()
+            .sum::<u64>(),
         1,
         "the idle thread's event is not in the local stream files before the end"
     );
@@ -496,10 +436,16 @@ fn live_viewer_sees_an_idle_threads_event_before_the_end() {
     let local_all = babeltrace(&out);
     let remote_all = babeltrace(&session_dir(&relay, "live"));
     for name in ["relaytest:idle", "relaytest:tick"] {
-        assert_eq!(count(&local_all, name), count(&remote_all, name), "{name}");
+        assert_eq!(
+            count_per_thread(&local_all, name),
+            count_per_thread(&remote_all, name),
+            "{name}"
+        );
     }
     assert_eq!(
-        count(&remote_all, "relaytest:idle").values().sum::<u64>(),
+        count_per_thread(&remote_all, "relaytest:idle")
+            .values()
+            .sum::<u64>(),
         1
     );
     let _ = std::fs::remove_dir_all(&out);
@@ -520,7 +466,7 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
         "killed",
         &[("OUT", out.display().to_string()), ("RELAY", relay.url())],
     );
-    let rx = lines(&mut p);
+    let rx = stdout_lines(&mut p);
     let mut stderr = p.stderr.take().unwrap();
     let err = std::thread::spawn(move || {
         let mut s = String::new();

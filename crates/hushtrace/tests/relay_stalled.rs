@@ -9,10 +9,10 @@ mod common;
 
 use common::temp_dir;
 use hushtrace_testsupport::{babeltrace, Relayd};
-use std::io::{BufRead, BufReader, Read};
+use hushtrace_testsupport::{stdout_lines, wait_line, wait_or_kill};
+use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
-use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 const ROLE: &str = "HUSHTRACE_RELAY_STALLED_ROLE";
@@ -164,15 +164,7 @@ fn run_paused(
         cmd.env("RELAY_ONLY", "1");
     }
     let mut child = cmd.spawn().expect("run the traced program");
-    let (tx, rx) = mpsc::channel();
-    let stdout = child.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for l in BufReader::new(stdout).lines().map_while(Result::ok) {
-            if tx.send(l).is_err() {
-                break;
-            }
-        }
-    });
+    let rx = stdout_lines(&mut child);
     let mut stderr = child.stderr.take().unwrap();
     let err = std::thread::spawn(move || {
         let mut s = String::new();
@@ -182,18 +174,9 @@ fn run_paused(
     wait_line(&rx, "started", Duration::from_secs(60));
     relay.pause();
     std::fs::write(&paused, b"").unwrap();
-    let deadline = Instant::now() + bound;
-    let status = loop {
-        if let Some(s) = child.try_wait().unwrap() {
-            break s;
-        }
-        if Instant::now() > deadline {
-            let _ = child.kill();
-            let _ = child.wait();
-            relay.resume();
-            panic!("the program did not finish within {bound:?} while the relay was stopped");
-        }
-        std::thread::sleep(Duration::from_millis(50));
+    let Some(status) = wait_or_kill(&mut child, bound) else {
+        relay.resume();
+        panic!("the program did not finish within {bound:?} while the relay was stopped");
     };
     relay.resume();
     let err = err.join().unwrap();
@@ -203,21 +186,6 @@ fn run_paused(
         "the traced program failed ({status}):\n{err}"
     );
     (wait_line(&rx, "result ", Duration::from_secs(5)), err)
-}
-
-fn wait_line(rx: &mpsc::Receiver<String>, prefix: &str, timeout: Duration) -> String {
-    let deadline = Instant::now() + timeout;
-    let mut seen = String::new();
-    while Instant::now() < deadline {
-        if let Ok(l) = rx.recv_timeout(Duration::from_millis(100)) {
-            if let Some(i) = l.find(prefix) {
-                return l[i + prefix.len()..].trim().to_string();
-            }
-            seen.push_str(&l);
-            seen.push('\n');
-        }
-    }
-    panic!("no line {prefix:?} within {timeout:?}; output:\n{seen}");
 }
 
 /// The relay is stopped (SIGSTOP) right after the session connected to it. The program then

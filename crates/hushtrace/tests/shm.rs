@@ -11,7 +11,7 @@ use common::{reader_cycles, temp_dir};
 use std::ffi::CString;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Barrier, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -80,64 +80,10 @@ fn with_private_shm(size: &str, timeout: Duration, f: impl FnOnce() -> Result<()
         eprintln!("skipped: needs root for a private tmpfs on /dev/shm");
         return;
     }
-    let mut fds = [0; 2];
-    // SAFETY: pipe writes two descriptors into the array.
-    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
-    // SAFETY: the child runs `f` and `_exit`s; it never returns into the harness.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        // SAFETY: closing the read end in the child.
-        unsafe { libc::close(fds[0]) };
-        let (code, msg) = match private_shm(size) {
-            Err(e) => (SKIP, e),
-            Ok(()) => match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
-                Ok(Ok(())) => (0, String::new()),
-                Ok(Err(m)) => (1, m),
-                Err(p) => (
-                    2,
-                    p.downcast_ref::<String>()
-                        .cloned()
-                        .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
-                        .unwrap_or_else(|| "panic".into()),
-                ),
-            },
-        };
-        // SAFETY: our message to the pipe, then leave without the harness's exit handlers.
-        unsafe {
-            libc::write(fds[1], msg.as_ptr() as *const libc::c_void, msg.len());
-            libc::_exit(code);
-        }
-    }
-    // SAFETY: closing the write end in the parent.
-    unsafe { libc::close(fds[1]) };
-    let t0 = Instant::now();
-    let status = loop {
-        let mut st = 0;
-        // SAFETY: polling our own child.
-        if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
-            break st;
-        }
-        if t0.elapsed() > timeout {
-            // SAFETY: our own child.
-            unsafe { libc::kill(pid, libc::SIGKILL) };
-            panic!("the scenario hung (over {timeout:?})");
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    };
-    let mut msg = Vec::new();
-    let mut buf = [0u8; 4096];
-    loop {
-        // SAFETY: reading into our buffer from our pipe.
-        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
-        if n <= 0 {
-            break;
-        }
-        msg.extend_from_slice(&buf[..n as usize]);
-    }
-    // SAFETY: closing our read end.
-    unsafe { libc::close(fds[0]) };
-    let msg = String::from_utf8_lossy(&msg);
+    let (status, msg) = common::run_forked(timeout, || match private_shm(size) {
+        Err(e) => (SKIP, e),
+        Ok(()) => common::scenario_exit(f),
+    });
     if libc::WIFSIGNALED(status) {
         panic!(
             "the traced program died of signal {} (7 = SIGBUS) {msg}",

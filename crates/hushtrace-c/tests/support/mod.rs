@@ -14,43 +14,14 @@ pub const STATIC_LIBS: &[&str] = &["-lgcc_s", "-lutil", "-lrt", "-lpthread", "-l
 /// The warnings every test program compiles clean with.
 pub const WARN: &[&str] = &["-Wall", "-Wextra", "-Werror", "-pedantic"];
 
-/// `<target-dir>/[<triple>/]<profile-dir>` of this test binary.
-fn profile_dir() -> PathBuf {
-    let mut dir = std::env::current_exe().expect("test exe path");
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    dir
-}
-
 /// The directory holding `libhushtrace.so` and `libhushtrace.a`.
 pub fn lib_dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
     DIR.get_or_init(|| {
-        let dir = profile_dir();
-        let profile = match dir.file_name().and_then(|n| n.to_str()) {
-            Some("debug") => "dev".to_string(),
-            Some(other) => other.to_string(),
-            None => panic!("unexpected test exe location {}", dir.display()),
-        };
-        let parent = dir.parent().expect("target dir");
-        let mut cmd = Command::new(env!("CARGO"));
-        cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-            .args(["build", "--quiet", "-p", "hushtrace-c", "--lib"])
-            .args(["--profile", &profile]);
-        if parent.join("CACHEDIR.TAG").exists() {
-            cmd.arg("--target-dir").arg(parent);
-        } else {
-            cmd.arg("--target").arg(parent.file_name().expect("triple"));
-            cmd.arg("--target-dir")
-                .arg(parent.parent().expect("target dir"));
-        }
-        let out = cmd.output().expect("run cargo build -p hushtrace-c");
-        assert!(
-            out.status.success(),
-            "cargo build -p hushtrace-c failed: {}",
-            String::from_utf8_lossy(&out.stderr)
+        let dir = hushtrace_testsupport::cargo_build(
+            &hushtrace_testsupport::test_profile_dir(),
+            "hushtrace-c",
+            hushtrace_testsupport::Artifact::Lib,
         );
         for f in ["libhushtrace.so", "libhushtrace.a"] {
             assert!(dir.join(f).exists(), "{} missing", dir.join(f).display());
@@ -86,7 +57,7 @@ pub fn source(name: &str) -> PathBuf {
 
 /// Where test programs go.
 pub fn out_dir() -> PathBuf {
-    let d = profile_dir().join("hushtrace-c-tests");
+    let d = hushtrace_testsupport::test_profile_dir().join("hushtrace-c-tests");
     std::fs::create_dir_all(&d).expect("create test program dir");
     d
 }
@@ -268,4 +239,23 @@ pub fn kinds_of(meta: &str, name: &str) -> Vec<String> {
                 .map(str::to_string)
         })
         .collect()
+}
+
+/// Installs the header, the libraries and the pkg-config file under `prefix` with
+/// `install.sh` (the library from [`lib_dir`]); asserts it succeeds.
+pub fn install(prefix: &Path) {
+    let o = Command::new("sh")
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("install.sh"))
+        .arg("--prefix")
+        .arg(prefix)
+        .arg("--lib-dir")
+        .arg(lib_dir())
+        .output()
+        .unwrap();
+    assert!(
+        o.status.success(),
+        "{}{}",
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    );
 }

@@ -170,24 +170,7 @@ pub fn send_all(client: &mut RelayClient, ids: &[StreamId], p: &Process) -> usiz
 
 /// Counts the `relaytest:ev` events per `(vpid, vtid)` in babeltrace2's text output.
 pub fn count_events(text: &str) -> BTreeMap<(u32, u32), u64> {
-    let mut m = BTreeMap::new();
-    for line in text.lines().filter(|l| l.contains("relaytest:ev")) {
-        let field = |name: &str| -> u32 {
-            let key = format!("{name} = ");
-            let at = line
-                .find(&key)
-                .unwrap_or_else(|| panic!("no {name} in {line}"))
-                + key.len();
-            line[at..]
-                .split(|c: char| !c.is_ascii_digit())
-                .next()
-                .unwrap()
-                .parse()
-                .unwrap()
-        };
-        *m.entry((field("vpid"), field("vtid"))).or_insert(0) += 1;
-    }
-    m
+    hushtrace_testsupport::count_per_thread(text, "relaytest:ev")
 }
 
 /// The counts the recording must give, keyed by vpid: sorted per-thread counts.

@@ -9,14 +9,7 @@ use std::path::{Path, PathBuf};
 
 /// A fresh directory (mode 0700) under the system temporary directory.
 pub fn trace_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "hushtrace-tracing-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
+    let dir = hushtrace_testsupport::fresh_temp_path("hushtrace-tracing", tag);
     std::fs::DirBuilder::new().mode(0o700).create(&dir).unwrap();
     dir
 }
@@ -42,4 +35,30 @@ pub fn chrome_events(dir: &Path) -> Vec<Json> {
 /// of events it printed.
 pub fn babeltrace2_events(dir: &Path) -> usize {
     hushtrace_testsupport::babeltrace(dir).lines().count()
+}
+
+/// A session writing into `dir`, with the default settings.
+pub fn start_session(dir: &Path) -> hushtrace::Session {
+    hushtrace::Session::builder()
+        .output_dir(dir)
+        .start()
+        .unwrap()
+}
+
+/// Installs hushtrace's layer as the process's only subscriber layer.
+pub fn install_layer() {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    tracing_subscriber::registry()
+        .with(hushtrace_tracing::layer())
+        .init();
+}
+
+/// A multi-thread tokio runtime with two workers (tasks move between threads).
+pub fn tokio_runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap()
 }

@@ -5,6 +5,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::time::{Duration, Instant};
 
 /// One event as `babeltrace2 --clock-seconds` prints it.
 #[derive(Clone, Debug)]
@@ -151,26 +152,14 @@ pub fn parse_line(l: &str) -> Option<BtEvent> {
 
 /// A fresh, empty directory under the system temp dir.
 pub fn temp_dir(tag: &str) -> PathBuf {
-    let d = std::env::temp_dir().join(format!(
-        "hushtrace-test-{tag}-{}-{}",
-        std::process::id(),
-        std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_nanos()
-    ));
-    let _ = std::fs::remove_dir_all(&d);
-    d
+    hushtrace_testsupport::fresh_temp_path("hushtrace-test", tag)
 }
 
 /// Runs an example binary built by cargo for these tests (`cargo test` builds examples).
 pub fn example_path(name: &str) -> PathBuf {
-    let mut p = std::env::current_exe().expect("test exe path");
-    p.pop();
-    if p.ends_with("deps") {
-        p.pop();
-    }
-    p.join("examples").join(name)
+    hushtrace_testsupport::test_profile_dir()
+        .join("examples")
+        .join(name)
 }
 
 /// A program of the unpublished `hushtrace-testbins` crate (the test-only programs these tests
@@ -180,48 +169,21 @@ pub fn example_path(name: &str) -> PathBuf {
 /// after a runtime change.
 pub fn testbin_path(name: &str) -> PathBuf {
     static DIR: std::sync::OnceLock<PathBuf> = std::sync::OnceLock::new();
-    let p = DIR.get_or_init(build_testbins).join(name);
+    let p = DIR
+        .get_or_init(|| {
+            hushtrace_testsupport::cargo_build(
+                &hushtrace_testsupport::test_profile_dir(),
+                "hushtrace-testbins",
+                hushtrace_testsupport::Artifact::Bins,
+            )
+        })
+        .join(name);
     assert!(
         p.exists(),
         "{} missing after building hushtrace-testbins",
         p.display()
     );
     p
-}
-
-/// Builds every `hushtrace-testbins` program; returns the directory they are in.
-fn build_testbins() -> PathBuf {
-    // <target-dir>/[<triple>/]<profile-dir>/deps/<test>-<hash>
-    let mut dir = std::env::current_exe().expect("test exe path");
-    dir.pop();
-    if dir.ends_with("deps") {
-        dir.pop();
-    }
-    let profile = match dir.file_name().and_then(|n| n.to_str()) {
-        Some("debug") => "dev",
-        Some(other) => other, // "release" or a custom profile's name
-        None => panic!("unexpected test exe location {}", dir.display()),
-    };
-    let parent = dir.parent().expect("target dir");
-    let mut cmd = Command::new(env!("CARGO"));
-    cmd.current_dir(env!("CARGO_MANIFEST_DIR"))
-        .args(["build", "--quiet", "-p", "hushtrace-testbins", "--bins"])
-        .args(["--profile", profile]);
-    if parent.join("CACHEDIR.TAG").exists() {
-        cmd.arg("--target-dir").arg(parent);
-    } else {
-        // <target-dir>/<triple>/<profile-dir>: a --target build.
-        cmd.arg("--target").arg(parent.file_name().expect("triple"));
-        cmd.arg("--target-dir")
-            .arg(parent.parent().expect("target dir"));
-    }
-    let out = cmd.output().expect("run cargo build -p hushtrace-testbins");
-    assert!(
-        out.status.success(),
-        "cargo build -p hushtrace-testbins failed: {}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    dir
 }
 
 /// Runs `test_env` (`crates/hushtrace-testbins`) with `<events>` after clearing every
@@ -355,4 +317,102 @@ pub fn assert_same_cycles(dir: &Path, allow_warnings: bool) -> usize {
         n += o.len();
     }
     n
+}
+
+/// What a scenario closure gives its forked child's exit: 0 and no message when it returns
+/// `Ok`, 1 and its message for `Err`, 2 and the panic's message when it panics.
+pub fn scenario_exit(f: impl FnOnce() -> Result<(), String>) -> (i32, String) {
+    match std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)) {
+        Ok(Ok(())) => (0, String::new()),
+        Ok(Err(m)) => (1, m),
+        Err(p) => (
+            2,
+            p.downcast_ref::<String>()
+                .cloned()
+                .or_else(|| p.downcast_ref::<&str>().map(|s| s.to_string()))
+                .unwrap_or_else(|| "panic".into()),
+        ),
+    }
+}
+
+/// Runs `child` in a forked child process, which writes the message `child` returns to a pipe
+/// and `_exit`s with its code (never returning into the test harness); returns the child's
+/// wait status and message. Kills the child and fails the test when it has not ended within
+/// `timeout` (a hang).
+pub fn run_forked(timeout: Duration, child: impl FnOnce() -> (i32, String)) -> (i32, String) {
+    let mut fds = [0; 2];
+    // SAFETY: pipe writes two descriptors into the array we pass.
+    assert_eq!(unsafe { libc::pipe(fds.as_mut_ptr()) }, 0);
+    // SAFETY: the child only runs `child` and then `_exit`s; it never returns into the test
+    // harness.
+    let pid = unsafe { libc::fork() };
+    assert!(pid >= 0, "fork failed");
+    if pid == 0 {
+        // SAFETY: closing the read end in the child.
+        unsafe { libc::close(fds[0]) };
+        let (code, msg) = child();
+        // SAFETY: writing our message to the pipe, then leaving without running the harness's
+        // exit handlers.
+        unsafe {
+            libc::write(fds[1], msg.as_ptr() as *const libc::c_void, msg.len());
+            libc::_exit(code);
+        }
+    }
+    // SAFETY: closing the write end in the parent.
+    unsafe { libc::close(fds[1]) };
+    let t0 = Instant::now();
+    let status = loop {
+        let mut st = 0;
+        // SAFETY: polling our own child.
+        if unsafe { libc::waitpid(pid, &mut st, libc::WNOHANG) } == pid {
+            break st;
+        }
+        if t0.elapsed() > timeout {
+            // SAFETY: killing our own child.
+            unsafe { libc::kill(pid, libc::SIGKILL) };
+            // SAFETY: reaping it.
+            unsafe { libc::waitpid(pid, &mut st, 0) };
+            panic!("the scenario did not finish within {timeout:?} (hang)");
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    };
+    let mut msg = Vec::new();
+    let mut buf = [0u8; 4096];
+    loop {
+        // SAFETY: reading into our buffer from the pipe's read end.
+        let n = unsafe { libc::read(fds[0], buf.as_mut_ptr() as *mut libc::c_void, buf.len()) };
+        if n <= 0 {
+            break;
+        }
+        msg.extend_from_slice(&buf[..n as usize]);
+    }
+    // SAFETY: closing our read end.
+    unsafe { libc::close(fds[0]) };
+    (status, String::from_utf8_lossy(&msg).into_owned())
+}
+
+/// One page of anonymous memory shared with forked children, zeroed, never unmapped (leaked
+/// for the test's lifetime).
+pub fn shared_page() -> *mut libc::c_void {
+    // SAFETY: an anonymous shared mapping of one page, no address hint; checked against
+    // MAP_FAILED.
+    let p = unsafe {
+        libc::mmap(
+            std::ptr::null_mut(),
+            4096,
+            libc::PROT_READ | libc::PROT_WRITE,
+            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
+            -1,
+            0,
+        )
+    };
+    assert_ne!(p, libc::MAP_FAILED);
+    p
+}
+
+/// A counter in memory shared with forked children ([`shared_page`]), zero at first.
+pub fn shared_counter() -> &'static std::sync::atomic::AtomicU64 {
+    // SAFETY: the page is never unmapped; AtomicU64 has no invalid bit patterns and the page
+    // is zeroed and aligned.
+    unsafe { &*(shared_page() as *const std::sync::atomic::AtomicU64) }
 }

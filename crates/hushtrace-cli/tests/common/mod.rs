@@ -1,0 +1,87 @@
+//! Helpers shared by the CLI's integration tests: run the built `hushtrace` binary, build the
+//! workspace programs they record, convert a trace.
+#![allow(dead_code)] // each test binary uses some of them
+
+use hushtrace_testsupport::Artifact;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+/// The `hushtrace` binary cargo built for these tests.
+pub const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
+
+/// Runs `hushtrace ARGS` to completion.
+pub fn hushtrace(args: &[&str]) -> Output {
+    Command::new(BIN).args(args).output().unwrap()
+}
+
+/// Bytes of a program's output as text.
+pub fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// A program's stderr as text.
+pub fn stderr(o: &Output) -> String {
+    text(&o.stderr)
+}
+
+/// The directory of the `hushtrace` binary (`<target-dir>/[<triple>/]<profile-dir>`).
+fn bin_dir() -> &'static Path {
+    Path::new(BIN).parent().unwrap()
+}
+
+/// A binary of the unpublished `hushtrace-testbins` crate, built beside the `hushtrace` binary
+/// (same profile and target directory).
+pub fn testbin(name: &str) -> PathBuf {
+    hushtrace_testsupport::cargo_build(bin_dir(), "hushtrace-testbins", Artifact::Bin(name))
+}
+
+/// An example of the `hushtrace` package, built beside the `hushtrace` binary.
+pub fn example(name: &str) -> PathBuf {
+    hushtrace_testsupport::cargo_build(bin_dir(), "hushtrace", Artifact::Example(name))
+}
+
+/// `hushtrace convert DIR --to TO -o OUT`; asserts it succeeds.
+pub fn convert(dir: &Path, to: &str, out: &Path) {
+    convert_with(dir, to, out, &[]);
+}
+
+/// `hushtrace convert DIR --to TO -o OUT EXTRA...`; asserts it succeeds.
+pub fn convert_with(dir: &Path, to: &str, out: &Path, extra: &[&str]) {
+    let mut args = vec![
+        "convert",
+        dir.to_str().unwrap(),
+        "--to",
+        to,
+        "-o",
+        out.to_str().unwrap(),
+    ];
+    args.extend_from_slice(extra);
+    let o = hushtrace(&args);
+    assert!(o.status.success(), "{to}: {}", stderr(&o));
+}
+
+/// Runs `hushtrace ARGS` with the variables `env` added; returns its exit code (-1 when killed
+/// by a signal), stdout and stderr.
+pub fn hushtrace_status_env(args: &[&str], env: &[(&str, &Path)]) -> (i32, String, String) {
+    let mut cmd = Command::new(BIN);
+    cmd.args(args);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let out = cmd.output().expect("run hushtrace");
+    (
+        out.status.code().unwrap_or(-1),
+        text(&out.stdout),
+        text(&out.stderr),
+    )
+}
+
+/// [`hushtrace_status_env`] without added variables.
+pub fn hushtrace_status(args: &[&str]) -> (i32, String, String) {
+    hushtrace_status_env(args, &[])
+}
+
+/// A path under the system temporary directory that nothing is at.
+pub fn temp(tag: &str) -> PathBuf {
+    hushtrace_testsupport::fresh_temp_path("hushtrace-cli", tag)
+}
