@@ -518,7 +518,9 @@ fn direct_layout<'a>(
     let k = align.wrapping_sub(header.len());
     let in_slot = header.len() < align
         && body.len() >= k
-        && (body.as_ptr() as usize).wrapping_sub(header.len()) % align == 0;
+        && (body.as_ptr() as usize)
+            .wrapping_sub(header.len())
+            .is_multiple_of(align);
     if !in_slot {
         let whole = aligned(&mut scratch.head, padded, align);
         whole[..header.len()].copy_from_slice(header);
@@ -612,6 +614,7 @@ impl TraceFiles {
 
     /// How the stream files are written (after the first one was opened: `Direct` or
     /// `Buffered`).
+    #[cfg(test)]
     pub(crate) fn io(&self) -> StreamIo {
         self.io
     }
@@ -711,7 +714,9 @@ impl TraceFiles {
             }
         }
         let direct = match self.io {
-            StreamIo::Direct { align } if stream.direct && stream.len % align as u64 == 0 => {
+            StreamIo::Direct { align }
+                if stream.direct && stream.len.is_multiple_of(align as u64) =>
+            {
                 Some(align)
             }
             _ => None,
