@@ -35,7 +35,8 @@
 //!
 //! Selection: `HUSHTRACE_BENCH_IO=page|direct|both` (stream-file writes; `cpu` defaults to
 //! `both`, `lossless` to `page`), `HUSHTRACE_BENCH_ONLY=<part of a row's name>` (e.g.
-//! `2 threads, default`).
+//! `2 threads, default`); `HUSHTRACE_BENCH_RINGS=524288x64,4194304x2` adds two-thread
+//! lossless configurations with those rings (sub-buffer bytes x count).
 //!
 //! Without `--bench` (`cargo test --benches`) it runs one short trial of each kind as a smoke
 //! test.
@@ -347,6 +348,26 @@ fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
                 direct: None,
             });
         }
+    }
+    // Extra ring geometries (`HUSHTRACE_BENCH_RINGS=<subbuf>x<n>,...`), two threads each: to
+    // tell a ring's footprint from its packet size.
+    for g in std::env::var("HUSHTRACE_BENCH_RINGS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|g| !g.is_empty())
+    {
+        let (subbuf, subbufs) = g
+            .split_once('x')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or_else(|| panic!("HUSHTRACE_BENCH_RINGS: {g:?} is not <bytes>x<count>"));
+        configs.push(Config {
+            name: Box::leak(format!("2 threads, {subbuf} x {subbufs}").into_boxed_str()),
+            threads: 2,
+            subbuf,
+            subbufs,
+            relay: false,
+            direct: None,
+        });
     }
     if relay.is_some() {
         configs.push(Config {
