@@ -393,12 +393,14 @@ fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
                 }
                 let t = trial(*cfg, rate, secs, out, relay);
                 println!(
-                    "trial {:<40} rate={rate} emitted={} written={} discarded={} achieved={:.0}",
+                    "trial {:<40} rate={rate} emitted={} written={} discarded={} achieved={:.0} \
+                     runtime_cpu_ms_per_100MB={:.1}",
                     label(cfg),
                     t.emitted,
                     t.written,
                     t.discarded,
-                    t.achieved
+                    t.achieved,
+                    t.runtime_cpu_ns as f64 / 1e6 / (t.stream_bytes as f64 / 1e8).max(1e-9)
                 );
                 assert!(
                     t.packets.is_some(),
