@@ -550,6 +550,16 @@ fn direct_layout<'a>(
     (parts, padded)
 }
 
+/// Says (once per trace directory, on stderr) that `O_DIRECT` was asked for but the file
+/// system of `dir` refuses it: the stream files go through the page cache.
+fn direct_refused(dir: &Path) {
+    eprintln!(
+        "hushtrace: {}: the file system refuses O_DIRECT ({DIRECT_IO_ENV}); stream files are \
+         written through the page cache",
+        dir.display()
+    );
+}
+
 /// Sets `O_DIRECT` on `fd`; false when the file system refuses it.
 fn set_direct(fd: BorrowedFd<'_>, on: bool) -> bool {
     let Ok(flags) = rustix::fs::fcntl_getfl(fd) else {
@@ -706,11 +716,13 @@ impl TraceFiles {
                             set_direct(fd, false);
                             stream.direct = false;
                             self.io = StreamIo::Buffered;
+                            direct_refused(&self.dir.path);
                         }
                     }
                 }
             } else {
                 self.io = StreamIo::Buffered;
+                direct_refused(&self.dir.path);
             }
         }
         let direct = match self.io {
@@ -742,6 +754,7 @@ impl TraceFiles {
                         set_direct(fd, false);
                         stream.direct = false;
                         self.io = StreamIo::Buffered;
+                        direct_refused(&self.dir.path);
                         write_all_parts_at(fd, &iov, stream.len).map(|()| padded)
                     }
                     r => r.map(|()| padded),
