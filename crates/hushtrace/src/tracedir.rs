@@ -738,12 +738,19 @@ impl TraceFiles {
             stream.direct = false;
         }
         let total: usize = parts.iter().map(|p| p.len()).sum();
+        if total == 0 {
+            return Ok(());
+        }
         let r = match direct {
             Some(align) => {
+                let joined: Vec<u8>;
                 let (header, body) = match parts {
                     [h, b] => (*h, *b),
                     [b] => (&b[..0], *b),
-                    _ => (&[][..], &[][..]),
+                    _ => {
+                        joined = parts.concat();
+                        (&[][..], &joined[..])
+                    }
                 };
                 let (iov, padded) = direct_layout(header, body, align, &mut self.scratch);
                 match write_all_parts_at(fd, &iov, stream.len) {
