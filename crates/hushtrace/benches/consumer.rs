@@ -19,15 +19,24 @@
 //! every thread the runtime started (`hushtrace-*` in `/proc/self/task/*/comm`, summed from
 //! `schedstat`, nanoseconds) is read once the producer has stopped and the rings have been
 //! drained, and divided by the bytes of packets the run wrote. Rows: files only; files and a
-//! relay.
+//! relay; each with the stream files written through the page cache and with `O_DIRECT`
+//! (`HUSHTRACE_DIRECT_IO` set for the session; `padded=` counts the packets padded to the
+//! block size, so a row that says `O_DIRECT` with `padded=0` ran on a file system without it).
 //!
-//! **lossless.** A ladder of fixed total rates (from `HUSHTRACE_BENCH_STEP`, default 4 M
-//! events/s, in steps of the same size, up to 96 M): at each step every configuration still in
+//! **lossless.** A ladder of fixed total rates (from `HUSHTRACE_BENCH_START`, default the
+//! step, in steps of `HUSHTRACE_BENCH_STEP`, default 4 M events/s, up to
+//! `HUSHTRACE_BENCH_MAX`, default 96 M): at each step every configuration still in
 //! the race runs three 2-second trials, interleaved with the others', and leaves the race at
 //! its first trial with a discarded event; its result is the last step it passed three times.
 //! Configurations: one and two producer threads (the total rate split between them) with the
 //! default rings (512 KiB x 8) and with 4 MiB x 8 rings; and, with a relay, one thread with
-//! default rings writing to disk and to the relay (the "relay besides disk" ratio).
+//! default rings writing to disk and to the relay (the "relay besides disk" ratio); through
+//! the page cache only, unless `HUSHTRACE_BENCH_IO` says `direct` or `both`.
+//!
+//! Selection: `HUSHTRACE_BENCH_IO=page|direct|both` (stream-file writes; `cpu` defaults to
+//! `both`, `lossless` to `page`), `HUSHTRACE_BENCH_ONLY=<part of a row's name>` (e.g.
+//! `2 threads, default`); `HUSHTRACE_BENCH_RINGS=524288x64,4194304x2` adds two-thread
+//! lossless configurations with those rings (sub-buffer bytes x count).
 //!
 //! Without `--bench` (`cargo test --benches`) it runs one short trial of each kind as a smoke
 //! test.
@@ -87,32 +96,42 @@ fn stream_bytes(dir: &Path) -> u64 {
 }
 
 /// Whether every stream file under `dir` is a sequence of whole packets (each packet's
-/// `packet_size`, in bits at byte 56 of its header, leads to the next one and to the end).
-fn whole_packets(dir: &Path) -> bool {
+/// `packet_size`, in bits at byte 56 of its header, leads to the next one and to the end):
+/// `Some((packets, padded))`, the packets whose `packet_size` exceeds their `content_size`
+/// (byte 48) counted as padded (`O_DIRECT` stream files); `None` when a file is not.
+fn packet_check(dir: &Path) -> Option<(u64, u64)> {
     let Ok(rd) = std::fs::read_dir(dir) else {
-        return true;
+        return Some((0, 0));
     };
-    rd.flatten().all(|e| {
+    let (mut packets, mut padded) = (0, 0);
+    for e in rd.flatten() {
         let p = e.path();
         if p.is_dir() {
-            return whole_packets(&p);
+            let (n, pad) = packet_check(&p)?;
+            packets += n;
+            padded += pad;
+            continue;
         }
         if !e.file_name().to_string_lossy().starts_with("stream_") {
-            return true;
+            continue;
         }
-        let Ok(b) = std::fs::read(&p) else {
-            return false;
-        };
+        let b = std::fs::read(&p).ok()?;
         let mut off = 0usize;
         while off + 64 <= b.len() {
+            let content = u64::from_le_bytes(b[off + 48..off + 56].try_into().unwrap());
             let bits = u64::from_le_bytes(b[off + 56..off + 64].try_into().unwrap());
-            if bits == 0 || bits % 8 != 0 {
-                return false;
+            if bits == 0 || bits % 8 != 0 || content > bits {
+                return None;
             }
+            packets += 1;
+            padded += u64::from(content < bits);
             off += (bits / 8) as usize;
         }
-        off == b.len()
-    })
+        if off != b.len() {
+            return None;
+        }
+    }
+    Some((packets, padded))
 }
 
 /// One configuration of a trial.
@@ -123,6 +142,8 @@ struct Config {
     subbuf: usize,
     subbufs: usize,
     relay: bool,
+    /// `HUSHTRACE_DIRECT_IO` for the session: `None` leaves the environment as it is.
+    direct: Option<bool>,
 }
 
 /// What a trial measured.
@@ -134,11 +155,19 @@ struct Trial {
     /// Runtime threads' CPU time, ns (read after the producers stopped and the rings drained).
     runtime_cpu_ns: u64,
     achieved: f64,
+    /// Packets in the stream files and how many of them are padded (`O_DIRECT`); `None` when
+    /// a stream file was not a sequence of whole packets.
+    packets: Option<(u64, u64)>,
 }
 
 /// Runs `cfg` at `rate` total events/s for `secs` seconds in a fresh session under `out`.
 fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> Trial {
     let _ = std::fs::remove_dir_all(out);
+    if let Some(d) = cfg.direct {
+        // Read by the session's consumer when it starts, below; this process has no other
+        // thread reading the environment meanwhile.
+        std::env::set_var("HUSHTRACE_DIRECT_IO", if d { "1" } else { "0" });
+    }
     let mut b = Session::builder()
         .output_dir(out)
         .mode(Mode::Discard)
@@ -204,6 +233,7 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> 
         stream_bytes: stream_bytes(out),
         runtime_cpu_ns,
         achieved: emitted as f64 / elapsed.max(1e-9),
+        packets: packet_check(out),
     };
     let _ = std::fs::remove_dir_all(out);
     t
@@ -212,6 +242,34 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> 
 const DEFAULT_RINGS: (usize, usize) = (512 << 10, 8);
 const BIG_RINGS: (usize, usize) = (4 << 20, 8);
 
+/// A configuration's name with its stream-file writes (`O_DIRECT` or the page cache).
+fn label(cfg: &Config) -> String {
+    match cfg.direct {
+        Some(true) => format!("{}, O_DIRECT", cfg.name),
+        Some(false) => format!("{}, page cache", cfg.name),
+        None => cfg.name.to_string(),
+    }
+}
+
+/// The stream-file writes to measure (`HUSHTRACE_BENCH_IO`: `page`, `direct` or `both`).
+fn io_modes(default: &str) -> Vec<Option<bool>> {
+    match std::env::var("HUSHTRACE_BENCH_IO")
+        .as_deref()
+        .unwrap_or(default)
+    {
+        "page" => vec![Some(false)],
+        "direct" => vec![Some(true)],
+        "both" => vec![Some(false), Some(true)],
+        "env" => vec![None],
+        other => panic!("HUSHTRACE_BENCH_IO={other:?}: expected page, direct, both or env"),
+    }
+}
+
+/// Whether configuration `name` is measured (`HUSHTRACE_BENCH_ONLY`: a part of its name).
+fn selected(name: &str) -> bool {
+    std::env::var("HUSHTRACE_BENCH_ONLY").map_or(true, |only| name.contains(&only))
+}
+
 fn cpu(out: &Path, relay: Option<&str>, smoke: bool) {
     let rate = env_u64("HUSHTRACE_BENCH_CPU_RATE", 8_000_000);
     let secs = if smoke {
@@ -219,39 +277,52 @@ fn cpu(out: &Path, relay: Option<&str>, smoke: bool) {
     } else {
         env_u64("HUSHTRACE_BENCH_SECS", 3) as f64
     };
-    let mut rows = vec![Config {
+    let base = Config {
         name: "files",
         threads: 1,
         subbuf: DEFAULT_RINGS.0,
         subbufs: DEFAULT_RINGS.1,
         relay: false,
-    }];
-    if relay.is_some() {
-        rows.push(Config {
-            name: "files + relay",
-            relay: true,
-            ..rows[0]
-        });
+        direct: None,
+    };
+    let mut rows = vec![];
+    for relayed in [false, true] {
+        if relayed && relay.is_none() {
+            continue;
+        }
+        for direct in io_modes("both") {
+            rows.push(Config {
+                name: if relayed { "files + relay" } else { "files" },
+                relay: relayed,
+                direct,
+                ..base
+            });
+        }
     }
+    rows.retain(|c| selected(&label(c)));
     for cfg in rows {
         let t = trial(cfg, rate, secs, out, relay);
-        // With a relay the packets go out twice; the bytes are counted once (the payload).
+        // With a relay the packets go out twice; the bytes are counted once (the payload,
+        // padding included in O_DIRECT stream files).
         let mb = t.stream_bytes as f64 / 1e6;
+        let (packets, padded) = t.packets.unwrap_or_else(|| {
+            panic!(
+                "{}: the stream files are not whole packets (bytes {})",
+                label(&cfg),
+                t.stream_bytes
+            )
+        });
         println!(
-            "cpu {:<14} rate={rate} emitted={} written={} discarded={} MB={mb:.1} \
-             runtime_cpu_ms={:.1} cpu_ms_per_100MB={:.1} ns_per_event={:.2}",
-            cfg.name,
+            "cpu {:<27} rate={rate} emitted={} written={} discarded={} MB={mb:.1} \
+             runtime_cpu_ms={:.1} cpu_ms_per_100MB={:.1} ns_per_event={:.2} \
+             packets={packets} padded={padded}",
+            label(&cfg),
             t.emitted,
             t.written,
             t.discarded,
             t.runtime_cpu_ns as f64 / 1e6,
             t.runtime_cpu_ns as f64 / 1e6 / mb.max(1e-9) * 100.0,
             t.runtime_cpu_ns as f64 / t.written.max(1) as f64,
-        );
-        assert!(
-            whole_packets(out),
-            "stream files are whole packets (bytes {})",
-            t.stream_bytes
         );
     }
 }
@@ -274,8 +345,29 @@ fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
                 subbuf,
                 subbufs,
                 relay: false,
+                direct: None,
             });
         }
+    }
+    // Extra ring geometries (`HUSHTRACE_BENCH_RINGS=<subbuf>x<n>,...`), two threads each: to
+    // tell a ring's footprint from its packet size.
+    for g in std::env::var("HUSHTRACE_BENCH_RINGS")
+        .unwrap_or_default()
+        .split(',')
+        .filter(|g| !g.is_empty())
+    {
+        let (subbuf, subbufs) = g
+            .split_once('x')
+            .and_then(|(a, b)| Some((a.parse().ok()?, b.parse().ok()?)))
+            .unwrap_or_else(|| panic!("HUSHTRACE_BENCH_RINGS: {g:?} is not <bytes>x<count>"));
+        configs.push(Config {
+            name: Box::leak(format!("2 threads, {subbuf} x {subbufs}").into_boxed_str()),
+            threads: 2,
+            subbuf,
+            subbufs,
+            relay: false,
+            direct: None,
+        });
     }
     if relay.is_some() {
         configs.push(Config {
@@ -284,9 +376,14 @@ fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
             ..configs[0]
         });
     }
+    let configs: Vec<Config> = io_modes("page")
+        .into_iter()
+        .flat_map(|direct| configs.iter().map(move |c| Config { direct, ..*c }))
+        .filter(|c| selected(&label(c)))
+        .collect();
     let mut best = vec![0u64; configs.len()];
     let mut racing = vec![true; configs.len()];
-    let mut rate = step;
+    let mut rate = env_u64("HUSHTRACE_BENCH_START", step);
     let trials = if smoke { 1 } else { 3 };
     while racing.iter().any(|&r| r) && rate <= max {
         for _ in 0..trials {
@@ -296,8 +393,19 @@ fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
                 }
                 let t = trial(*cfg, rate, secs, out, relay);
                 println!(
-                    "trial {:<26} rate={rate} emitted={} written={} discarded={} achieved={:.0}",
-                    cfg.name, t.emitted, t.written, t.discarded, t.achieved
+                    "trial {:<40} rate={rate} emitted={} written={} discarded={} achieved={:.0} \
+                     runtime_cpu_ms_per_100MB={:.1}",
+                    label(cfg),
+                    t.emitted,
+                    t.written,
+                    t.discarded,
+                    t.achieved,
+                    t.runtime_cpu_ns as f64 / 1e6 / (t.stream_bytes as f64 / 1e8).max(1e-9)
+                );
+                assert!(
+                    t.packets.is_some(),
+                    "{}: stream files not whole packets",
+                    label(cfg)
                 );
                 // A trial that could not even emit at the rate (the producer fell behind) is
                 // a loss too: the rate was not sustained.
@@ -318,8 +426,8 @@ fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
     }
     for (i, cfg) in configs.iter().enumerate() {
         println!(
-            "lossless {:<26} {:>5.1} M events/s (ratio to 1 thread, default rings: {:.2})",
-            cfg.name,
+            "lossless {:<40} {:>5.1} M events/s (ratio to the first: {:.2})",
+            label(cfg),
             best[i] as f64 / 1e6,
             best[i] as f64 / best[0].max(1) as f64
         );

@@ -10,9 +10,13 @@
 //!   that closes all its descriptors (as daemons do) and reuses their numbers never receives a
 //!   trace packet. A descriptor found closed or replaced is forgotten (the number is the
 //!   program's now: never closed by us) and the file is reopened by name and verified.
-//! * Streams are written with `pwritev` (a packet's header and events in one call) at the offset the consumer keeps: a failed write (a full
-//!   disk) is cut off with `ftruncate`, so the stream stays well-formed and later packets follow
-//!   the last complete one.
+//! * Streams are written with `pwritev` (a packet's header and events in one call) at the
+//!   offset the consumer keeps: a failed write (a full disk) is cut off with `ftruncate`, so
+//!   the stream stays well-formed and later packets follow the last complete one.
+//! * With `O_DIRECT` ([`StreamIo`], `HUSHTRACE_DIRECT_IO=1`, where the file system supports it)
+//!   the device reads a packet's blocks from the ring itself instead of the kernel copying
+//!   them into the page cache; every packet is then padded to the alignment (`packet_size`
+//!   covers the zeros, `content_size` the events, as LTTng's padded sub-buffers).
 //! * At most [`MAX_OPEN_STREAMS`] stream files are open at once; the others are reopened on
 //!   demand, so the tracer's descriptors do not grow with the number of threads.
 
@@ -407,6 +411,187 @@ struct Stream {
     len: u64,
     fd: Option<Checked>,
     last_use: u64,
+    /// Whether the open descriptor has `O_DIRECT` set.
+    direct: bool,
+}
+
+/// How the stream files are written.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamIo {
+    /// Through the page cache: `pwritev` copies every byte into it.
+    Buffered,
+    /// `O_DIRECT` wanted: tried on the first stream file opened (the file system may refuse it).
+    TryDirect,
+    /// `O_DIRECT`: the device reads each packet from the ring itself, no copy into the page
+    /// cache. Every packet is padded with zeros to a multiple of `align` bytes (its
+    /// `packet_size` covers the padding, its `content_size` the events), so every write starts
+    /// and ends on an `align` boundary.
+    Direct {
+        /// Bytes every write's offset, length and memory are aligned to.
+        align: usize,
+    },
+}
+
+/// The environment variable that chooses `O_DIRECT` (`1`) or page-cache writes (`0`) for the
+/// stream files; unset: [`DIRECT_IO_DEFAULT`].
+pub(crate) const DIRECT_IO_ENV: &str = "HUSHTRACE_DIRECT_IO";
+
+/// Whether stream files are written with `O_DIRECT` (where the file system supports it) unless
+/// [`DIRECT_IO_ENV`] says otherwise. See docs/BENCHMARKS.md §12 for the measurements behind it.
+pub(crate) const DIRECT_IO_DEFAULT: bool = false;
+
+/// What [`DIRECT_IO_ENV`] asks for: `Some(true)` for `1`, `on`, `true`, `yes`; `Some(false)`
+/// for `0`, `off`, `false`, `no` or empty; `None` when unset. Another value is an error naming
+/// it.
+pub(crate) fn direct_io_from_env() -> Result<Option<bool>, crate::config::Error> {
+    let Some(v) = std::env::var_os(DIRECT_IO_ENV) else {
+        return Ok(None);
+    };
+    let v = v.to_string_lossy();
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(Some(true)),
+        "0" | "off" | "false" | "no" | "" => Ok(Some(false)),
+        _ => Err(crate::config::Error::Config {
+            var: Some(DIRECT_IO_ENV),
+            value: v.into_owned(),
+            reason: "expected 1 (O_DIRECT stream files where the file system supports it) or 0 \
+                     (through the page cache)"
+                .into(),
+        }),
+    }
+}
+
+/// The smallest alignment used for `O_DIRECT` writes (a page), whatever smaller one the file
+/// system accepts: 4 KiB device sectors are common, and a page keeps the ring's slots usable
+/// as they are.
+const DIRECT_MIN_ALIGN: usize = 4096;
+/// The largest alignment accepted; a file system asking for more is written through the page
+/// cache.
+const DIRECT_MAX_ALIGN: usize = 64 << 10;
+
+/// `len` rounded up to a multiple of `align` (a power of two).
+fn round_up(len: usize, align: usize) -> usize {
+    (len + align - 1) & !(align - 1)
+}
+
+/// `len` bytes of `buf` starting at an `align`-aligned address (`buf` grown as needed).
+fn aligned(buf: &mut Vec<u8>, len: usize, align: usize) -> &mut [u8] {
+    if buf.len() < len + align {
+        buf.resize(len + align, 0);
+    }
+    let off = buf.as_ptr().align_offset(align);
+    &mut buf[off..off + len]
+}
+
+/// Scratch memory for the `O_DIRECT` writes: the packet's first and last blocks (or, for a
+/// packet not laid out as a ring slot holds it, the whole packet).
+#[derive(Debug, Default)]
+struct Scratch {
+    head: Vec<u8>,
+    tail: Vec<u8>,
+}
+
+/// Lays out the packet `header ++ body` for an `O_DIRECT` write at an `align`-aligned offset:
+/// padded with zeros to a multiple of `align`, its `packet_size` set to the padded length, in
+/// parts whose addresses and lengths are multiples of `align`. Returns the parts and the
+/// padded length.
+///
+/// When the body sits in memory as a ring slot holds it (`header.len()` bytes after an
+/// aligned address), only the first block (the header, which may be a renumbered copy, and the
+/// body's start) and the last one (the body's end and the zeros) are copied: the blocks
+/// between are written from the ring itself. Otherwise (a packet shipped by the flush of idle
+/// threads, or the rest of one) the packet is copied whole.
+fn direct_layout<'a>(
+    header: &[u8],
+    body: &'a [u8],
+    align: usize,
+    scratch: &'a mut Scratch,
+) -> (Vec<&'a [u8]>, usize) {
+    use hushtrace_ctf::layout::OFF_PACKET_SIZE;
+    let len = header.len() + body.len();
+    let padded = round_up(len.max(1), align);
+    let set_size = |b: &mut [u8]| {
+        if let Some(w) = b.get_mut(OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8) {
+            w.copy_from_slice(&(padded as u64 * 8).to_le_bytes());
+        }
+    };
+    let k = align.wrapping_sub(header.len());
+    let in_slot = header.len() < align
+        && body.len() >= k
+        && (body.as_ptr() as usize)
+            .wrapping_sub(header.len())
+            .is_multiple_of(align);
+    if !in_slot {
+        let whole = aligned(&mut scratch.head, padded, align);
+        whole[..header.len()].copy_from_slice(header);
+        whole[header.len()..len].copy_from_slice(body);
+        whole[len..].fill(0);
+        set_size(whole);
+        return (vec![&*whole], padded);
+    }
+    let Scratch { head, tail } = scratch;
+    let head = aligned(head, align, align);
+    head[..header.len()].copy_from_slice(header);
+    head[header.len()..].copy_from_slice(&body[..k]);
+    set_size(head);
+    let rest = &body[k..];
+    let whole_blocks = rest.len() / align * align;
+    let mut parts: Vec<&'a [u8]> = vec![&*head];
+    if whole_blocks > 0 {
+        parts.push(&rest[..whole_blocks]);
+    }
+    let left = &rest[whole_blocks..];
+    if !left.is_empty() {
+        let tail = aligned(tail, align, align);
+        tail[..left.len()].copy_from_slice(left);
+        tail[left.len()..].fill(0);
+        parts.push(&*tail);
+    }
+    (parts, padded)
+}
+
+/// Says (once per trace directory, on stderr) that `O_DIRECT` was asked for but the file
+/// system of `dir` refuses it: the stream files go through the page cache.
+fn direct_refused(dir: &Path) {
+    eprintln!(
+        "hushtrace: {}: the file system refuses O_DIRECT ({DIRECT_IO_ENV}); stream files are \
+         written through the page cache",
+        dir.display()
+    );
+}
+
+/// Sets `O_DIRECT` on `fd`; false when the file system refuses it.
+fn set_direct(fd: BorrowedFd<'_>, on: bool) -> bool {
+    let Ok(flags) = rustix::fs::fcntl_getfl(fd) else {
+        return false;
+    };
+    let flags = if on {
+        flags | OFlags::DIRECT
+    } else {
+        flags - OFlags::DIRECT
+    };
+    rustix::fs::fcntl_setfl(fd, flags).is_ok()
+}
+
+/// The alignment for `O_DIRECT` writes to `fd` (`STATX_DIOALIGN`, Linux 6.1; a page when the
+/// kernel does not say), or `None` when the file system does not support them or wants an
+/// alignment above [`DIRECT_MAX_ALIGN`].
+fn direct_align(fd: BorrowedFd<'_>) -> Option<usize> {
+    use rustix::fs::{statx, AtFlags as A, StatxFlags};
+    let st = match statx(fd, "", A::EMPTY_PATH, StatxFlags::DIOALIGN) {
+        Ok(st) => st,
+        Err(_) => return Some(DIRECT_MIN_ALIGN),
+    };
+    if st.stx_mask & StatxFlags::DIOALIGN.bits() == 0 {
+        return Some(DIRECT_MIN_ALIGN);
+    }
+    if st.stx_dio_offset_align == 0 {
+        return None;
+    }
+    let a = (st.stx_dio_offset_align.max(st.stx_dio_mem_align) as usize)
+        .max(DIRECT_MIN_ALIGN)
+        .next_power_of_two();
+    (a <= DIRECT_MAX_ALIGN).then_some(a)
 }
 
 /// A process's trace directory and its stream files.
@@ -415,15 +600,33 @@ pub(crate) struct TraceFiles {
     pub(crate) dir: Dir,
     streams: std::collections::HashMap<u64, Stream>,
     clock: u64,
+    io: StreamIo,
+    scratch: Scratch,
 }
 
 impl TraceFiles {
+    /// Stream files written through the page cache.
     pub(crate) fn new(dir: Dir) -> TraceFiles {
+        TraceFiles::with_io(dir, StreamIo::Buffered)
+    }
+
+    /// Stream files written as `io` says ([`StreamIo::TryDirect`]: with `O_DIRECT` where the
+    /// file system supports it, else through the page cache).
+    pub(crate) fn with_io(dir: Dir, io: StreamIo) -> TraceFiles {
         TraceFiles {
             dir,
             streams: std::collections::HashMap::new(),
             clock: 0,
+            io,
+            scratch: Scratch::default(),
         }
+    }
+
+    /// How the stream files are written (after the first one was opened: `Direct` or
+    /// `Buffered`).
+    #[cfg(test)]
+    pub(crate) fn io(&self) -> StreamIo {
+        self.io
     }
 
     /// The stream file name of buffer `instance`.
@@ -431,9 +634,11 @@ impl TraceFiles {
         format!("{}{instance}", hushtrace_ctf::layout::STREAM_PREFIX)
     }
 
-    /// Appends one packet, the concatenation of `parts`, to stream `instance` (file
-    /// `stream_<instance>`, created on first use) with one `pwritev`. On failure the stream is
-    /// cut back to its last complete packet, and the error returned.
+    /// Appends one packet, the concatenation of `parts` (`[header, body]` or `[packet]`), to
+    /// stream `instance` (file `stream_<instance>`, created on first use) with one `pwritev`:
+    /// through the page cache, or with `O_DIRECT` padded to the alignment
+    /// ([`StreamIo::Direct`]). On failure the stream is cut back to its last complete packet,
+    /// and the error returned.
     pub(crate) fn append_parts(&mut self, instance: u64, parts: &[&[u8]]) -> io::Result<()> {
         self.clock += 1;
         let now = self.clock;
@@ -459,6 +664,7 @@ impl TraceFiles {
                 len: 0,
                 fd: None,
                 last_use: now,
+                direct: false,
             }),
         };
         stream.last_use = now;
@@ -490,6 +696,7 @@ impl TraceFiles {
                 }
             };
             stream.fd = Some(Checked::new(fd)?);
+            stream.direct = false;
         }
         let fd = stream
             .fd
@@ -497,10 +704,74 @@ impl TraceFiles {
             .and_then(|c| c.fd.as_ref())
             .map(|f| f.as_fd())
             .ok_or_else(|| io::Error::other("stream descriptor lost"))?;
+        // `O_DIRECT` is set on the open descriptor (never at `open`: a file system without it
+        // fails the open after creating the file), decided once for the directory.
+        if !stream.direct && matches!(self.io, StreamIo::TryDirect | StreamIo::Direct { .. }) {
+            if set_direct(fd, true) {
+                stream.direct = true;
+                if self.io == StreamIo::TryDirect {
+                    match direct_align(fd) {
+                        Some(align) => self.io = StreamIo::Direct { align },
+                        None => {
+                            set_direct(fd, false);
+                            stream.direct = false;
+                            self.io = StreamIo::Buffered;
+                            direct_refused(&self.dir.path);
+                        }
+                    }
+                }
+            } else {
+                self.io = StreamIo::Buffered;
+                direct_refused(&self.dir.path);
+            }
+        }
+        let direct = match self.io {
+            StreamIo::Direct { align }
+                if stream.direct && stream.len.is_multiple_of(align as u64) =>
+            {
+                Some(align)
+            }
+            _ => None,
+        };
+        if stream.direct && direct.is_none() {
+            set_direct(fd, false);
+            stream.direct = false;
+        }
         let total: usize = parts.iter().map(|p| p.len()).sum();
-        match write_all_parts_at(fd, parts, stream.len) {
-            Ok(()) => {
-                stream.len += total as u64;
+        if total == 0 {
+            return Ok(());
+        }
+        let r = match direct {
+            Some(align) => {
+                let joined: Vec<u8>;
+                let (header, body) = match parts {
+                    [h, b] => (*h, *b),
+                    [b] => (&b[..0], *b),
+                    _ => {
+                        joined = parts.concat();
+                        (&[][..], &joined[..])
+                    }
+                };
+                let (iov, padded) = direct_layout(header, body, align, &mut self.scratch);
+                match write_all_parts_at(fd, &iov, stream.len) {
+                    Err(e) if e.raw_os_error() == Some(rustix::io::Errno::INVAL.raw_os_error()) => {
+                        // The file system took `O_DIRECT` at `fcntl` but refuses these
+                        // writes: the page cache from now on, this packet included.
+                        let _ = rustix::fs::ftruncate(fd, stream.len);
+                        set_direct(fd, false);
+                        stream.direct = false;
+                        self.io = StreamIo::Buffered;
+                        direct_refused(&self.dir.path);
+                        write_all_parts_at(fd, &iov, stream.len).map(|()| padded)
+                    }
+                    r => r.map(|()| padded),
+                }
+            }
+            None => write_all_parts_at(fd, parts, stream.len).map(|()| total),
+        };
+        match r {
+            Ok(n) => {
+                stream.len += n as u64;
                 Ok(())
             }
             Err(e) => {
@@ -522,5 +793,245 @@ impl TraceFiles {
     /// Forgets stream `instance` (its buffer was freed).
     pub(crate) fn forget(&mut self, instance: u64) {
         self.streams.remove(&instance);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hushtrace_ctf::layout::{
+        read_u64, PacketHeader, OFF_CONTENT_SIZE, OFF_PACKET_SIZE, PACKET_HEADER_LEN,
+    };
+
+    /// A packet of `body_len` bytes of events as a ring slot holds it: the header at the start
+    /// of a page-aligned slot of `slot` bytes.
+    fn slot_packet(body_len: usize, slot: usize, buf: &mut Vec<u8>) -> &mut [u8] {
+        let s = aligned(buf, slot, 4096);
+        let h = PacketHeader {
+            seq: 3,
+            ..PacketHeader::default()
+        }
+        .with_len(PACKET_HEADER_LEN + body_len)
+        .encode();
+        s[..PACKET_HEADER_LEN].copy_from_slice(&h);
+        for (i, b) in s[PACKET_HEADER_LEN..].iter_mut().enumerate() {
+            *b = (i % 251) as u8 + 1;
+        }
+        s
+    }
+
+    /// Checks one `direct_layout` result against the packet it lays out.
+    fn check_layout(header: &[u8], body: &[u8], align: usize) -> usize {
+        let mut scratch = Scratch::default();
+        let (parts, padded) = direct_layout(header, body, align, &mut scratch);
+        let len = header.len() + body.len();
+        assert_eq!(padded, round_up(len, align));
+        for p in &parts {
+            assert_eq!(
+                p.as_ptr() as usize % align,
+                0,
+                "a part's address is aligned"
+            );
+            assert_eq!(p.len() % align, 0, "a part's length is aligned");
+        }
+        let joined: Vec<u8> = parts.concat();
+        assert_eq!(joined.len(), padded);
+        // The packet's bytes, its packet_size the padded length, then zeros.
+        assert_eq!(read_u64(&joined, OFF_PACKET_SIZE), Some(padded as u64 * 8));
+        assert_eq!(read_u64(&joined, OFF_CONTENT_SIZE), Some(len as u64 * 8));
+        let mut want = header.to_vec();
+        want.extend_from_slice(body);
+        want[OFF_PACKET_SIZE..OFF_PACKET_SIZE + 8]
+            .copy_from_slice(&(padded as u64 * 8).to_le_bytes());
+        assert_eq!(&joined[..len], &want[..]);
+        assert!(joined[len..].iter().all(|&b| b == 0), "zero padding");
+        parts.len()
+    }
+
+    #[test]
+    fn direct_layout_writes_the_ring_blocks_in_place_and_pads() {
+        let mut buf = Vec::new();
+        for body_len in [
+            0,
+            1,
+            4096 - PACKET_HEADER_LEN - 1,
+            4096 - PACKET_HEADER_LEN,
+            4096,
+            20_000,
+            65_536 - PACKET_HEADER_LEN,
+        ] {
+            let s = slot_packet(body_len, 65_536, &mut buf);
+            let (h, rest) = s.split_at(PACKET_HEADER_LEN);
+            let body = &rest[..body_len];
+            let parts = check_layout(h, body, 4096);
+            if body_len >= 4096 * 2 {
+                // The head block and the ring's own blocks (and a tail block, unless the body
+                // ends on a block boundary): never one whole copy.
+                assert!(parts >= 2, "body {body_len}");
+            }
+            // A renumbered header (a copy, elsewhere in memory) with the ring's body.
+            let mut copy = [0u8; PACKET_HEADER_LEN];
+            copy.copy_from_slice(h);
+            check_layout(&copy, body, 4096);
+        }
+        // A body that does not sit as a slot holds it (the rest of a flushed packet) is
+        // copied whole.
+        let s = slot_packet(10_000, 65_536, &mut buf);
+        let (h, rest) = s.split_at(PACKET_HEADER_LEN);
+        let cut = PacketHeader::decode(h)
+            .unwrap()
+            .with_len(PACKET_HEADER_LEN + 8_900)
+            .encode();
+        assert_eq!(check_layout(&cut, &rest[100..9_000], 4096), 1);
+        assert_eq!(check_layout(&cut, &rest[100..9_000], 8192), 1);
+    }
+
+    /// Writes three packets (two ring-like, one "rest" at an odd address) through
+    /// `TraceFiles` with `io`; returns the stream file's bytes and the mode in effect.
+    fn write_three(dir: &Path, io: StreamIo) -> (Vec<u8>, StreamIo, Vec<usize>) {
+        std::fs::create_dir_all(dir).unwrap();
+        std::fs::set_permissions(dir, std::os::unix::fs::PermissionsExt::from_mode(0o700)).unwrap();
+        let mut files = TraceFiles::with_io(Dir::open_root(dir).unwrap(), io);
+        let mut buf = Vec::new();
+        let mut lens = Vec::new();
+        for body_len in [30_000, 70] {
+            let s = slot_packet(body_len, 65_536, &mut buf);
+            let (h, rest) = s.split_at(PACKET_HEADER_LEN);
+            files.append_parts(7, &[h, &rest[..body_len]]).unwrap();
+            lens.push(PACKET_HEADER_LEN + body_len);
+        }
+        let s = slot_packet(5_000, 65_536, &mut buf);
+        let (h, rest) = s.split_at(PACKET_HEADER_LEN);
+        let mut h2 = PacketHeader::decode(h).unwrap();
+        h2 = h2.with_len(PACKET_HEADER_LEN + 3_000);
+        files
+            .append_parts(7, &[&h2.encode(), &rest[1_000..4_000]])
+            .unwrap();
+        lens.push(PACKET_HEADER_LEN + 3_000);
+        let io = files.io();
+        files.close_all();
+        (std::fs::read(dir.join("stream_7")).unwrap(), io, lens)
+    }
+
+    /// Walks the packets of a stream file: `(content bytes, packet bytes)` of each.
+    fn packets(b: &[u8]) -> Vec<(usize, usize)> {
+        let mut out = Vec::new();
+        let mut off = 0;
+        while off < b.len() {
+            let c = read_u64(&b[off..], OFF_CONTENT_SIZE).unwrap() as usize / 8;
+            let p = read_u64(&b[off..], OFF_PACKET_SIZE).unwrap() as usize / 8;
+            assert!(c <= p && p > 0 && off + p <= b.len(), "packet at {off}");
+            out.push((c, p));
+            off += p;
+        }
+        out
+    }
+
+    fn temp(tag: &str) -> PathBuf {
+        std::env::temp_dir().join(format!(
+            "hushtrace-tracedir-{tag}-{}-{:?}",
+            std::process::id(),
+            std::thread::current().id()
+        ))
+    }
+
+    #[test]
+    fn direct_stream_files_are_padded_packets() {
+        let dir = temp("direct");
+        let _ = std::fs::remove_dir_all(&dir);
+        let (bytes, io, lens) = write_three(&dir, StreamIo::TryDirect);
+        let _ = std::fs::remove_dir_all(&dir);
+        let StreamIo::Direct { align } = io else {
+            eprintln!(
+                "skipped: {} does not take O_DIRECT ({io:?})",
+                std::env::temp_dir().display()
+            );
+            return;
+        };
+        assert_eq!(bytes.len() % align, 0);
+        let got = packets(&bytes);
+        let want: Vec<(usize, usize)> = lens.iter().map(|&l| (l, round_up(l, align))).collect();
+        assert_eq!(got, want);
+    }
+
+    #[test]
+    fn buffered_stream_files_are_not_padded() {
+        let dir = temp("buffered");
+        let _ = std::fs::remove_dir_all(&dir);
+        let (bytes, io, lens) = write_three(&dir, StreamIo::Buffered);
+        let _ = std::fs::remove_dir_all(&dir);
+        assert_eq!(io, StreamIo::Buffered);
+        let want: Vec<(usize, usize)> = lens.iter().map(|&l| (l, l)).collect();
+        assert_eq!(packets(&bytes), want);
+    }
+
+    /// A file system without `O_DIRECT` (ramfs, in a mount namespace of this thread only):
+    /// the stream files are written through the page cache, unpadded.
+    #[test]
+    fn direct_falls_back_where_the_file_system_refuses_it() {
+        use std::ffi::CString;
+        // SAFETY: geteuid has no preconditions.
+        if unsafe { libc::geteuid() } != 0 {
+            eprintln!("skipped: needs root to mount a ramfs");
+            return;
+        }
+        let mnt = temp("ramfs");
+        std::fs::create_dir_all(&mnt).unwrap();
+        let cmnt = CString::new(mnt.as_os_str().as_encoded_bytes()).unwrap();
+        let (ramfs, root) = (CString::new("ramfs").unwrap(), CString::new("/").unwrap());
+        // SAFETY: plain system calls; the strings are NUL-terminated and outlive them.
+        // `unshare(CLONE_NEWNS)` gives this thread (only) its own mount namespace, so the
+        // mount is seen by nothing else and goes away with the thread.
+        let mounted = std::thread::spawn(move || unsafe {
+            if libc::unshare(libc::CLONE_NEWNS) != 0 {
+                return Err(format!("unshare: {}", io::Error::last_os_error()));
+            }
+            let none = std::ptr::null();
+            if libc::mount(
+                none,
+                root.as_ptr(),
+                none,
+                libc::MS_REC | libc::MS_PRIVATE,
+                none as _,
+            ) != 0
+            {
+                return Err(format!("make / private: {}", io::Error::last_os_error()));
+            }
+            if libc::mount(ramfs.as_ptr(), cmnt.as_ptr(), ramfs.as_ptr(), 0, none as _) != 0 {
+                return Err(format!("mount ramfs: {}", io::Error::last_os_error()));
+            }
+            let probe = std::path::Path::new(cmnt.to_str().unwrap()).join("t");
+            Ok(write_three(&probe, StreamIo::TryDirect))
+        })
+        .join()
+        .unwrap();
+        let _ = std::fs::remove_dir_all(&mnt);
+        let (bytes, io, lens) = match mounted {
+            Ok(r) => r,
+            Err(e) => {
+                eprintln!("skipped: {e}");
+                return;
+            }
+        };
+        assert_eq!(io, StreamIo::Buffered, "ramfs has no O_DIRECT");
+        let want: Vec<(usize, usize)> = lens.iter().map(|&l| (l, l)).collect();
+        assert_eq!(packets(&bytes), want);
+    }
+
+    #[test]
+    fn direct_io_env_values() {
+        // Only this test sets the variable in this process's test binary.
+        std::env::set_var(DIRECT_IO_ENV, "1");
+        assert_eq!(direct_io_from_env().unwrap(), Some(true));
+        std::env::set_var(DIRECT_IO_ENV, "off");
+        assert_eq!(direct_io_from_env().unwrap(), Some(false));
+        std::env::set_var(DIRECT_IO_ENV, "maybe");
+        let e = direct_io_from_env().unwrap_err().to_string();
+        assert!(
+            e.contains("HUSHTRACE_DIRECT_IO") && e.contains("maybe"),
+            "{e}"
+        );
+        std::env::remove_var(DIRECT_IO_ENV);
+        assert_eq!(direct_io_from_env().unwrap(), None);
     }
 }

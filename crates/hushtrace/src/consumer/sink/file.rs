@@ -3,7 +3,7 @@
 
 use super::{Fate, Packet, Sink};
 use crate::config::Error;
-use crate::tracedir::{Dir, TraceFiles};
+use crate::tracedir::{direct_io_from_env, Dir, StreamIo, TraceFiles, DIRECT_IO_DEFAULT};
 use hushtrace_ctf::layout::METADATA_FILE;
 use hushtrace_ctf::metadata::{to_tsdl, TraceDesc};
 
@@ -16,11 +16,20 @@ pub(crate) struct FileSink {
 }
 
 impl FileSink {
-    pub(crate) fn new(dir: Dir, streams: bool) -> FileSink {
-        FileSink {
-            files: TraceFiles::new(dir),
+    /// The stream files go to `dir` (if `streams`), with `O_DIRECT` where the file system
+    /// supports it when `HUSHTRACE_DIRECT_IO` (or, unset, [`DIRECT_IO_DEFAULT`]) asks for it.
+    /// A bad `HUSHTRACE_DIRECT_IO` value is an error naming it.
+    pub(crate) fn new(dir: Dir, streams: bool) -> Result<FileSink, Error> {
+        let direct = direct_io_from_env()?.unwrap_or(DIRECT_IO_DEFAULT);
+        let io = if direct {
+            StreamIo::TryDirect
+        } else {
+            StreamIo::Buffered
+        };
+        Ok(FileSink {
+            files: TraceFiles::with_io(dir, io),
             streams,
-        }
+        })
     }
 }
 
