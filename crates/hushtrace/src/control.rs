@@ -177,6 +177,11 @@ const MAX_REFUSED: usize = 64;
 /// consumer in the accept loop).
 const ACCEPTS_PER_PASS: usize = 64;
 
+/// The least time between two looks for new connections. The consumer passes once per packet
+/// hand-over, and an `accept4` on every pass was about a tenth of its CPU at high event rates
+/// (docs/BENCHMARKS.md, "The consumer"); clients already connected move on every pass.
+const ACCEPT_INTERVAL: Duration = Duration::from_millis(10);
+
 /// What an oversized request's rest is read (and dropped) up to, so its client gets the error
 /// answer instead of a connection reset.
 const DISCARD_MAX: usize = 1 << 20;
@@ -198,6 +203,8 @@ pub(crate) struct Server {
     clients: Vec<Client>,
     /// Answer bytes not yet written, over all clients.
     pending_output: usize,
+    /// When to look for new connections next (see [`ACCEPT_INTERVAL`]).
+    next_accept: Instant,
 }
 
 #[derive(Debug)]
@@ -245,6 +252,7 @@ impl Server {
             id: (md.dev(), md.ino()),
             clients: Vec::new(),
             pending_output: 0,
+            next_accept: Instant::now(),
         })
     }
 
@@ -266,8 +274,11 @@ impl Server {
     /// Accepts new connections, moves every client a step on (never waits for one) and
     /// answers each complete request with `answer(request)`.
     pub(crate) fn serve(&mut self, mut answer: impl FnMut(Result<Request, String>) -> String) {
-        self.accept();
         let now = Instant::now();
+        if now >= self.next_accept {
+            self.accept();
+            self.next_accept = now + ACCEPT_INTERVAL;
+        }
         let mut i = 0;
         while i < self.clients.len() {
             let c = &mut self.clients[i];
