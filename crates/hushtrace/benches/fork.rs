@@ -40,7 +40,7 @@
 //! Without `--bench` (e.g. `cargo test --benches`) it runs a few forks per configuration with
 //! 10 000 events per thread as a smoke test.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Barrier;
@@ -207,7 +207,9 @@ fn config_process(idx: usize) -> ! {
     let _session = tracer.then(|| {
         let dir = std::env::var_os(DIR_VAR).expect("bench directory");
         hushtrace::Session::builder()
-            .output_dir(PathBuf::from(dir).join(format!("{idx}")))
+            // A directory per process: every round's process starts a session of its own, and
+            // a session refuses a directory that already holds a trace.
+            .output_dir(PathBuf::from(dir).join(format!("{idx}-{}", std::process::id())))
             .mode(hushtrace::Mode::Overwrite)
             .subbuf_size(SUBBUF)
             .num_subbufs(NUM_SUBBUFS)
@@ -303,6 +305,7 @@ fn main() {
                 .env(DIR_VAR, &dir)
                 .output()
                 .expect("run a configuration process");
+            remove_traces(&dir);
             assert!(
                 out.status.success(),
                 "configuration {idx} failed: {}",
@@ -431,4 +434,32 @@ fn main() {
         ((empty33 - idle33) - (empty - idle)) / 30.0,
         ((pempty33 - pidle33) - (pempty - pidle)) / 30.0
     );
+}
+
+/// Removes the traces the configuration processes left under `dir`, with their ring
+/// directories: a process that `_exit`s without stopping its session leaves its rings on the
+/// tmpfs for `hushtrace recover` (each `<dir>/<config>-<pid>/<pid>/.rings` names them), and
+/// rounds of them would fill the machine's memory.
+fn remove_traces(dir: &Path) {
+    let Ok(configs) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for trace in configs
+        .flatten()
+        .filter_map(|c| std::fs::read_dir(c.path()).ok())
+        .flatten()
+    {
+        let Ok(trace) = trace else { continue };
+        if let Ok(rings) = std::fs::read_to_string(trace.path().join(".rings")) {
+            let rings = PathBuf::from(rings.trim_end());
+            if rings.starts_with("/dev/shm") {
+                let _ = std::fs::remove_dir_all(&rings);
+                // Its back pointer beside it: `<ring dir>.trace`.
+                let mut back = rings.into_os_string();
+                back.push(".trace");
+                let _ = std::fs::remove_file(back);
+            }
+        }
+    }
+    let _ = std::fs::remove_dir_all(dir);
 }
