@@ -10,6 +10,21 @@ use std::sync::Mutex;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
+/// One field of every type, in the order the tests' rows give their values.
+const ALL_TYPES: [(&str, FieldType); 11] = [
+    ("u8", FieldType::U8),
+    ("u16", FieldType::U16),
+    ("u32", FieldType::U32),
+    ("u64", FieldType::U64),
+    ("i8", FieldType::I8),
+    ("i16", FieldType::I16),
+    ("i32", FieldType::I32),
+    ("i64", FieldType::I64),
+    ("f64", FieldType::F64),
+    ("ok", FieldType::Bool),
+    ("s", FieldType::Str),
+];
+
 #[test]
 fn registered_callsites_record_every_type_and_babeltrace_reads_them() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
@@ -22,19 +37,7 @@ fn registered_callsites_record_every_type_and_babeltrace_reads_them() {
         .num_subbufs(16)
         .start()
         .unwrap();
-    let fields = [
-        ("u8", FieldType::U8),
-        ("u16", FieldType::U16),
-        ("u32", FieldType::U32),
-        ("u64", FieldType::U64),
-        ("i8", FieldType::I8),
-        ("i16", FieldType::I16),
-        ("i32", FieldType::I32),
-        ("i64", FieldType::I64),
-        ("f64", FieldType::F64),
-        ("ok", FieldType::Bool),
-        ("s", FieldType::Str),
-    ];
+    let fields = ALL_TYPES;
     // Registered while the session runs (after its first metadata was written).
     let all = register_callsite("rt", "all_types", Kind::Instant, &fields).unwrap();
     let off = register_callsite("rt-off", "quiet", Kind::Instant, &[]).unwrap();
@@ -140,19 +143,7 @@ fn dynamic_values_come_back_equal_from_the_reader() {
     use hushtrace_ctf::reader::{Session as Reader, Value as ReadValue};
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let dir = temp_dir("registered-values");
-    let fields = [
-        ("u8", FieldType::U8),
-        ("u16", FieldType::U16),
-        ("u32", FieldType::U32),
-        ("u64", FieldType::U64),
-        ("i8", FieldType::I8),
-        ("i16", FieldType::I16),
-        ("i32", FieldType::I32),
-        ("i64", FieldType::I64),
-        ("f64", FieldType::F64),
-        ("ok", FieldType::Bool),
-        ("s", FieldType::Str),
-    ];
+    let fields = ALL_TYPES;
     let long = "é".repeat(hushtrace::STR_CAP);
     let rows: Vec<[Value<'_>; 11]> = vec![
         [
