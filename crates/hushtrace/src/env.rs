@@ -31,6 +31,10 @@ pub const RELAY_ONLY: &str = "HUSHTRACE_RELAY_ONLY";
 /// Milliseconds after which the complete events of a packet still open (an idle thread) are
 /// written out anyway (default 1000; 0: never).
 pub const FLUSH_MS: &str = "HUSHTRACE_FLUSH_MS";
+/// `1`: write the stream files with `O_DIRECT` where the file system supports it (packets
+/// padded to the block size, no copy into the page cache); `0` (default): through the page
+/// cache. See docs/BENCHMARKS.md, "The consumer", for when each is better.
+pub const DIRECT_IO: &str = "HUSHTRACE_DIRECT_IO";
 
 /// One documented environment variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -99,5 +103,9 @@ pub const VARS: &[Var] = &[
     Var {
         name: FLUSH_MS,
         doc: "flush idle threads' events within this many ms (default 1000; 0: never)",
+    },
+    Var {
+        name: DIRECT_IO,
+        doc: "`1`: stream files written with O_DIRECT where supported (default `0`: page cache)",
     },
 ];

@@ -432,35 +432,6 @@ pub(crate) enum StreamIo {
     },
 }
 
-/// The environment variable that chooses `O_DIRECT` (`1`) or page-cache writes (`0`) for the
-/// stream files; unset: [`DIRECT_IO_DEFAULT`].
-pub(crate) const DIRECT_IO_ENV: &str = "HUSHTRACE_DIRECT_IO";
-
-/// Whether stream files are written with `O_DIRECT` (where the file system supports it) unless
-/// [`DIRECT_IO_ENV`] says otherwise. See docs/BENCHMARKS.md §12 for the measurements behind it.
-pub(crate) const DIRECT_IO_DEFAULT: bool = false;
-
-/// What [`DIRECT_IO_ENV`] asks for: `Some(true)` for `1`, `on`, `true`, `yes`; `Some(false)`
-/// for `0`, `off`, `false`, `no` or empty; `None` when unset. Another value is an error naming
-/// it.
-pub(crate) fn direct_io_from_env() -> Result<Option<bool>, crate::config::Error> {
-    let Some(v) = std::env::var_os(DIRECT_IO_ENV) else {
-        return Ok(None);
-    };
-    let v = v.to_string_lossy();
-    match v.trim().to_ascii_lowercase().as_str() {
-        "1" | "on" | "true" | "yes" => Ok(Some(true)),
-        "0" | "off" | "false" | "no" | "" => Ok(Some(false)),
-        _ => Err(crate::config::Error::Config {
-            var: Some(DIRECT_IO_ENV),
-            value: v.into_owned(),
-            reason: "expected 1 (O_DIRECT stream files where the file system supports it) or 0 \
-                     (through the page cache)"
-                .into(),
-        }),
-    }
-}
-
 /// The smallest alignment used for `O_DIRECT` writes (a page), whatever smaller one the file
 /// system accepts: 4 KiB device sectors are common, and a page keeps the ring's slots usable
 /// as they are.
@@ -554,7 +525,7 @@ fn direct_layout<'a>(
 /// system of `dir` refuses it: the stream files go through the page cache.
 fn direct_refused(dir: &Path) {
     eprintln!(
-        "hushtrace: {}: the file system refuses O_DIRECT ({DIRECT_IO_ENV}); stream files are \
+        "hushtrace: {}: the file system refuses O_DIRECT (HUSHTRACE_DIRECT_IO); stream files are \
          written through the page cache",
         dir.display()
     );
@@ -1016,22 +987,5 @@ mod tests {
         assert_eq!(io, StreamIo::Buffered, "ramfs has no O_DIRECT");
         let want: Vec<(usize, usize)> = lens.iter().map(|&l| (l, l)).collect();
         assert_eq!(packets(&bytes), want);
-    }
-
-    #[test]
-    fn direct_io_env_values() {
-        // Only this test sets the variable in this process's test binary.
-        std::env::set_var(DIRECT_IO_ENV, "1");
-        assert_eq!(direct_io_from_env().unwrap(), Some(true));
-        std::env::set_var(DIRECT_IO_ENV, "off");
-        assert_eq!(direct_io_from_env().unwrap(), Some(false));
-        std::env::set_var(DIRECT_IO_ENV, "maybe");
-        let e = direct_io_from_env().unwrap_err().to_string();
-        assert!(
-            e.contains("HUSHTRACE_DIRECT_IO") && e.contains("maybe"),
-            "{e}"
-        );
-        std::env::remove_var(DIRECT_IO_ENV);
-        assert_eq!(direct_io_from_env().unwrap(), None);
     }
 }
