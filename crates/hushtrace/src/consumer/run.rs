@@ -80,6 +80,11 @@ impl Consumer {
                     b.drain(&key, |p, n| self.write_packet(b, p, n));
                 }
                 BufState::Exited => {
+                    // A snapshot requested since this pass began (say, by this thread just
+                    // before it exited) is taken first: it must still hold this thread.
+                    if !last {
+                        self.take_requested_snapshots();
+                    }
                     b.finish(&key, |p, n| self.write_packet(b, p, n));
                     b.recycle(&key);
                     state::exited_buffer_done();

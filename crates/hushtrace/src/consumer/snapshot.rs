@@ -74,7 +74,14 @@ impl Consumer {
             .dir
             .replace_file(hushtrace_ctf::reader::SNAPSHOT_MARKER, b"snapshot\n");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
-        let live = |b: &&Arc<Buffer>| b.state.load(Ordering::Acquire) == BufState::Attached;
+        // Attached rings, and those of threads that exited since the last pass (not yet
+        // written out and recycled: `run.rs` takes pending snapshots before it does).
+        let live = |b: &&Arc<Buffer>| {
+            matches!(
+                b.state.load(Ordering::Acquire),
+                BufState::Attached | BufState::Exited
+            )
+        };
         // Every thread's complete events up to now, idle or not: its newest committed packets
         // and the complete part of its open packet (`ring/snapshot.rs`).
         let mut failed = None;
