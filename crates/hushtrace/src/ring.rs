@@ -1041,6 +1041,7 @@ mod tests {
     /// A file-backed ring's header page is what recovery parses: the fixed part through the
     /// one codec (`layout::RingFileHeader`), the live words at their offsets.
     #[test]
+    #[cfg_attr(miri, ignore = "creates and maps a file: outside Miri's isolation")]
     fn ring_file_header_is_what_recovery_parses() {
         use std::os::fd::AsFd;
         let path =
