@@ -435,9 +435,11 @@ pub(crate) enum StreamIo {
 /// The smallest alignment used for `O_DIRECT` writes (a page), whatever smaller one the file
 /// system accepts: 4 KiB device sectors are common, and a page keeps the ring's slots usable
 /// as they are.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 const DIRECT_MIN_ALIGN: usize = 4096;
 /// The largest alignment accepted; a file system asking for more is written through the page
 /// cache.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 const DIRECT_MAX_ALIGN: usize = 64 << 10;
 
 /// `len` rounded up to a multiple of `align` (a power of two).
@@ -532,6 +534,7 @@ fn direct_refused(dir: &Path) {
 }
 
 /// Sets `O_DIRECT` on `fd`; false when the file system refuses it.
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn set_direct(fd: BorrowedFd<'_>, on: bool) -> bool {
     let Ok(flags) = rustix::fs::fcntl_getfl(fd) else {
         return false;
@@ -547,6 +550,7 @@ fn set_direct(fd: BorrowedFd<'_>, on: bool) -> bool {
 /// The alignment for `O_DIRECT` writes to `fd` (`STATX_DIOALIGN`, Linux 6.1; a page when the
 /// kernel does not say), or `None` when the file system does not support them or wants an
 /// alignment above [`DIRECT_MAX_ALIGN`].
+#[cfg(any(target_os = "linux", target_os = "android"))]
 fn direct_align(fd: BorrowedFd<'_>) -> Option<usize> {
     use rustix::fs::{statx, AtFlags as A, StatxFlags};
     let st = match statx(fd, "", A::EMPTY_PATH, StatxFlags::DIOALIGN) {
@@ -563,6 +567,19 @@ fn direct_align(fd: BorrowedFd<'_>) -> Option<usize> {
         .max(DIRECT_MIN_ALIGN)
         .next_power_of_two();
     (a <= DIRECT_MAX_ALIGN).then_some(a)
+}
+
+/// Elsewhere `O_DIRECT` is not used (macOS has `F_NOCACHE` instead, a different contract):
+/// the stream files go through the page cache.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn set_direct(_fd: BorrowedFd<'_>, _on: bool) -> bool {
+    false
+}
+
+/// See the Linux version: no `O_DIRECT` here.
+#[cfg(not(any(target_os = "linux", target_os = "android")))]
+fn direct_align(_fd: BorrowedFd<'_>) -> Option<usize> {
+    None
 }
 
 /// A process's trace directory and its stream files.
@@ -907,6 +924,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(any(target_os = "linux", target_os = "android"))]
     fn direct_stream_files_are_padded_packets() {
         let dir = temp("direct");
         let _ = std::fs::remove_dir_all(&dir);
@@ -939,6 +957,7 @@ mod tests {
     /// A file system without `O_DIRECT` (ramfs, in a mount namespace of this thread only):
     /// the stream files are written through the page cache, unpadded.
     #[test]
+    #[cfg(target_os = "linux")]
     fn direct_falls_back_where_the_file_system_refuses_it() {
         use std::ffi::CString;
         // SAFETY: geteuid has no preconditions.
