@@ -40,6 +40,7 @@
 //! Without `--bench` (e.g. `cargo test --benches`) it runs a few forks per configuration with
 //! 10 000 events per thread as a smoke test.
 
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -438,8 +439,8 @@ fn main() {
 
 /// Removes the traces the configuration processes left under `dir`, with their ring
 /// directories: a process that `_exit`s without stopping its session leaves its rings on the
-/// tmpfs for `hushtrace recover` (each `<dir>/<config>-<pid>/<pid>/.rings` names them), and
-/// rounds of them would fill the machine's memory.
+/// tmpfs for `hushtrace recover` (each `<dir>/<config>-<pid>/<pid>/.rings` names them, read
+/// the way `recover` reads it), and rounds of them would fill the machine's memory.
 fn remove_traces(dir: &Path) {
     let Ok(configs) = std::fs::read_dir(dir) else {
         return;
@@ -450,8 +451,9 @@ fn remove_traces(dir: &Path) {
         .flatten()
     {
         let Ok(trace) = trace else { continue };
-        if let Ok(rings) = std::fs::read_to_string(trace.path().join(".rings")) {
-            let rings = PathBuf::from(rings.trim_end());
+        let pointer = trace.path().join(hushtrace_ctf::layout::RINGS_FILE);
+        if let Ok(Some(rings)) = hushtrace_ctf::ringfile::read_pointer_file(&pointer) {
+            let rings = PathBuf::from(std::ffi::OsStr::from_bytes(rings.trim_ascii_end()));
             if rings.starts_with("/dev/shm") {
                 let _ = std::fs::remove_dir_all(&rings);
                 // Its back pointer beside it: `<ring dir>.trace`.
