@@ -20,7 +20,7 @@
 //! `schedstat`, nanoseconds) is read once the producer has stopped and the rings have been
 //! drained, and divided by the bytes of packets the run wrote. Rows: files only; files and a
 //! relay; each with the stream files written through the page cache and with `O_DIRECT`
-//! (`HUSHTRACE_DIRECT_IO` set for the session; `padded=` counts the packets padded to the
+//! (`SessionBuilder::direct_io` set for the session; `padded=` counts the packets padded to the
 //! block size, so a row that says `O_DIRECT` with `padded=0` ran on a file system without it).
 //!
 //! **lossless.** A ladder of fixed total rates (from `HUSHTRACE_BENCH_START`, default the
@@ -142,7 +142,7 @@ struct Config {
     subbuf: usize,
     subbufs: usize,
     relay: bool,
-    /// `HUSHTRACE_DIRECT_IO` for the session: `None` leaves the environment as it is.
+    /// `SessionBuilder::direct_io` for the session: `None` leaves the builder's default.
     direct: Option<bool>,
 }
 
@@ -163,16 +163,14 @@ struct Trial {
 /// Runs `cfg` at `rate` total events/s for `secs` seconds in a fresh session under `out`.
 fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> Trial {
     let _ = std::fs::remove_dir_all(out);
-    if let Some(d) = cfg.direct {
-        // Read by the session's consumer when it starts, below; this process has no other
-        // thread reading the environment meanwhile.
-        std::env::set_var("HUSHTRACE_DIRECT_IO", if d { "1" } else { "0" });
-    }
     let mut b = Session::builder()
         .output_dir(out)
         .mode(Mode::Discard)
         .subbuf_size(cfg.subbuf)
         .num_subbufs(cfg.subbufs);
+    if let Some(d) = cfg.direct {
+        b = b.direct_io(d);
+    }
     if cfg.relay {
         b = b.relay(relay.expect("a relay configuration without a relay"));
     }
@@ -251,7 +249,9 @@ fn label(cfg: &Config) -> String {
     }
 }
 
-/// The stream-file writes to measure (`HUSHTRACE_BENCH_IO`: `page`, `direct` or `both`).
+/// The stream-file writes to measure (`HUSHTRACE_BENCH_IO`: `page`, `direct` or `both`), each
+/// set with `SessionBuilder::direct_io` (builder sessions do not read `HUSHTRACE_DIRECT_IO`,
+/// so there is no mode that leaves it to the environment).
 fn io_modes(default: &str) -> Vec<Option<bool>> {
     match std::env::var("HUSHTRACE_BENCH_IO")
         .as_deref()
@@ -260,8 +260,7 @@ fn io_modes(default: &str) -> Vec<Option<bool>> {
         "page" => vec![Some(false)],
         "direct" => vec![Some(true)],
         "both" => vec![Some(false), Some(true)],
-        "env" => vec![None],
-        other => panic!("HUSHTRACE_BENCH_IO={other:?}: expected page, direct, both or env"),
+        other => panic!("HUSHTRACE_BENCH_IO={other:?}: expected page, direct or both"),
     }
 }
 

@@ -219,6 +219,10 @@ pub(crate) struct Config {
     pub relay_host: Option<String>,
     /// Event streams go only to the relay (`HUSHTRACE_RELAY_ONLY`), not to local stream files.
     pub relay_only: bool,
+    /// Stream files written with `O_DIRECT` where the file system supports it
+    /// (`HUSHTRACE_DIRECT_IO`, [`crate::SessionBuilder::direct_io`]); false: through the page
+    /// cache. See docs/BENCHMARKS.md §12 for when each is better.
+    pub direct_io: bool,
     /// Ship the complete events of packets left open this long (zero: never).
     pub flush_interval: Duration,
     /// The flush interval was set (builder or `HUSHTRACE_FLUSH_MS`): flush even without a
@@ -240,6 +244,7 @@ impl Default for Config {
             relay_session: None,
             relay_host: None,
             relay_only: false,
+            direct_io: false,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
             flush_explicit: false,
         }
@@ -389,16 +394,25 @@ impl Config {
     /// naming both: it would otherwise be ignored without a word (`HUSHTRACE_RELAY=net://...`
     /// alone traced nothing).
     pub(crate) fn from_env() -> Result<Option<(Config, Raw)>, Error> {
-        let dir = match std::env::var_os(env::OUTPUT) {
+        Config::from_vars(|name| std::env::var_os(name))
+    }
+
+    /// [`Config::from_env`] with the variables from `get_os` (a variable that is not valid
+    /// UTF-8 counts as unset, except `HUSHTRACE_OUTPUT`, a path).
+    fn from_vars(
+        get_os: impl Fn(&str) -> Option<std::ffi::OsString>,
+    ) -> Result<Option<(Config, Raw)>, Error> {
+        let get = |name: &str| get_os(name).and_then(|v| v.into_string().ok());
+        let dir = match get_os(env::OUTPUT) {
             Some(d) if !d.is_empty() => d,
-            _ => return without_output(|name| std::env::var_os(name)),
+            _ => return without_output(&get_os),
         };
         let mut cfg = Config {
             output_dir: PathBuf::from(dir),
             ..Config::default()
         };
         let mut raw = Raw::default();
-        if let Ok(m) = std::env::var(env::MODE) {
+        if let Some(m) = get(env::MODE) {
             cfg.mode = m
                 .parse()
                 .map_err(|e: hushtrace_core::ParseModeError| Error::Config {
@@ -407,45 +421,58 @@ impl Config {
                     reason: e.to_string(),
                 })?;
         }
-        if let Ok(v) = std::env::var(env::SUBBUF_SIZE) {
+        if let Some(v) = get(env::SUBBUF_SIZE) {
             cfg.subbuf_size = parse_size(env::SUBBUF_SIZE, &v)?;
             raw.0.push((env::SUBBUF_SIZE, v));
         }
-        if let Ok(v) = std::env::var(env::NUM_SUBBUFS) {
+        if let Some(v) = get(env::NUM_SUBBUFS) {
             cfg.num_subbufs = parse_size(env::NUM_SUBBUFS, &v)?;
             raw.0.push((env::NUM_SUBBUFS, v));
         }
-        if let Ok(v) = std::env::var(env::ENABLE) {
+        if let Some(v) = get(env::ENABLE) {
             cfg.globs = parse_globs(&v)?;
         }
-        if let Ok(v) = std::env::var(env::READ_TIMER_MS) {
+        if let Some(v) = get(env::READ_TIMER_MS) {
             let ms = parse_size(env::READ_TIMER_MS, &v)?;
             cfg.read_timer = Duration::from_millis(ms as u64);
             raw.0.push((env::READ_TIMER_MS, v));
         }
-        if let Ok(v) = std::env::var(env::FLUSH_MS) {
+        if let Some(v) = get(env::FLUSH_MS) {
             let ms = parse_size(env::FLUSH_MS, &v)?;
             cfg.flush_interval = Duration::from_millis(ms as u64);
             cfg.flush_explicit = true;
             raw.0.push((env::FLUSH_MS, v));
         }
-        if let Ok(v) = std::env::var(env::RELAY) {
+        if let Some(v) = get(env::RELAY) {
             if !v.trim().is_empty() {
                 cfg.set_relay(v.trim());
                 raw.0.push((env::RELAY, v));
             }
         }
-        if let Ok(v) = std::env::var(env::RELAY_SESSION) {
+        if let Some(v) = get(env::RELAY_SESSION) {
             cfg.relay_session = Some(v.clone());
             raw.0.push((env::RELAY_SESSION, v));
         }
-        if let Ok(v) = std::env::var(env::RELAY_HOST) {
+        if let Some(v) = get(env::RELAY_HOST) {
             cfg.relay_host = Some(v.clone());
             raw.0.push((env::RELAY_HOST, v));
         }
-        if let Ok(v) = std::env::var(env::RELAY_ONLY) {
-            cfg.relay_only = parse_relay_only(&v)?;
+        if let Some(v) = get(env::RELAY_ONLY) {
+            cfg.relay_only = parse_switch(
+                env::RELAY_ONLY,
+                &v,
+                "1 (relay only) or 0 (relay and local directory)",
+            )?;
             raw.0.push((env::RELAY_ONLY, v));
+        }
+        if let Some(v) = get(env::DIRECT_IO) {
+            cfg.direct_io = parse_switch(
+                env::DIRECT_IO,
+                &v,
+                "1 (O_DIRECT stream files where the file system supports it) or 0 (through the \
+                 page cache)",
+            )?;
+            raw.0.push((env::DIRECT_IO, v));
         }
         Ok(Some((cfg, raw)))
     }
@@ -480,15 +507,17 @@ fn without_output(
     Ok(None)
 }
 
-/// Parses `HUSHTRACE_RELAY_ONLY`: `1`/`true`/`yes` or `0`/`false`/`no`/empty.
-pub(crate) fn parse_relay_only(v: &str) -> Result<bool, Error> {
-    match v.trim() {
-        "1" | "true" | "yes" => Ok(true),
-        "" | "0" | "false" | "no" => Ok(false),
+/// Parses an on/off variable (`HUSHTRACE_RELAY_ONLY`, `HUSHTRACE_DIRECT_IO`): `1`, `on`,
+/// `true`, `yes` or `0`, `off`, `false`, `no`, empty, in any case and with blanks around. Another
+/// value is an error naming `var` and the value; `expected` says what 1 and 0 mean.
+pub(crate) fn parse_switch(var: &'static str, v: &str, expected: &str) -> Result<bool, Error> {
+    match v.trim().to_ascii_lowercase().as_str() {
+        "1" | "on" | "true" | "yes" => Ok(true),
+        "" | "0" | "off" | "false" | "no" => Ok(false),
         _ => Err(Error::Config {
-            var: Some(env::RELAY_ONLY),
+            var: Some(var),
             value: v.to_string(),
-            reason: "expected 1 (relay only) or 0 (relay and local directory)".into(),
+            reason: format!("expected {expected}"),
         }),
     }
 }
@@ -563,16 +592,73 @@ mod tests {
         }
     }
 
+    /// The environment of [`Config::from_vars`]: `HUSHTRACE_OUTPUT=/tmp/x` and `vars`.
+    fn vars(vars: &[(&'static str, &str)]) -> Result<Option<(Config, Raw)>, Error> {
+        let vars: Vec<(&str, String)> = vars.iter().map(|(n, v)| (*n, v.to_string())).collect();
+        Config::from_vars(|name| {
+            if name == env::OUTPUT {
+                return Some("/tmp/x".into());
+            }
+            vars.iter().find(|(n, _)| *n == name).map(|(_, v)| v.into())
+        })
+    }
+
     #[test]
-    fn relay_only_values() {
-        for (v, want) in [("1", true), ("yes", true), (" 0 ", false), ("", false)] {
-            assert_eq!(parse_relay_only(v).unwrap(), want, "{v:?}");
+    fn on_off_switches_share_one_parser() {
+        let on = ["1", "on", "true", "yes", " YES ", "On", "TRUE"];
+        let off = ["0", "off", "false", "no", "", " 0 ", "OFF", "No"];
+        for var in [env::RELAY_ONLY, env::DIRECT_IO] {
+            for (words, want) in [(&on[..], true), (&off[..], false)] {
+                for v in words {
+                    assert_eq!(parse_switch(var, v, "1 or 0").unwrap(), want, "{var}={v:?}");
+                }
+            }
+            let e = parse_switch(var, "maybe", "1 or 0")
+                .unwrap_err()
+                .to_string();
+            assert!(e.contains(var) && e.contains("\"maybe\""), "{e}");
         }
-        let e = parse_relay_only("maybe").unwrap_err().to_string();
+    }
+
+    #[test]
+    fn direct_io_from_the_environment() {
+        let cfg = |v: &[(&'static str, &str)]| vars(v).unwrap().unwrap().0;
+        assert!(!cfg(&[]).direct_io, "off by default");
+        assert!(!Config::default().direct_io);
+        for v in ["1", "on", "yes", "true"] {
+            assert!(cfg(&[(env::DIRECT_IO, v)]).direct_io, "{v:?}");
+        }
+        for v in ["0", "off", "no", "false", ""] {
+            assert!(!cfg(&[(env::DIRECT_IO, v)]).direct_io, "{v:?}");
+        }
+        let e = vars(&[(env::DIRECT_IO, "fast")]).unwrap_err().to_string();
         assert!(
-            e.contains("HUSHTRACE_RELAY_ONLY") && e.contains("maybe"),
+            e.contains("HUSHTRACE_DIRECT_IO=\"fast\"") && e.contains("page cache"),
             "{e}"
         );
+        // Both switches through the same parser, in the same environment.
+        let (c, _) = vars(&[
+            (env::RELAY, "net://127.0.0.1"),
+            (env::RELAY_ONLY, "on"),
+            (env::DIRECT_IO, "yes"),
+        ])
+        .unwrap()
+        .unwrap();
+        assert!(c.relay_only && c.direct_io);
+        let e = vars(&[(env::RELAY_ONLY, "maybe")]).unwrap_err().to_string();
+        assert!(
+            e.contains("HUSHTRACE_RELAY_ONLY=\"maybe\"") && e.contains("relay only"),
+            "{e}"
+        );
+        // Without HUSHTRACE_OUTPUT, HUSHTRACE_DIRECT_IO alone is refused like the others.
+        let e = Config::from_vars(|n| (n == env::DIRECT_IO).then(|| "1".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HUSHTRACE_DIRECT_IO") && e.contains("without HUSHTRACE_OUTPUT"));
+    }
+
+    #[test]
+    fn relay_only_values() {
         // relay-only without a relay is refused, naming what is missing
         let cfg = Config {
             relay_only: true,

@@ -31,9 +31,11 @@ pub const RELAY_ONLY: &str = "HUSHTRACE_RELAY_ONLY";
 /// Milliseconds after which the complete events of a packet still open (an idle thread) are
 /// written out anyway (default 1000; 0: never).
 pub const FLUSH_MS: &str = "HUSHTRACE_FLUSH_MS";
-/// `1`: write the stream files with `O_DIRECT` where the file system supports it (packets
-/// padded to the block size, no copy into the page cache); `0` (default): through the page
-/// cache. See docs/BENCHMARKS.md, "The consumer", for when each is better.
+/// `1` (or `on`, `true`, `yes`): write the stream files with `O_DIRECT` where the file system
+/// supports it (packets padded to the block size, no copy into the page cache); `0` (default;
+/// `off`, `false`, `no`, empty): through the page cache. Read with the other variables by
+/// `start_from_env()`; a builder session uses `SessionBuilder::direct_io` instead. See
+/// docs/BENCHMARKS.md, "The consumer", for when each is better.
 pub const DIRECT_IO: &str = "HUSHTRACE_DIRECT_IO";
 
 /// One documented environment variable.

@@ -93,6 +93,27 @@ impl SessionBuilder {
         self.cfg.relay_only = only;
         self
     }
+    /// Writes the stream files with `O_DIRECT` where the file system supports it (Linux): the
+    /// device reads each packet from the ring itself, with no copy into the page cache, and
+    /// every packet is padded with zeros to the block size (its `packet_size` covers the
+    /// padding, its `content_size` the events). The consumer then waits for the disk, so the
+    /// rings must hold more than the disk's worst stall (docs/BENCHMARKS.md §12). A file system
+    /// without `O_DIRECT` (and macOS) writes through the page cache. Default: false (the page
+    /// cache). Sessions started from the environment take it from `HUSHTRACE_DIRECT_IO`; a
+    /// builder session, like every builder setting, only from here. The control status says
+    /// `"direct_io":true|false`.
+    ///
+    /// ```
+    /// let b = hushtrace::Session::builder()
+    ///     .output_dir("/tmp/my-trace")
+    ///     .subbuf_size(4 << 20)
+    ///     .direct_io(true);
+    /// assert!(b.validate().is_ok());
+    /// ```
+    pub fn direct_io(mut self, direct: bool) -> Self {
+        self.cfg.direct_io = direct;
+        self
+    }
     /// The session's name on the relay. Default: the output directory's name.
     pub fn relay_session_name(mut self, name: impl Into<String>) -> Self {
         self.cfg.relay_session = Some(name.into());
@@ -549,8 +570,9 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
 
 /// Starts a session configured by the environment, if `HUSHTRACE_OUTPUT=<dir>` is set:
 /// `HUSHTRACE_MODE` (`discard`|`overwrite`), `HUSHTRACE_SUBBUF_SIZE` (bytes, `k`/`M` suffixes),
-/// `HUSHTRACE_NUM_SUBBUFS`, `HUSHTRACE_READ_TIMER_MS`, and `HUSHTRACE_NO_SYSCALL_POLICY`
-/// (the table is [`crate::env`]). A bad value is an error naming the variable and the value;
+/// `HUSHTRACE_NUM_SUBBUFS`, `HUSHTRACE_READ_TIMER_MS`, `HUSHTRACE_DIRECT_IO` (`1`: as
+/// [`SessionBuilder::direct_io`]) and `HUSHTRACE_NO_SYSCALL_POLICY` (the table is
+/// [`crate::env`]; a [`SessionBuilder`] session reads none of the per-session ones). A bad value is an error naming the variable and the value;
 /// the program can carry on untraced. Without `HUSHTRACE_OUTPUT`, nothing starts (`Ok(None)`),
 /// but another `HUSHTRACE_*` variable that is set (`HUSHTRACE_RELAY` alone, say) is an error
 /// saying that `HUSHTRACE_OUTPUT` is missing.

@@ -13,10 +13,11 @@
 //! * Streams are written with `pwritev` (a packet's header and events in one call) at the
 //!   offset the consumer keeps: a failed write (a full disk) is cut off with `ftruncate`, so
 //!   the stream stays well-formed and later packets follow the last complete one.
-//! * With `O_DIRECT` ([`StreamIo`], `HUSHTRACE_DIRECT_IO=1`, where the file system supports it)
-//!   the device reads a packet's blocks from the ring itself instead of the kernel copying
-//!   them into the page cache; every packet is then padded to the alignment (`packet_size`
-//!   covers the zeros, `content_size` the events, as LTTng's padded sub-buffers).
+//! * With `O_DIRECT` ([`StreamIo`], `SessionBuilder::direct_io(true)` or
+//!   `HUSHTRACE_DIRECT_IO=1`, where the file system supports it) the device reads a packet's
+//!   blocks from the ring itself instead of the kernel copying them into the page cache; every
+//!   packet is then padded to the alignment (`packet_size` covers the zeros, `content_size`
+//!   the events, as LTTng's padded sub-buffers).
 //! * At most [`MAX_OPEN_STREAMS`] stream files are open at once; the others are reopened on
 //!   demand, so the tracer's descriptors do not grow with the number of threads.
 
@@ -527,8 +528,8 @@ fn direct_layout<'a>(
 /// system of `dir` refuses it: the stream files go through the page cache.
 fn direct_refused(dir: &Path) {
     eprintln!(
-        "hushtrace: {}: the file system refuses O_DIRECT (HUSHTRACE_DIRECT_IO); stream files are \
-         written through the page cache",
+        "hushtrace: {}: the file system refuses O_DIRECT (HUSHTRACE_DIRECT_IO, \
+         SessionBuilder::direct_io); stream files are written through the page cache",
         dir.display()
     );
 }

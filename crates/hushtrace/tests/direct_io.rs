@@ -1,23 +1,46 @@
-//! Issue 19.4: stream files written with `O_DIRECT` (`HUSHTRACE_DIRECT_IO=1`) hold packets
-//! padded to the block size (`packet_size` covers the zeros, `content_size` the events);
-//! `babeltrace2`, hushtrace's reader and `recover` read them with every event, including the
-//! packets the flush of idle threads shipped in part (copied whole, padded) and the rests of
-//! those packets (renumbered). Where the temporary directory's file system has no `O_DIRECT`,
-//! the tests say so and check the unpadded trace instead.
+//! Issue 19.4: stream files written with `O_DIRECT` (`SessionBuilder::direct_io(true)`,
+//! `HUSHTRACE_DIRECT_IO=1` for sessions started from the environment) hold packets padded to
+//! the block size (`packet_size` covers the zeros, `content_size` the events); `babeltrace2`,
+//! hushtrace's reader and `recover` read them with every event, including the packets the
+//! flush of idle threads shipped in part (copied whole, padded) and the rests of those packets
+//! (renumbered). Where the temporary directory's file system has no `O_DIRECT`, the tests say
+//! so and check the unpadded trace instead. The session's choice shows in the control status
+//! (`"direct_io":true|false`); a builder session ignores `HUSHTRACE_DIRECT_IO`, as it ignores
+//! every other per-session `HUSHTRACE_*` variable.
 
 mod common;
 
 use common::{assert_same_cycles, babeltrace, reader_cycles, temp_dir};
+use hushtrace::control::request;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 const PER_THREAD: u64 = 20_000;
 
-fn direct_env() {
-    // Every test of this file sets the same value (and the forked child inherits it).
-    std::env::set_var("HUSHTRACE_DIRECT_IO", "1");
+/// Sessions are process-global: the tests of this file run one at a time (nextest gives each
+/// its own process anyway).
+static SERIAL: Mutex<()> = Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// A fresh directory under the cargo target directory (on disk, where `O_DIRECT` is most
+/// likely: the system temp dir may be a tmpfs without it).
+fn disk_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_nanos();
+    let d = Path::new(env!("CARGO_TARGET_TMPDIR")).join(format!(
+        "hushtrace-test-{tag}-{}-{nanos}",
+        std::process::id()
+    ));
+    let _ = std::fs::remove_dir_all(&d);
+    d
 }
 
 /// Whether the file system of `dir` takes `O_DIRECT` (set with `fcntl`, as the runtime does).
@@ -75,7 +98,7 @@ fn packets(p: &Path) -> Vec<(u64, u64)> {
 
 #[test]
 fn direct_io_trace_reads_whole_in_babeltrace2_the_reader_and_its_padding_is_zeros() {
-    direct_env();
+    let _s = serial();
     let dir = temp_dir("direct-io");
     let direct = takes_direct(&dir);
     if !direct {
@@ -91,6 +114,7 @@ fn direct_io_trace_reads_whole_in_babeltrace2_the_reader_and_its_padding_is_zero
         .num_subbufs(64)
         .read_timer(Duration::from_millis(2))
         .flush_interval(Duration::from_millis(20))
+        .direct_io(true)
         .start()
         .expect("start");
     let threads: Vec<_> = (0..2u64)
@@ -174,7 +198,7 @@ fn shared_counter() -> &'static AtomicU64 {
 
 #[test]
 fn recover_appends_to_a_stream_of_padded_packets() {
-    direct_env();
+    let _s = serial();
     let dir = temp_dir("direct-recover");
     let direct = takes_direct(&dir);
     let returned = shared_counter();
@@ -187,6 +211,7 @@ fn recover_appends_to_a_stream_of_padded_packets() {
             .subbuf_size(4096 * 2)
             .num_subbufs(64)
             .read_timer(Duration::from_millis(2))
+            .direct_io(true)
             .start();
         let Ok(session) = session else {
             // SAFETY: leaving the child.
@@ -244,6 +269,140 @@ fn recover_appends_to_a_stream_of_padded_packets() {
     if let Some(evs) = babeltrace(&dir, true) {
         let n = evs.iter().filter(|e| e.name == "rec:seq").count() as u64;
         assert_eq!(n, ours);
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Records `n` events in a session from `builder` (its output directory: `dir`), checks that
+/// the control status (running, then stopped by `ctl stop`) says `"direct_io":<want>`, and
+/// returns `(content bytes, packet bytes)` of every packet written.
+fn record(builder: hushtrace::SessionBuilder, dir: &Path, n: u64, want: bool) -> Vec<(u64, u64)> {
+    let session = builder
+        .output_dir(dir)
+        .subbuf_size(8 << 10)
+        .num_subbufs(16)
+        .read_timer(Duration::from_millis(2))
+        .start()
+        .expect("start");
+    let flag = format!("\"direct_io\":{want}");
+    let pid = std::process::id();
+    let status = request(pid, "status").unwrap();
+    assert!(
+        status.contains("\"state\":\"running\"") && status.contains(&flag),
+        "{flag} in {status}"
+    );
+    for seq in 0..n {
+        hushtrace::event!("dio", "builder", seq = seq);
+    }
+    // Stopped by `ctl stop`: the stopped process's status keeps the session's settings.
+    let a = request(pid, "stop").unwrap();
+    assert!(a.contains("\"stopping\":true"), "{a}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let stopped = loop {
+        if let Ok(s) = request(pid, "status") {
+            if s.contains("\"state\":\"stopped\"") {
+                break s;
+            }
+        }
+        assert!(Instant::now() < deadline, "the session never stopped");
+        std::thread::sleep(Duration::from_millis(10));
+    };
+    assert!(stopped.contains(&flag), "{flag} in {stopped}");
+    let stats = session.stop().expect("stop");
+    assert_eq!((stats.events_written, stats.events_discarded), (n, 0));
+    assert_eq!(
+        reader_cycles(dir)
+            .iter()
+            .filter(|e| e.2 == "dio:builder")
+            .count() as u64,
+        n
+    );
+    streams(dir).iter().flat_map(|p| packets(p)).collect()
+}
+
+/// `SessionBuilder::direct_io(true)` pads every packet to the block size on a file system with
+/// `O_DIRECT`; `direct_io(false)` (the default) does not, even with `HUSHTRACE_DIRECT_IO=1` in
+/// the environment: a builder session takes its settings from the builder only.
+#[test]
+fn builder_direct_io_true_pads_packets_and_false_does_not() {
+    let _s = serial();
+    let on = disk_dir("builder-on");
+    if !takes_direct(&on) {
+        eprintln!(
+            "skipped: {} has no O_DIRECT (the cargo target directory's file system)",
+            on.display()
+        );
+        let _ = std::fs::remove_dir_all(&on);
+        return;
+    }
+    // Ignored by builder sessions (nextest runs this test in a process of its own; the other
+    // tests of this file do not read it either).
+    std::env::set_var("HUSHTRACE_DIRECT_IO", "1");
+    let n = 5000;
+    let padded = record(hushtrace::Session::builder().direct_io(true), &on, n, true);
+    assert!(!padded.is_empty());
+    assert!(
+        padded.iter().all(|&(c, s)| s % 4096 == 0 && c <= s),
+        "block-aligned packets: {padded:?}"
+    );
+    assert!(
+        padded.iter().any(|&(c, s)| s > c),
+        "padded packets (packet_size > content_size): {padded:?}"
+    );
+    let off = disk_dir("builder-off");
+    for b in [
+        hushtrace::Session::builder().direct_io(false),
+        hushtrace::Session::builder(),
+    ] {
+        let _ = std::fs::remove_dir_all(&off);
+        let plain = record(b, &off, n, false);
+        assert!(!plain.is_empty());
+        assert!(
+            plain.iter().all(|&(c, s)| c == s),
+            "no padding through the page cache: {plain:?}"
+        );
+    }
+    std::env::remove_var("HUSHTRACE_DIRECT_IO");
+    let _ = std::fs::remove_dir_all(&on);
+    let _ = std::fs::remove_dir_all(&off);
+}
+
+/// `HUSHTRACE_DIRECT_IO=1` turns `O_DIRECT` on for a session started from the environment
+/// (`start_from_env`, what `hushtrace record` runs), parsed with the other variables.
+#[test]
+fn start_from_env_takes_hushtrace_direct_io() {
+    let _s = serial();
+    let dir = disk_dir("from-env");
+    let direct = takes_direct(&dir);
+    std::env::set_var("HUSHTRACE_OUTPUT", &dir);
+    std::env::set_var("HUSHTRACE_SUBBUF_SIZE", "8k");
+    std::env::set_var("HUSHTRACE_DIRECT_IO", "on");
+    let session = hushtrace::start_from_env();
+    for v in [
+        "HUSHTRACE_OUTPUT",
+        "HUSHTRACE_SUBBUF_SIZE",
+        "HUSHTRACE_DIRECT_IO",
+    ] {
+        std::env::remove_var(v);
+    }
+    let session = session.expect("start").expect("a session");
+    let status = request(std::process::id(), "status").unwrap();
+    assert!(status.contains("\"direct_io\":true"), "{status}");
+    for seq in 0..3000u64 {
+        hushtrace::event!("dio", "env", seq = seq);
+    }
+    let stats = session.stop().expect("stop");
+    assert_eq!((stats.events_written, stats.events_discarded), (3000, 0));
+    let got: Vec<(u64, u64)> = streams(&dir).iter().flat_map(|p| packets(p)).collect();
+    if direct {
+        assert!(got.iter().all(|&(_, s)| s % 4096 == 0), "{got:?}");
+        assert!(got.iter().any(|&(c, s)| s > c), "{got:?}");
+    } else {
+        eprintln!(
+            "{}: no O_DIRECT here; checked the page-cache trace",
+            dir.display()
+        );
+        assert!(got.iter().all(|&(c, s)| c == s), "{got:?}");
     }
     let _ = std::fs::remove_dir_all(&dir);
 }

@@ -74,12 +74,14 @@ impl Consumer {
         let cfg = &self.shared.cfg;
         let mut s = format!(
             "{{\"ok\":true,\"pid\":{},\"session\":true,\"state\":\"running\",\"mode\":\"{}\",\"subbuf_size\":{},\
-             \"num_subbufs\":{},\"read_timer_ms\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
+             \"num_subbufs\":{},\"read_timer_ms\":{},\"direct_io\":{},\"written\":{},\"discarded\":{},\
+             \"trace_dir\":",
             self.shared.pid.load(Ordering::Relaxed),
             cfg.mode,
             cfg.subbuf_size,
             cfg.num_subbufs,
             cfg.read_timer.as_millis(),
+            cfg.direct_io,
             self.shared.written.load(Ordering::Relaxed),
             self.shared.total_lost(),
         );

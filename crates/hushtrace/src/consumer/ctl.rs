@@ -82,11 +82,12 @@ fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
             let mut s = format!(
                 "{{\"ok\":true,\"pid\":{pid},\"session\":false,\"state\":\"stopped\",\
                  \"mode\":\"{}\",\"subbuf_size\":{},\"num_subbufs\":{},\"read_timer_ms\":{},\
-                 \"written\":{},\"discarded\":{},\"trace_dir\":",
+                 \"direct_io\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
                 st.cfg.mode,
                 st.cfg.subbuf_size,
                 st.cfg.num_subbufs,
                 st.cfg.read_timer.as_millis(),
+                st.cfg.direct_io,
                 st.written,
                 st.discarded
             );

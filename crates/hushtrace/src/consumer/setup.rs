@@ -48,7 +48,11 @@ impl Consumer {
         let mut sinks: Vec<Box<dyn Sink>> = Vec::new();
         // Relay-only: the local directory holds the metadata (and statistics) only.
         let relay_only = shared.cfg.relay.is_some() && shared.cfg.relay_only;
-        sinks.push(Box::new(FileSink::new(streams_dir, !relay_only)?));
+        sinks.push(Box::new(FileSink::new(
+            streams_dir,
+            !relay_only,
+            shared.cfg.direct_io,
+        )));
         #[cfg(feature = "relay")]
         {
             let root = shared.inner.lock().root.path().to_path_buf();
