@@ -8,8 +8,8 @@ mod common;
 
 use hushtrace::{register_callsite, FieldType, Kind, Value};
 use hushtrace_ctf::layout::{
-    parse_event_header, read_u64, EXTENDED_TAG, OFF_CONTENT_SIZE, OFF_TIMESTAMP_BEGIN,
-    PACKET_HEADER_LEN,
+    parse_event_header, read_u64, EXTENDED_TAG, OFF_CONTENT_SIZE, OFF_PACKET_SIZE,
+    OFF_TIMESTAMP_BEGIN, PACKET_HEADER_LEN,
 };
 use std::path::Path;
 use std::sync::Mutex;
@@ -20,6 +20,24 @@ static LOCK: Mutex<()> = Mutex::new(());
 
 /// Every event of these tests has two `i32` fields.
 const BODY: usize = 8;
+
+/// `(content bytes, packet bytes)` of the packet at the start of `pk`: the events end at the
+/// first, the next packet starts at the second (after the zeros of an `O_DIRECT` packet's
+/// padding, which this checks).
+fn packet_bounds(pk: &[u8]) -> (usize, usize) {
+    let content = (read_u64(pk, OFF_CONTENT_SIZE).unwrap() / 8) as usize;
+    let size = (read_u64(pk, OFF_PACKET_SIZE).unwrap() / 8) as usize;
+    assert!(
+        PACKET_HEADER_LEN <= content && content <= size && size <= pk.len(),
+        "packet sizes: content {content}, packet {size}, {} bytes left",
+        pk.len()
+    );
+    assert!(
+        pk[content..size].iter().all(|&b| b == 0),
+        "the padding is zeros"
+    );
+    (content, size)
+}
 
 /// What the stream files of `dir` hold, walked packet by packet with the shared decoder (every
 /// event has `BODY` bytes of fields).
@@ -32,6 +50,8 @@ struct Walk {
     extended: u64,
     /// Ids of the events with an extended header.
     extended_ids: Vec<u16>,
+    /// Packets whose `packet_size` is more than their `content_size` (`O_DIRECT`).
+    padded: u64,
 }
 
 fn walk(dir: &Path) -> Walk {
@@ -43,6 +63,7 @@ fn walk(dir: &Path) -> Walk {
             w.event_bytes += sub.event_bytes;
             w.compact += sub.compact;
             w.extended += sub.extended;
+            w.padded += sub.padded;
             w.extended_ids.extend(sub.extended_ids);
             continue;
         }
@@ -53,7 +74,7 @@ fn walk(dir: &Path) -> Walk {
         let mut off = 0;
         while off < bytes.len() {
             let pk = &bytes[off..];
-            let len = (read_u64(pk, OFF_CONTENT_SIZE).unwrap() / 8) as usize;
+            let (len, size) = packet_bounds(pk);
             let mut clock = read_u64(pk, OFF_TIMESTAMP_BEGIN).unwrap();
             let mut e = PACKET_HEADER_LEN;
             while e < len {
@@ -70,8 +91,9 @@ fn walk(dir: &Path) -> Walk {
             }
             assert_eq!(e, len, "events end with the packet");
             w.packets += 1;
+            w.padded += u64::from(size > len);
             w.event_bytes += (len - PACKET_HEADER_LEN) as u64;
-            off += len;
+            off += size;
         }
     }
     w
@@ -84,12 +106,24 @@ fn walk(dir: &Path) -> Walk {
 /// same clock values as hushtrace's reader.
 #[test]
 fn both_header_forms_read_back_exactly_in_babeltrace2() {
+    both_header_forms(false);
+}
+
+/// [`both_header_forms_read_back_exactly_in_babeltrace2`] with `O_DIRECT` stream files:
+/// packets padded to the block size.
+#[test]
+fn both_header_forms_read_back_exactly_in_babeltrace2_with_o_direct() {
+    both_header_forms(true);
+}
+
+fn both_header_forms(direct: bool) {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::temp_dir("compact-both");
     let session = hushtrace::Session::builder()
         .output_dir(&dir)
         .subbuf_size(16 * 1024)
         .num_subbufs(64)
+        .direct_io(direct)
         .start()
         .expect("start");
     let ints = [("a", FieldType::I32), ("b", FieldType::I32)];
@@ -130,6 +164,7 @@ fn both_header_forms_read_back_exactly_in_babeltrace2() {
     );
 
     let w = walk(&dir);
+    check_padding(&dir, direct, w.padded);
     assert_eq!(w.compact + w.extended, want.len() as u64, "{w:?}");
     assert!(
         w.compact >= HOT as u64,
@@ -176,12 +211,24 @@ fn both_header_forms_read_back_exactly_in_babeltrace2() {
 /// preemption of 2^24 cycles) adds 7 to the odd one.
 #[test]
 fn a_two_int_event_takes_12_bytes_on_disk() {
+    two_int_event_size(false);
+}
+
+/// [`a_two_int_event_takes_12_bytes_on_disk`] with `O_DIRECT` stream files: the padding of a
+/// packet is not event bytes.
+#[test]
+fn a_two_int_event_takes_12_bytes_on_disk_with_o_direct() {
+    two_int_event_size(true);
+}
+
+fn two_int_event_size(direct: bool) {
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
     let dir = common::temp_dir("compact-size");
     let session = hushtrace::Session::builder()
         .output_dir(&dir)
         .subbuf_size(256 * 1024)
         .num_subbufs(16)
+        .direct_io(direct)
         .start()
         .expect("start");
     let n: i32 = if cfg!(debug_assertions) {
@@ -198,6 +245,7 @@ fn a_two_int_event_takes_12_bytes_on_disk() {
         (n as u64, 0)
     );
     let w = walk(&dir);
+    check_padding(&dir, direct, w.padded);
     assert_eq!(w.compact + w.extended, n as u64);
     assert_eq!(
         w.event_bytes,
@@ -226,6 +274,19 @@ fn a_two_int_event_takes_12_bytes_on_disk() {
 #[cfg(target_arch = "x86_64")]
 #[test]
 fn flushed_packets_decode_from_the_last_shipped_event() {
+    flushed_packets(false);
+}
+
+/// [`flushed_packets_decode_from_the_last_shipped_event`] with `O_DIRECT` stream files: the
+/// flushed parts and the rests are padded packets.
+#[cfg(target_arch = "x86_64")]
+#[test]
+fn flushed_packets_decode_from_the_last_shipped_event_with_o_direct() {
+    flushed_packets(true);
+}
+
+#[cfg(target_arch = "x86_64")]
+fn flushed_packets(direct: bool) {
     use hushtrace_ctf::reader::{Session, Value};
     use std::time::Instant;
     let _l = LOCK.lock().unwrap_or_else(|e| e.into_inner());
@@ -235,6 +296,7 @@ fn flushed_packets_decode_from_the_last_shipped_event() {
         .subbuf_size(64 * 1024)
         .num_subbufs(8)
         .flush_interval(Duration::from_millis(20))
+        .direct_io(direct)
         .start()
         .expect("start");
     let n: u64 = 500;
@@ -255,6 +317,7 @@ fn flushed_packets_decode_from_the_last_shipped_event() {
     assert_eq!((stats.events_written, stats.events_discarded), (n, 0));
 
     let w = walk_sizes(&dir);
+    check_padding(&dir, direct, w.padded);
     assert!(
         w.packets >= 5,
         "the flush shipped parts of the open packet: {w:?}"
@@ -290,6 +353,8 @@ fn flushed_packets_decode_from_the_last_shipped_event() {
 struct Sizes {
     packets: u64,
     event_bytes: u64,
+    /// Packets whose `packet_size` is more than their `content_size` (`O_DIRECT`).
+    padded: u64,
 }
 
 fn walk_sizes(dir: &Path) -> Sizes {
@@ -299,16 +364,33 @@ fn walk_sizes(dir: &Path) -> Sizes {
             let s = walk_sizes(&p.path());
             w.packets += s.packets;
             w.event_bytes += s.event_bytes;
+            w.padded += s.padded;
         } else if p.file_name().to_string_lossy().starts_with("stream_") {
             let bytes = std::fs::read(p.path()).unwrap();
             let mut off = 0;
             while off < bytes.len() {
-                let len = (read_u64(&bytes[off..], OFF_CONTENT_SIZE).unwrap() / 8) as usize;
+                let (len, size) = packet_bounds(&bytes[off..]);
                 w.packets += 1;
+                w.padded += u64::from(size > len);
                 w.event_bytes += (len - PACKET_HEADER_LEN) as u64;
-                off += len;
+                off += size;
             }
         }
     }
     w
+}
+
+/// With `direct`, on a file system that takes `O_DIRECT`, some packets are padded (so the
+/// walks above stepped by `packet_size`); without it, none is.
+fn check_padding(dir: &Path, direct: bool, padded: u64) {
+    if !direct {
+        assert_eq!(padded, 0, "no padding through the page cache");
+    } else if common::takes_direct(dir) {
+        assert!(padded > 0, "O_DIRECT stream files hold padded packets");
+    } else {
+        eprintln!(
+            "{}: no O_DIRECT on this file system; checked the page-cache trace",
+            dir.display()
+        );
+    }
 }

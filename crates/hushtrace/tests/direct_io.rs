@@ -10,7 +10,7 @@
 
 mod common;
 
-use common::{assert_same_cycles, babeltrace, reader_cycles, temp_dir};
+use common::{assert_same_cycles, babeltrace, reader_cycles, takes_direct, temp_dir};
 use hushtrace::control::request;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -41,22 +41,6 @@ fn disk_dir(tag: &str) -> PathBuf {
     ));
     let _ = std::fs::remove_dir_all(&d);
     d
-}
-
-/// Whether the file system of `dir` takes `O_DIRECT` (set with `fcntl`, as the runtime does).
-fn takes_direct(dir: &Path) -> bool {
-    std::fs::create_dir_all(dir).unwrap();
-    let p = dir.join(".probe");
-    let f = std::fs::File::create(&p).unwrap();
-    use std::os::fd::AsRawFd;
-    // SAFETY: fcntl on a descriptor we own.
-    let ok = unsafe {
-        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
-        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_DIRECT) == 0
-    };
-    drop(f);
-    let _ = std::fs::remove_file(&p);
-    ok
 }
 
 /// The stream files under `dir` (any depth).

@@ -416,3 +416,20 @@ pub fn shared_counter() -> &'static std::sync::atomic::AtomicU64 {
     // is zeroed and aligned.
     unsafe { &*(shared_page() as *const std::sync::atomic::AtomicU64) }
 }
+
+/// Whether the file system of `dir` (created if missing) takes `O_DIRECT`, set with `fcntl` as
+/// the runtime does (`SessionBuilder::direct_io`).
+pub fn takes_direct(dir: &Path) -> bool {
+    std::fs::create_dir_all(dir).unwrap();
+    let p = dir.join(".probe");
+    let f = std::fs::File::create(&p).unwrap();
+    use std::os::fd::AsRawFd;
+    // SAFETY: fcntl on a descriptor we own.
+    let ok = unsafe {
+        let fl = libc::fcntl(f.as_raw_fd(), libc::F_GETFL);
+        libc::fcntl(f.as_raw_fd(), libc::F_SETFL, fl | libc::O_DIRECT) == 0
+    };
+    drop(f);
+    let _ = std::fs::remove_file(&p);
+    ok
+}
