@@ -33,6 +33,9 @@
 //! default rings writing to disk and to the relay (the "relay besides disk" ratio); through
 //! the page cache only, unless `HUSHTRACE_BENCH_IO` says `direct` or `both`.
 //!
+//! Every trial's files are removed after it, the relay daemon's copy included: dirty pages left
+//! behind would throttle the trials after it (docs/BENCHMARKS.md §12).
+//!
 //! Selection: `HUSHTRACE_BENCH_IO=page|direct|both` (stream-file writes; `cpu` defaults to
 //! `both`, `lossless` to `page`), `HUSHTRACE_BENCH_ONLY=<part of a row's name>` (e.g.
 //! `2 threads, default`); `HUSHTRACE_BENCH_RINGS=524288x64,4194304x2` adds two-thread
@@ -161,7 +164,17 @@ struct Trial {
 }
 
 /// Runs `cfg` at `rate` total events/s for `secs` seconds in a fresh session under `out`.
-fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> Trial {
+/// The relay daemon of the relay rows: its URL and where it writes the traces it receives.
+struct Relay {
+    url: String,
+    traces: PathBuf,
+}
+
+/// Runs `cfg` at `rate` total events/s for `secs` seconds in a fresh session under `out`. The
+/// trial's files are removed afterwards, the relay's copy too (with a relay), so no trial
+/// leaves dirty pages behind for the next one to be throttled on: every row measures the same
+/// thing, bursts into the page cache.
+fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&Relay>) -> Trial {
     let _ = std::fs::remove_dir_all(out);
     let mut b = Session::builder()
         .output_dir(out)
@@ -172,7 +185,7 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> 
         b = b.direct_io(d);
     }
     if cfg.relay {
-        b = b.relay(relay.expect("a relay configuration without a relay"));
+        b = b.relay(&relay.expect("a relay configuration without a relay").url);
     }
     let session = b.start().expect("start the session");
     let cpu_before = runtime_cpu_ns();
@@ -234,6 +247,11 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&str>) -> 
         packets: packet_check(out),
     };
     let _ = std::fs::remove_dir_all(out);
+    if let (true, Some(r)) = (cfg.relay, relay) {
+        for e in std::fs::read_dir(&r.traces).into_iter().flatten().flatten() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
     t
 }
 
@@ -269,7 +287,7 @@ fn selected(name: &str) -> bool {
     std::env::var("HUSHTRACE_BENCH_ONLY").map_or(true, |only| name.contains(&only))
 }
 
-fn cpu(out: &Path, relay: Option<&str>, smoke: bool) {
+fn cpu(out: &Path, relay: Option<&Relay>, smoke: bool) {
     let rate = env_u64("HUSHTRACE_BENCH_CPU_RATE", 8_000_000);
     let secs = if smoke {
         0.2
@@ -326,7 +344,7 @@ fn cpu(out: &Path, relay: Option<&str>, smoke: bool) {
     }
 }
 
-fn lossless(out: &Path, relay: Option<&str>, smoke: bool) {
+fn lossless(out: &Path, relay: Option<&Relay>, smoke: bool) {
     let step = env_u64("HUSHTRACE_BENCH_STEP", 4_000_000);
     let max = env_u64("HUSHTRACE_BENCH_MAX", 96_000_000);
     let secs = if smoke { 0.2 } else { 2.0 };
@@ -449,7 +467,10 @@ fn main() {
     let relayd = hushtrace_testsupport::which("lttng-relayd")
         .filter(|_| !smoke)
         .map(|_| hushtrace_testsupport::Relayd::start());
-    let url = relayd.as_ref().map(|r| r.url());
+    let relay = relayd.as_ref().map(|r| Relay {
+        url: r.url(),
+        traces: r.traces(),
+    });
     println!(
         "consumer bench: {what}{} (load average {})",
         if smoke { " (smoke test)" } else { "" },
@@ -461,11 +482,11 @@ fn main() {
             .join(" ")
     );
     match what {
-        "cpu" => cpu(&out, url.as_deref(), smoke),
-        "lossless" => lossless(&out, url.as_deref(), smoke),
+        "cpu" => cpu(&out, relay.as_ref(), smoke),
+        "lossless" => lossless(&out, relay.as_ref(), smoke),
         "all" => {
-            cpu(&out, url.as_deref(), smoke);
-            lossless(&out, url.as_deref(), smoke);
+            cpu(&out, relay.as_ref(), smoke);
+            lossless(&out, relay.as_ref(), smoke);
         }
         other => {
             eprintln!("consumer bench: unknown part {other:?} (cpu, lossless, all)");
