@@ -18,7 +18,8 @@
 //! consumer is never saturated) for `HUSHTRACE_BENCH_SECS` seconds (default 3). The CPU time of
 //! every thread the runtime started (`hushtrace-*` in `/proc/self/task/*/comm`, summed from
 //! `schedstat`, nanoseconds) is read once the producer has stopped and the rings have been
-//! drained, and divided by the bytes of packets the run wrote. Rows: files only; files and a
+//! drained, and divided by the bytes of packets the run wrote (`relay_thread_ms_per_100MB` is
+//! the relay sender thread's share of it). Rows: files only; files and a
 //! relay; each with the stream files written through the page cache and with `O_DIRECT`
 //! (`SessionBuilder::direct_io` set for the session; `padded=` counts the packets padded to the
 //! block size, so a row that says `O_DIRECT` with `padded=0` ran on a file system without it).
@@ -60,9 +61,10 @@ fn env_u64(name: &str, default: u64) -> u64 {
     }
 }
 
-/// Total CPU time, in ns, of the threads the runtime started in this process.
-fn runtime_cpu_ns() -> u64 {
-    let mut total = 0;
+/// CPU time, in ns, of the threads the runtime started in this process: all of them, and the
+/// relay sender thread's share of it.
+fn runtime_cpu_ns() -> (u64, u64) {
+    let (mut total, mut relay) = (0, 0);
     for t in std::fs::read_dir("/proc/self/task")
         .expect("/proc/self/task")
         .flatten()
@@ -72,13 +74,17 @@ fn runtime_cpu_ns() -> u64 {
             continue;
         }
         let stat = std::fs::read_to_string(t.path().join("schedstat")).unwrap_or_default();
-        total += stat
+        let ns = stat
             .split_whitespace()
             .next()
             .and_then(|n| n.parse::<u64>().ok())
             .unwrap_or(0);
+        total += ns;
+        if comm.trim_end() == "hushtrace-relay" {
+            relay += ns;
+        }
     }
-    total
+    (total, relay)
 }
 
 /// Bytes of the stream files under `dir` (all processes).
@@ -157,6 +163,8 @@ struct Trial {
     stream_bytes: u64,
     /// Runtime threads' CPU time, ns (read after the producers stopped and the rings drained).
     runtime_cpu_ns: u64,
+    /// The relay sender thread's share of `runtime_cpu_ns`.
+    relay_cpu_ns: u64,
     achieved: f64,
     /// Packets in the stream files and how many of them are padded (`O_DIRECT`); `None` when
     /// a stream file was not a sequence of whole packets.
@@ -235,7 +243,9 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&Relay>) -
     // Full packets drain on the read timer; give it a few periods, then read the CPU time
     // before the stop (which ends the runtime's threads).
     std::thread::sleep(Duration::from_millis(200));
-    let runtime_cpu_ns = runtime_cpu_ns() - cpu_before;
+    let (cpu_after, relay_after) = runtime_cpu_ns();
+    let runtime_cpu_ns = cpu_after - cpu_before.0;
+    let relay_cpu_ns = relay_after - cpu_before.1;
     let stats = session.stop().expect("stop the session");
     let t = Trial {
         emitted,
@@ -243,6 +253,7 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&Relay>) -
         discarded: stats.events_discarded,
         stream_bytes: stream_bytes(out),
         runtime_cpu_ns,
+        relay_cpu_ns,
         achieved: emitted as f64 / elapsed.max(1e-9),
         packets: packet_check(out),
     };
@@ -331,14 +342,15 @@ fn cpu(out: &Path, relay: Option<&Relay>, smoke: bool) {
         });
         println!(
             "cpu {:<27} rate={rate} emitted={} written={} discarded={} MB={mb:.1} \
-             runtime_cpu_ms={:.1} cpu_ms_per_100MB={:.1} ns_per_event={:.2} \
-             packets={packets} padded={padded}",
+             runtime_cpu_ms={:.1} cpu_ms_per_100MB={:.1} relay_thread_ms_per_100MB={:.1} \
+             ns_per_event={:.2} packets={packets} padded={padded}",
             label(&cfg),
             t.emitted,
             t.written,
             t.discarded,
             t.runtime_cpu_ns as f64 / 1e6,
             t.runtime_cpu_ns as f64 / 1e6 / mb.max(1e-9) * 100.0,
+            t.relay_cpu_ns as f64 / 1e6 / mb.max(1e-9) * 100.0,
             t.runtime_cpu_ns as f64 / t.written.max(1) as f64,
         );
     }
