@@ -190,25 +190,13 @@ fn recover_appends_to_a_stream_of_padded_packets() {
     let pid = unsafe { libc::fork() };
     assert!(pid >= 0);
     if pid == 0 {
-        let session = hushtrace::Session::builder()
+        let builder = hushtrace::Session::builder()
             .output_dir(&dir)
             .subbuf_size(4096 * 2)
             .num_subbufs(64)
             .read_timer(Duration::from_millis(2))
-            .direct_io(true)
-            .start();
-        let Ok(session) = session else {
-            // SAFETY: leaving the child.
-            unsafe { libc::_exit(3) }
-        };
-        for seq in 0..EVENTS {
-            hushtrace::event!("rec", "seq", seq = seq);
-        }
-        returned.store(EVENTS, Ordering::SeqCst);
-        std::mem::forget(session);
-        loop {
-            std::thread::sleep(Duration::from_secs(1));
-        }
+            .direct_io(true);
+        common::record_and_wait_for_kill(builder, EVENTS, returned);
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     // Some packets in the stream file, the rest in the ring.

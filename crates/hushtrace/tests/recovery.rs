@@ -16,24 +16,12 @@ const EVENTS: u64 = 3000;
 
 /// The child: records `EVENTS` events, says so, and waits to be killed.
 fn child(dir: &Path, returned: &AtomicU64) -> ! {
-    let session = hushtrace::Session::builder()
+    let builder = hushtrace::Session::builder()
         .output_dir(dir)
         .subbuf_size(4096)
         .num_subbufs(64)
-        .read_timer(Duration::from_millis(2))
-        .start();
-    let Ok(session) = session else {
-        // SAFETY: leaving the child.
-        unsafe { libc::_exit(3) }
-    };
-    for seq in 0..EVENTS {
-        hushtrace::event!("rec", "seq", seq = seq);
-    }
-    returned.store(EVENTS, Ordering::SeqCst);
-    std::mem::forget(session);
-    loop {
-        std::thread::sleep(Duration::from_secs(1));
-    }
+        .read_timer(Duration::from_millis(2));
+    common::record_and_wait_for_kill(builder, EVENTS, returned)
 }
 
 /// `rec:seq` events babeltrace2 prints for `dir` (failing the test if babeltrace2 fails).
