@@ -9,6 +9,7 @@
 //! every other per-session `HUSHTRACE_*` variable.
 
 mod common;
+mod killed_child;
 
 use common::{assert_same_cycles, babeltrace, reader_cycles, takes_direct, temp_dir};
 use hushtrace::control::request;
@@ -196,7 +197,7 @@ fn recover_appends_to_a_stream_of_padded_packets() {
             .num_subbufs(64)
             .read_timer(Duration::from_millis(2))
             .direct_io(true);
-        common::record_and_wait_for_kill(builder, EVENTS, returned);
+        killed_child::record_and_wait_for_kill(builder, EVENTS, returned);
     }
     let deadline = Instant::now() + Duration::from_secs(30);
     // Some packets in the stream file, the rest in the ring.

@@ -5,6 +5,7 @@
 //! pointer file with "Invalid CTF magic number".
 
 mod common;
+mod killed_child;
 
 use common::{babeltrace, shared_counter, temp_dir};
 use hushtrace_ctf::ringfile::recover_session;
@@ -21,7 +22,7 @@ fn child(dir: &Path, returned: &AtomicU64) -> ! {
         .subbuf_size(4096)
         .num_subbufs(64)
         .read_timer(Duration::from_millis(2));
-    common::record_and_wait_for_kill(builder, EVENTS, returned)
+    killed_child::record_and_wait_for_kill(builder, EVENTS, returned)
 }
 
 /// `rec:seq` events babeltrace2 prints for `dir` (failing the test if babeltrace2 fails).

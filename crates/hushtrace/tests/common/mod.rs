@@ -433,26 +433,3 @@ pub fn takes_direct(dir: &Path) -> bool {
     let _ = std::fs::remove_file(&p);
     ok
 }
-
-/// A forked child's body for crash-recovery tests: starts the session `builder` describes (the
-/// child exits with status 3 if it cannot), records `rec:seq` events `0..events`, stores
-/// `events` in `returned` (memory shared with the parent, [`shared_counter`]), and waits to be
-/// killed, its session never stopped: its rings stay for `recover`.
-pub fn record_and_wait_for_kill(
-    builder: hushtrace::SessionBuilder,
-    events: u64,
-    returned: &std::sync::atomic::AtomicU64,
-) -> ! {
-    let Ok(session) = builder.start() else {
-        // SAFETY: leaving the forked child without running the parent's destructors.
-        unsafe { libc::_exit(3) }
-    };
-    for seq in 0..events {
-        hushtrace::event!("rec", "seq", seq = seq);
-    }
-    returned.store(events, std::sync::atomic::Ordering::SeqCst);
-    std::mem::forget(session);
-    loop {
-        std::thread::sleep(Duration::from_secs(1));
-    }
-}
