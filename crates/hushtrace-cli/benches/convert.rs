@@ -6,6 +6,9 @@
 //! HUSHTRACE_BENCH_MB=64 cargo bench -p hushtrace-cli --bench convert
 //! ```
 //!
+//! Without `--bench` (e.g. `cargo test --benches`) it converts a 2 MB trace once, as a smoke
+//! test.
+//!
 //! The trace is generated once under `$HUSHTRACE_BENCH_DIR` (default: the system temporary
 //! directory) and reused by later runs of the same size. `babeltrace2` is skipped with a note
 //! if it is not installed.
@@ -98,10 +101,15 @@ impl std::io::Write for Counting {
 }
 
 fn main() {
-    let mb: u64 = std::env::var("HUSHTRACE_BENCH_MB")
-        .ok()
-        .and_then(|v| v.parse().ok())
-        .unwrap_or(512);
+    let full = std::env::args().any(|a| a == "--bench");
+    let mb: u64 = if full {
+        std::env::var("HUSHTRACE_BENCH_MB")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(512)
+    } else {
+        2
+    };
     let base =
         std::env::var_os("HUSHTRACE_BENCH_DIR").map_or_else(std::env::temp_dir, PathBuf::from);
     let dir = base.join(format!("hushtrace-bench-{mb}mb"));
