@@ -69,6 +69,11 @@ enum Cmd {
         /// the metadata and statistics): `HUSHTRACE_RELAY_ONLY=1`.
         #[arg(long, requires = "relay")]
         relay_only: bool,
+        /// Write the stream files with O_DIRECT where the file system supports it
+        /// (`HUSHTRACE_DIRECT_IO=1`): no copy into the page cache, packets padded to the
+        /// block size; the consumer then waits for the disk (docs/BENCHMARKS.md §12).
+        #[arg(long)]
+        direct_io: bool,
         /// Also record the kernel's scheduling (`sched`, the default), interrupts (`irq`) and
         /// the program's system calls (`syscalls`), comma-separated, from a private ftrace
         /// instance into DIR/kernel (root, or write access to tracefs; exit code 2 otherwise).
@@ -319,6 +324,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             relay_session,
             relay_host,
             relay_only,
+            direct_io,
             kernel,
             kernel_buffer_kb,
             command,
@@ -338,6 +344,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 relay_session,
                 relay_host,
                 relay_only,
+                direct_io,
                 command,
             };
             if let Err(e) = opts.validate() {

@@ -28,6 +28,9 @@ pub struct RecordOptions {
     pub relay_host: Option<String>,
     /// `HUSHTRACE_RELAY_ONLY=1`: event streams go only to the relay, not the local directory.
     pub relay_only: bool,
+    /// `HUSHTRACE_DIRECT_IO=1`: stream files written with `O_DIRECT` where the file system
+    /// supports it (no copy into the page cache; the consumer waits for the disk).
+    pub direct_io: bool,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -62,6 +65,7 @@ impl RecordOptions {
             relay_session: None,
             relay_host: None,
             relay_only: false,
+            direct_io: false,
             command,
         }
     }
@@ -75,9 +79,10 @@ impl RecordOptions {
     /// o.mode = Some(Mode::Overwrite);
     /// o.num_subbufs = Some(4);
     /// o.relay = Some("net://127.0.0.1".into());
+    /// o.direct_io = true;
     /// let env: Vec<_> = o.env().into_iter().map(|(k, v)| format!("{k}={}", v.to_string_lossy())).collect();
     /// assert_eq!(env, ["HUSHTRACE_OUTPUT=/t", "HUSHTRACE_MODE=overwrite", "HUSHTRACE_NUM_SUBBUFS=4",
-    ///                  "HUSHTRACE_RELAY=net://127.0.0.1"]);
+    ///                  "HUSHTRACE_RELAY=net://127.0.0.1", "HUSHTRACE_DIRECT_IO=1"]);
     /// ```
     pub fn env(&self) -> Vec<(&'static str, OsString)> {
         let mut env = vec![(hushtrace::env::OUTPUT, self.output.clone().into_os_string())];
@@ -101,6 +106,9 @@ impl RecordOptions {
         }
         if self.relay_only {
             env.push((hushtrace::env::RELAY_ONLY, "1".into()));
+        }
+        if self.direct_io {
+            env.push((hushtrace::env::DIRECT_IO, "1".into()));
         }
         env
     }

@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{convert, hushtrace, testbin};
+use common::{convert, hushtrace, testbin, text};
 use serde_json::Value as J;
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -275,4 +275,88 @@ fn record_refuses_a_bad_or_unreachable_relay() {
     // --relay-session without --relay is a usage error too.
     let o = hushtrace(&["record", "-o", "x", "--relay-session", "s", "--", "true"]);
     assert_eq!(o.status.code(), Some(2));
+}
+
+/// Packets of every stream file under `dir`: `(packets, padded)`, padded meaning
+/// `packet_size` (bits, byte 56 of the header) beyond `content_size` (byte 48); each packet's
+/// `packet_size` must lead to the next one and to the file's end.
+fn packets_and_padding(dir: &Path) -> (u64, u64) {
+    let (mut packets, mut padded) = (0, 0);
+    for e in std::fs::read_dir(dir).unwrap().flatten() {
+        let p = e.path();
+        if p.is_dir() {
+            let (n, pad) = packets_and_padding(&p);
+            packets += n;
+            padded += pad;
+            continue;
+        }
+        if !e.file_name().to_string_lossy().starts_with("stream_") {
+            continue;
+        }
+        let b = std::fs::read(&p).unwrap();
+        let mut off = 0;
+        while off + 64 <= b.len() {
+            let field =
+                |at: usize| u64::from_le_bytes(b[off + at..off + at + 8].try_into().unwrap());
+            let (content, size) = (field(48), field(56));
+            assert!(
+                size > 0 && size % 8 == 0 && content <= size,
+                "{}: bad packet at {off}",
+                p.display()
+            );
+            packets += 1;
+            padded += u64::from(content < size);
+            off += (size / 8) as usize;
+        }
+        assert_eq!(off, b.len(), "{}: not whole packets", p.display());
+    }
+    (packets, padded)
+}
+
+#[test]
+fn record_direct_io_pads_packets_and_the_trace_reads_whole() {
+    // Under the cargo target directory: a disk file system (a temporary directory may be a
+    // tmpfs, which refuses O_DIRECT on older kernels).
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("record-direct-io");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let app = testbin("traced_app");
+    let run = |name: &str, direct: bool| {
+        let session = root.join(name);
+        let s = session.to_str().unwrap();
+        let mut args = vec!["record", "-o", s, "--num-subbufs", "64"];
+        if direct {
+            args.push("--direct-io");
+        }
+        args.extend(["--", app.to_str().unwrap(), "2", "300"]);
+        let o = hushtrace(&args);
+        assert!(
+            o.status.success(),
+            "{}\n{}",
+            text(&o.stdout),
+            text(&o.stderr)
+        );
+        (session, text(&o.stderr))
+    };
+    let (page, _) = run("page", false);
+    let (direct, stderr) = run("direct", true);
+    let (n, pad) = packets_and_padding(&page);
+    assert!(n > 0);
+    assert_eq!(pad, 0, "without --direct-io no packet is padded");
+    let (n, pad) = packets_and_padding(&direct);
+    if stderr.contains("refuses O_DIRECT") {
+        eprintln!("skipped the padding check: {stderr}");
+    } else {
+        assert!(
+            pad > 0 && pad == n,
+            "--direct-io pads every packet: {pad} of {n}"
+        );
+    }
+    // The same events either way, read through the padding.
+    let count = |dir: &Path| {
+        let events = chrome(dir);
+        check_pairs(&events).0
+    };
+    assert_eq!(count(&page), count(&direct));
+    let _ = std::fs::remove_dir_all(&root);
 }
