@@ -12,6 +12,12 @@
 //! event before the first call event that uses the id ([`ensure_defined`]). After `fork()` the
 //! child writes a trace of its own, so the child handler starts a new definition epoch and each
 //! function is described again, lazily, in the child.
+//!
+//! In overwrite mode (flight recorder) the ring overwrites its oldest packets, and with them
+//! the definitions recorded long ago while later calls that use their ids remain. So before
+//! the API takes a snapshot or stops an overwrite session, [`redefine_all`] records every
+//! function seen so far again (a state dump, as LTTng's statedump does), and the snapshot
+//! or final trace describes every id it may hold.
 
 use crate::gil::GilCell;
 use hushtrace::{FieldType, Kind, Registered};
@@ -117,6 +123,29 @@ pub fn ensure_defined(f: &Func) {
     }
 }
 
+/// Starts a new definition epoch and records the `py:function` event of every traced
+/// function seen so far in this process, on the calling thread (a state dump: see the module
+/// documentation). A function whose event could not be written (the callsite disabled) is
+/// described again lazily at its next call, as usual. Returns how many were written.
+///
+/// # Safety
+/// The GIL is held.
+pub unsafe fn redefine_all() -> usize {
+    if CALLSITES.get().is_none() {
+        return 0; // function tracing never prepared: no function was interned
+    }
+    let epoch = DEF_EPOCH.fetch_add(1, Ordering::Relaxed).wrapping_add(1);
+    // SAFETY: GIL held (caller); `define` records an event and does not call into Python, so
+    // the borrow is the only one alive.
+    let t = unsafe { table() };
+    let mut written = 0;
+    for f in &t.funcs {
+        define(f, epoch);
+        written += usize::from(f.emitted.get() == epoch);
+    }
+    written
+}
+
 #[cold]
 #[inline(never)]
 fn define(f: &Func, epoch: u32) {
@@ -145,6 +174,8 @@ struct Table {
     next_id: u32,
     filter: Filter,
     c_funcs: HashMap<usize, &'static Func>,
+    /// Every traced (not excluded) function interned so far, for [`redefine_all`].
+    funcs: Vec<&'static Func>,
 }
 
 static TABLE: GilCell<Option<Table>> = GilCell::new(None);
@@ -170,6 +201,7 @@ unsafe fn table() -> &'static mut Table {
         next_id: 1,
         filter: Filter::default(),
         c_funcs: HashMap::new(),
+        funcs: Vec::new(),
     })
 }
 
@@ -222,7 +254,7 @@ fn new_func(
     let id = t.next_id;
     t.next_id = t.next_id.wrapping_add(1);
     let excluded = excluded(&t.filter, &module, &qualname);
-    Box::leak(Box::new(Func {
+    let f: &'static Func = Box::leak(Box::new(Func {
         id,
         excluded,
         generator,
@@ -231,7 +263,11 @@ fn new_func(
         qualname,
         file,
         line,
-    }))
+    }));
+    if !excluded {
+        t.funcs.push(f);
+    }
+    f
 }
 
 // ---- code objects ----

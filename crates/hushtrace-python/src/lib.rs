@@ -30,12 +30,26 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 use std::collections::HashMap;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// The session this module started (`start`, `start_from_env`).
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
+
+/// Whether [`SESSION`] runs in overwrite mode (its rings lose old definitions: see
+/// [`dump_definitions`]).
+static OVERWRITE: AtomicBool = AtomicBool::new(false);
+
+/// In overwrite mode, records every traced function's definition again on this thread, so a
+/// snapshot or the final trace taken next holds them all (the ring may have overwritten the
+/// ones recorded long ago). Discard mode never loses a definition: nothing to do there.
+fn dump_definitions(_py: Python<'_>) {
+    if OVERWRITE.load(Ordering::Relaxed) {
+        // SAFETY: GIL held (the `Python` token).
+        unsafe { funcs::redefine_all() };
+    }
+}
 
 fn err(e: hushtrace::Error) -> PyErr {
     match e {
@@ -78,7 +92,8 @@ fn start(
     subbuf_size: Option<usize>,
     num_subbufs: Option<usize>,
 ) -> PyResult<String> {
-    let mut b = Session::builder().output_dir(dir).mode(mode_of(mode)?);
+    let mode = mode_of(mode)?;
+    let mut b = Session::builder().output_dir(dir).mode(mode);
     if let Some(n) = subbuf_size {
         b = b.subbuf_size(n);
     }
@@ -89,6 +104,7 @@ fn start(
     let s = py.detach(|| b.start()).map_err(err)?;
     let dir = s.trace_dir().display().to_string();
     *SESSION.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+    OVERWRITE.store(mode == hushtrace::Mode::Overwrite, Ordering::Relaxed);
     Ok(dir)
 }
 
@@ -100,6 +116,12 @@ fn start_from_env(py: Python<'_>) -> PyResult<bool> {
         None => Ok(false),
         Some(s) => {
             *SESSION.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
+            // The session started, so the variable (if set) parsed as a mode.
+            let overwrite = std::env::var(hushtrace::env::MODE)
+                .ok()
+                .and_then(|m| m.parse::<hushtrace::Mode>().ok())
+                == Some(hushtrace::Mode::Overwrite);
+            OVERWRITE.store(overwrite, Ordering::Relaxed);
             Ok(true)
         }
     }
@@ -111,11 +133,18 @@ fn is_running() -> bool {
     SESSION.lock().unwrap_or_else(|e| e.into_inner()).is_some()
 }
 
-/// Stops the session; returns its statistics, or `None` if none was running.
+/// Stops the session; returns its statistics, or `None` if none was running. In overwrite
+/// mode, first records every traced function's definition again (the final rings then hold
+/// them all).
 #[pyfunction]
 fn stop(py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
+    if !is_running() {
+        return Ok(None);
+    }
+    dump_definitions(py);
     let s = SESSION.lock().unwrap_or_else(|e| e.into_inner()).take();
     let Some(s) = s else { return Ok(None) };
+    OVERWRITE.store(false, Ordering::Relaxed);
     let stats = py.detach(|| s.stop());
     let stats = match stats {
         Ok(st) => st,
@@ -141,10 +170,15 @@ fn disable(glob: &str) -> usize {
     hushtrace::disable(glob)
 }
 
-/// Writes a snapshot of the rings (overwrite mode); returns its directory.
+/// Writes a snapshot of the rings (overwrite mode); returns its directory. With function
+/// tracing, first records every traced function's definition (`py:function`) again on this
+/// thread, so the snapshot describes every function id its `py:call` events hold. A snapshot
+/// taken from another process (`hushtrace ctl snapshot`) cannot call into Python: it may
+/// hold calls whose definition the ring overwrote.
 #[pyfunction]
 #[pyo3(signature = (timeout = 10.0))]
 fn snapshot(py: Python<'_>, timeout: f64) -> PyResult<String> {
+    dump_definitions(py);
     py.detach(|| {
         let s = hushtrace::snapshot()?;
         s.wait(Duration::from_secs_f64(timeout.max(0.0)))

@@ -3,9 +3,13 @@ converters and babeltrace2."""
 
 import collections
 import json
+import re
+import shutil
 import subprocess
 import sys
 from pathlib import Path
+
+import pytest
 
 from conftest import (ROOT, babeltrace_clean, calls, check_balanced, chrome, clean_env, cli,
                       last_json, perfetto_python, run_traced, write_script)
@@ -287,3 +291,88 @@ def test_bad_usage_is_a_clear_error(tmp_path):
                         str(tmp_path / "missing.py")], capture_output=True, text=True,
                        env=clean_env())
     assert r.returncode == 2 and "no such script" in r.stderr
+
+
+FLIGHT = """
+import hushtrace, json, os, sys
+
+def f():
+    return 1
+
+def g(i):
+    return i
+
+out, mode = sys.argv[1], sys.argv[2]
+# 64 KB rings: the dump (a few dozen functions: the stdlib's too, e.g. the warning that
+# 3.12+ prints at fork) fits; the 50,000 calls (16 bytes each) wrap them about 12 times.
+rings = {"subbuf_size": 16384, "num_subbufs": 4} if mode == "overwrite" else {}
+hushtrace.start(out, mode=mode, functions=True, **rings)
+f()  # defined here, long before the end: the ring overwrites it many times over
+for i in range(50000):
+    g(i)
+pid = os.fork()
+if pid == 0:
+    # The child describes functions again in its own trace, lazily, then overwrites them.
+    for i in range(50000):
+        g(i)
+    f()
+    os._exit(0)  # the package's wrapper stops the session (its final rings)
+os.waitpid(pid, 0)
+f()
+snap = hushtrace.snapshot() if mode == "overwrite" else None
+stats = hushtrace.stop()
+print(json.dumps({"snapshot": snap, "trace_dir": stats["trace_dir"], "child": pid}))
+"""
+
+
+def py_events(trace_dir):
+    """babeltrace2's reading of one process trace: ({id: [qualname of each py:function]},
+    {id: number of py:call begins and ends})."""
+    bt = shutil.which("babeltrace2")
+    if bt is None:
+        pytest.skip("babeltrace2 not installed (apt-get install babeltrace2)")
+    r = subprocess.run([bt, str(trace_dir)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    defs, used = collections.defaultdict(list), collections.Counter()
+    for line in r.stdout.splitlines():
+        m = re.search(r"\bf = (\d+)", line)
+        if " py:function:" in line:
+            defs[int(m.group(1))].append(re.search(r'qualname = "([^"]*)"', line).group(1))
+        elif " py:call" in line and m:
+            used[int(m.group(1))] += 1
+    return defs, used
+
+
+def test_overwrite_mode_snapshot_and_final_trace_define_every_function(tmp_path):
+    # A flight recorder overwrites the py:function events recorded long ago; snapshot() and
+    # stop() (here also the child's os._exit) record them all again first, so every py:call
+    # id left in the snapshot and in the final traces has its definition in that trace.
+    out = tmp_path / "trace"
+    script = write_script(tmp_path, FLIGHT)
+    r = subprocess.run([sys.executable, str(script), str(out), "overwrite"], capture_output=True,
+                       text=True, env=clean_env(), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = last_json(r.stdout)
+    traces = {"snapshot": res["snapshot"], "final": res["trace_dir"],
+              "child": str(out / str(res["child"]))}
+    for what, d in traces.items():
+        defs, used = py_events(d)
+        assert 0 < sum(used.values()) < 50000, f"{what}: the ring did not wrap: {used}"
+        undefined = sorted(set(used) - set(defs))
+        assert not undefined, f"{what} ({d}): py:call ids without a py:function: {undefined}"
+        names = {q for qs in defs.values() for q in qs}
+        assert {"f", "g"} <= names, (what, names)
+
+
+def test_discard_mode_defines_each_function_once(tmp_path):
+    out = tmp_path / "trace"
+    script = write_script(tmp_path, FLIGHT)
+    r = subprocess.run([sys.executable, str(script), str(out), "discard"], capture_output=True,
+                       text=True, env=clean_env(), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    res = last_json(r.stdout)
+    for d in (res["trace_dir"], str(out / str(res["child"]))):
+        defs, used = py_events(d)
+        by_name = {qs[0]: len(qs) for qs in defs.values()}
+        assert by_name.get("f") == 1 and by_name.get("g") == 1, (d, dict(defs))
+        assert all(len(qs) == 1 for qs in defs.values()), dict(defs)
