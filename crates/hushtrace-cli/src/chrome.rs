@@ -193,7 +193,7 @@ pub fn convert_with<W: Write>(
     let mut summary = Summary::default();
     let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
     let mut classes = ClassCache::default();
-    let mut py = PyFuncs::default();
+    let mut py = PyFuncs::of_session(session)?;
     let mut processes: HashSet<u32> = HashSet::new();
     let mut threads: HashSet<(u32, u32)> = HashSet::new();
     let mut async_roots: HashMap<(u32, u64), AsyncRoot> = HashMap::new();

@@ -60,7 +60,7 @@ type Root = (u32, Option<u32>);
 pub fn folded_by(session: &Session, roots: Roots) -> Result<Vec<String>, Error> {
     let mut merged = session.merged()?;
     let mut thread_names: HashMap<(u32, u32), String> = HashMap::new();
-    let mut names = Names::default();
+    let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
     let mut asyncs = AsyncTree::default();
     // Key: (the process's pid when `per_process`, else None; the stack, root first, as

@@ -86,7 +86,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
         }
         None => None,
     };
-    let mut names = Names::default();
+    let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
     let mut rows: HashMap<u32, SpanRow> = HashMap::new();
     let mut heap: BinaryHeap<Reverse<(i64, i64, u32, u32)>> = BinaryHeap::new();

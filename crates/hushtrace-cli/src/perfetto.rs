@@ -806,7 +806,7 @@ pub fn convert<W: Write>(
     };
     let mut summary = Summary::default();
     let mut streams: Vec<StreamState> = vec![StreamState::default(); merged.streams().len()];
-    let mut py = PyFuncs::default();
+    let mut py = PyFuncs::of_session(session)?;
     w.packet(&TracePacket {
         trusted_packet_sequence_id: Some(DESCRIPTOR_SEQUENCE),
         clock_snapshot: Some(ClockSnapshot {

@@ -3,18 +3,22 @@
 //! Function tracing records one pair of callsites for every Python function, `py:call`
 //! (span begin and end, field `f`: an interned function id) and, once per function and process
 //! trace, a `py:function` instant (`f`, `module`, `qualname`, `file`, `line`) before the first
-//! call that uses the id; asyncio tasks are `py:task` async slices (`id`, `f`, on both ends). Readers that name
+//! call that uses the id (and, in overwrite mode, again for every function when the program
+//! takes a snapshot or stops: the earlier ones may have been overwritten, so the definition
+//! can come after the calls that use it); asyncio tasks are `py:task` async slices (`id`, `f`, on both ends). Readers that name
 //! spans after their event class would call every one `py:call`: [`PyFuncs`] keeps the
 //! definitions seen so far (per process trace) and gives `py:call` and `py:task` events the
 //! name `"<module>:<qualname>"`, which splits into category and name like any other; the
 //! definitions themselves are not shown as events.
+//!
+//! [`PyFuncs::of_session`] reads a session's definitions first, wherever they are in it.
 //!
 //! ```
 //! let mut names = hushtrace_cli::pyfuncs::PyFuncs::default();
 //! assert!(names.is_empty());
 //! ```
 
-use hushtrace_ctf::reader::{MergedEvent, Value};
+use hushtrace_ctf::reader::{Error, MergedEvent, Session, Value};
 use hushtrace_ctf::Kind;
 use std::collections::HashMap;
 
@@ -57,6 +61,24 @@ fn field_str<'a>(ev: &MergedEvent<'a>, name: &str) -> Option<&'a str> {
 }
 
 impl PyFuncs {
+    /// Every definition in `session`, read in a first pass over its events, so that calls
+    /// recorded before their function's definition are named too (overwrite mode's state dump
+    /// comes after them). Sessions without a `py:function` event class are not read.
+    pub fn of_session(session: &Session) -> Result<PyFuncs, Error> {
+        let mut py = PyFuncs::default();
+        let python = session
+            .traces
+            .iter()
+            .any(|t| t.desc.events.iter().any(|c| c.name == "py:function"));
+        if python {
+            let mut merged = session.merged()?;
+            while let Some(ev) = merged.next()? {
+                py.observe(&ev);
+            }
+        }
+        Ok(py)
+    }
+
     /// Whether no definition was seen.
     pub fn is_empty(&self) -> bool {
         self.by_trace.iter().all(|m| m.is_empty())

@@ -238,7 +238,7 @@ pub fn rfc3339(ns: i64) -> String {
 /// Reads the whole session and computes the report.
 pub fn compute(session: &Session) -> Result<Report, Error> {
     let mut merged = session.merged()?;
-    let mut names = Names::default();
+    let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
     let mut asyncs = AsyncSpans::default();
     let mut durations: Vec<Option<SpanAcc>> = Vec::new();

@@ -23,6 +23,17 @@ pub struct Names {
 }
 
 impl Names {
+    /// Names for reading `session`: its Python function definitions are read first
+    /// ([`PyFuncs::of_session`]).
+    pub fn for_session(
+        session: &hushtrace_ctf::reader::Session,
+    ) -> Result<Names, hushtrace_ctf::reader::Error> {
+        Ok(Names {
+            py: PyFuncs::of_session(session)?,
+            ..Names::default()
+        })
+    }
+
     /// The id of the event's `"category:name"` (for a traced Python function's events, its
     /// `"module:qualname"`: see [`crate::pyfuncs`]).
     pub fn id(&mut self, ev: &MergedEvent<'_>) -> u32 {

@@ -362,6 +362,12 @@ def test_overwrite_mode_snapshot_and_final_trace_define_every_function(tmp_path)
         assert not undefined, f"{what} ({d}): py:call ids without a py:function: {undefined}"
         names = {q for qs in defs.values() for q in qs}
         assert {"f", "g"} <= names, (what, names)
+    # The CLI names the calls recorded before their (dumped) definition too: it reads every
+    # definition first.
+    for d in (res["snapshot"], str(out)):
+        r = subprocess.run([cli(), "report", d], capture_output=True, text=True)
+        assert r.returncode == 0, r.stderr
+        assert "__main__:g" in r.stdout and "py:call" not in r.stdout, (d, r.stdout)
 
 
 def test_discard_mode_defines_each_function_once(tmp_path):
