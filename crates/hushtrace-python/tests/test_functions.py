@@ -343,16 +343,21 @@ def py_events(trace_dir):
     return defs, used
 
 
+def run_flight(tmp_path, mode):
+    """Runs FLIGHT in `mode`: (the session directory, the JSON it printed)."""
+    out = tmp_path / "trace"
+    script = write_script(tmp_path, FLIGHT)
+    r = subprocess.run([sys.executable, str(script), str(out), mode], capture_output=True,
+                       text=True, env=clean_env(), timeout=300)
+    assert r.returncode == 0, r.stdout + r.stderr
+    return out, last_json(r.stdout)
+
+
 def test_overwrite_mode_snapshot_and_final_trace_define_every_function(tmp_path):
     # A flight recorder overwrites the py:function events recorded long ago; snapshot() and
     # stop() (here also the child's os._exit) record them all again first, so every py:call
     # id left in the snapshot and in the final traces has its definition in that trace.
-    out = tmp_path / "trace"
-    script = write_script(tmp_path, FLIGHT)
-    r = subprocess.run([sys.executable, str(script), str(out), "overwrite"], capture_output=True,
-                       text=True, env=clean_env(), timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    res = last_json(r.stdout)
+    out, res = run_flight(tmp_path, "overwrite")
     traces = {"snapshot": res["snapshot"], "final": res["trace_dir"],
               "child": str(out / str(res["child"]))}
     for what, d in traces.items():
@@ -371,12 +376,7 @@ def test_overwrite_mode_snapshot_and_final_trace_define_every_function(tmp_path)
 
 
 def test_discard_mode_defines_each_function_once(tmp_path):
-    out = tmp_path / "trace"
-    script = write_script(tmp_path, FLIGHT)
-    r = subprocess.run([sys.executable, str(script), str(out), "discard"], capture_output=True,
-                       text=True, env=clean_env(), timeout=300)
-    assert r.returncode == 0, r.stdout + r.stderr
-    res = last_json(r.stdout)
+    out, res = run_flight(tmp_path, "discard")
     for d in (res["trace_dir"], str(out / str(res["child"]))):
         defs, used = py_events(d)
         by_name = {qs[0]: len(qs) for qs in defs.values()}
