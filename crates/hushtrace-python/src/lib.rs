@@ -22,6 +22,7 @@ mod capi;
 mod funcs;
 mod gil;
 mod hook;
+mod term;
 
 use gil::GilCell;
 use hushtrace::{FieldType, Kind, Registered, Session, Value};
@@ -684,6 +685,21 @@ fn _stop_c_calls() {
     hook::C_CALLS.store(false, Ordering::Relaxed);
 }
 
+/// Puts the SIGTERM safety net ([`term`]) under the Python SIGTERM handler just installed;
+/// also in a fork child. Returns whether it is in place.
+#[pyfunction]
+fn _sigterm_net() -> PyResult<bool> {
+    term::install().map(|()| true).map_err(|e| {
+        pyo3::exceptions::PyOSError::new_err(format!("hushtrace: SIGTERM watcher: {e}"))
+    })
+}
+
+/// The Python SIGTERM handler started ([`term::handler_started`]).
+#[pyfunction]
+fn _sigterm_handler_started() {
+    term::handler_started();
+}
+
 /// Ends this thread's recorded frames still open (see [`hook::close_open_frames`]).
 #[pyfunction]
 fn _close_open_frames(_py: Python<'_>) {
@@ -766,6 +782,8 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_task_begin, m)?)?;
     m.add_function(wrap_pyfunction!(_task_end, m)?)?;
     m.add_function(wrap_pyfunction!(_close_open_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(_sigterm_net, m)?)?;
+    m.add_function(wrap_pyfunction!(_sigterm_handler_started, m)?)?;
     m.add_function(wrap_pyfunction!(_stop_c_calls, m)?)?;
     #[cfg(Py_3_12)]
     {

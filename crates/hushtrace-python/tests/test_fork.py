@@ -5,12 +5,16 @@ the same."""
 
 import collections
 import json
+import os
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
-from conftest import babeltrace_clean, calls, check_balanced, chrome, clean_env, cli, run_traced
+from conftest import (babeltrace_clean, calls, check_balanced, chrome, clean_env, cli, run_traced,
+                      write_script)
 
 COMMON = """
 import collections, json, os, sys, threading, time
@@ -138,3 +142,59 @@ print(json.dumps({"child": pid, "parent": os.getpid()}))
     assert len(child) == 100 and {e["pid"] for e in child} == {ids["child"]}
     app = [e for e in events if e.get("ph") == "i" and e["cat"] == "app"]
     assert len(app) == 10 and {e["pid"] for e in app} == {ids["parent"]}
+
+
+BLOCKED_MAIN = """
+import os, signal, sys, threading, time
+
+def work(i):
+    return i
+
+# Another thread takes the signal (the main thread blocks it, as a main thread inside a
+# call that a signal does not interrupt would never see it): CPython's C handler runs and
+# schedules the package's Python handler, which the main thread, sleeping, never runs.
+threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+{fork}
+for i in range(100):
+    work(i)
+print("ready", flush=True)
+time.sleep(60)
+"""
+
+
+@pytest.mark.parametrize("where", ["process", "fork child"])
+def test_sigterm_ends_a_process_whose_main_thread_cannot_run_the_handler(tmp_path, where):
+    # Untraced, SIGTERM ends such a process at once; the package's Python handler would wait
+    # for the main thread forever (a Pool.terminate() that never returns). Its watcher ends
+    # the process with the default action when the handler has not started within 2 s; in a
+    # fork child too (its own watcher).
+    fork = "" if where == "process" else "if os.fork() != 0:\n    os.wait()\n    sys.exit(0)\n"
+    script = write_script(tmp_path, BLOCKED_MAIN.replace("{fork}", fork))
+    out = tmp_path / "trace"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hushtrace", "run", "-o", str(out), str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        assert p.stdout.readline().strip() == "ready", p.stderr.read()
+        # The process that printed "ready": the fork child, when there is one.
+        target = p.pid
+        if where == "fork child":
+            kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
+            target = int(kids.stdout.split()[0])
+        t0 = time.monotonic()
+        os.kill(target, signal.SIGTERM)
+        if where == "process":
+            rc = p.wait(timeout=30)
+            assert rc == -signal.SIGTERM, (rc, p.stderr.read())
+        else:
+            # The parent waits for the child, then exits 0.
+            rc = p.wait(timeout=30)
+            assert rc == 0, (rc, p.stderr.read())
+        assert time.monotonic() - t0 < 30
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
