@@ -60,6 +60,13 @@ fn field_str<'a>(ev: &MergedEvent<'a>, name: &str) -> Option<&'a str> {
     }
 }
 
+/// Whether `ev` is a `py:function` definition (it describes a function; readers do not show
+/// it as something that happened).
+pub fn is_definition(ev: &MergedEvent<'_>) -> bool {
+    let class = ev.event.class;
+    class.kind == Kind::Instant && class.name == "py:function"
+}
+
 impl PyFuncs {
     /// Every definition in `session`, read in a first pass over its events, so that calls
     /// recorded before their function's definition are named too (overwrite mode's state dump
@@ -87,8 +94,7 @@ impl PyFuncs {
     /// Feeds one event; returns `true` for a `py:function` definition (kept here; readers skip
     /// it: it describes functions, it is not something that happened).
     pub fn observe(&mut self, ev: &MergedEvent<'_>) -> bool {
-        let class = ev.event.class;
-        if class.kind != Kind::Instant || class.name != "py:function" {
+        if !is_definition(ev) {
             return false;
         }
         if let (Some(f), Some(module), Some(qualname)) = (

@@ -274,6 +274,8 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         }
         let name = names.id(&ev);
         match ev.event.class.kind {
+            // Python function definitions are not events of the program (see `pyfuncs`).
+            Kind::Instant if crate::pyfuncs::is_definition(&ev) => {}
             Kind::Instant => *instants.entry(name).or_default() += 1,
             Kind::Counter => {
                 let field = ev.event.field(0);

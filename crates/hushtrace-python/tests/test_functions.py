@@ -112,6 +112,7 @@ def test_report_and_flamegraph_name_functions(tmp_path):
     r = subprocess.run([cli(), "report", str(trace)], capture_output=True, text=True)
     assert r.returncode == 0, r.stderr
     assert "__main__:fib" in r.stdout and "py:call" not in r.stdout
+    assert "py:function" not in r.stdout, r.stdout  # definitions are not events
     svg = tmp_path / "flame.svg"
     r = subprocess.run([cli(), "flamegraph", "-o", str(svg), str(trace)],
                        capture_output=True, text=True)
@@ -373,6 +374,7 @@ def test_overwrite_mode_snapshot_and_final_trace_define_every_function(tmp_path)
         r = subprocess.run([cli(), "report", d], capture_output=True, text=True)
         assert r.returncode == 0, r.stderr
         assert "__main__:g" in r.stdout and "py:call" not in r.stdout, (d, r.stdout)
+        assert "py:function" not in r.stdout, (d, r.stdout)
 
 
 def test_discard_mode_defines_each_function_once(tmp_path):
