@@ -31,22 +31,24 @@ use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
 
 /// The session this module started (`start`, `start_from_env`).
 static SESSION: Mutex<Option<Session>> = Mutex::new(None);
 
-/// Whether [`SESSION`] runs in overwrite mode (its rings lose old definitions: see
-/// [`dump_definitions`]).
-static OVERWRITE: AtomicBool = AtomicBool::new(false);
-
-/// In overwrite mode, records every traced function's definition again on this thread, so a
-/// snapshot or the final trace taken next holds them all (the ring may have overwritten the
-/// ones recorded long ago). Discard mode never loses a definition: nothing to do there.
+/// When [`SESSION`] runs in overwrite mode, records every traced function's definition again
+/// on this thread, so a snapshot or the final trace taken next holds them all (the ring may
+/// have overwritten the ones recorded long ago). Discard mode never loses a definition:
+/// nothing to do there.
 fn dump_definitions(_py: Python<'_>) {
-    if OVERWRITE.load(Ordering::Relaxed) {
+    let overwrite = SESSION
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_ref()
+        .is_some_and(|s| s.mode() == hushtrace::Mode::Overwrite);
+    if overwrite {
         // SAFETY: GIL held (the `Python` token).
         unsafe { funcs::redefine_all() };
     }
@@ -93,8 +95,7 @@ fn start(
     subbuf_size: Option<usize>,
     num_subbufs: Option<usize>,
 ) -> PyResult<String> {
-    let mode = mode_of(mode)?;
-    let mut b = Session::builder().output_dir(dir).mode(mode);
+    let mut b = Session::builder().output_dir(dir).mode(mode_of(mode)?);
     if let Some(n) = subbuf_size {
         b = b.subbuf_size(n);
     }
@@ -105,7 +106,6 @@ fn start(
     let s = py.detach(|| b.start()).map_err(err)?;
     let dir = s.trace_dir().display().to_string();
     *SESSION.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
-    OVERWRITE.store(mode == hushtrace::Mode::Overwrite, Ordering::Relaxed);
     Ok(dir)
 }
 
@@ -117,12 +117,6 @@ fn start_from_env(py: Python<'_>) -> PyResult<bool> {
         None => Ok(false),
         Some(s) => {
             *SESSION.lock().unwrap_or_else(|e| e.into_inner()) = Some(s);
-            // The session started, so the variable (if set) parsed as a mode.
-            let overwrite = std::env::var(hushtrace::env::MODE)
-                .ok()
-                .and_then(|m| m.parse::<hushtrace::Mode>().ok())
-                == Some(hushtrace::Mode::Overwrite);
-            OVERWRITE.store(overwrite, Ordering::Relaxed);
             Ok(true)
         }
     }
@@ -145,7 +139,6 @@ fn stop(py: Python<'_>) -> PyResult<Option<Py<PyDict>>> {
     dump_definitions(py);
     let s = SESSION.lock().unwrap_or_else(|e| e.into_inner()).take();
     let Some(s) = s else { return Ok(None) };
-    OVERWRITE.store(false, Ordering::Relaxed);
     let stats = py.detach(|| s.stop());
     let stats = match stats {
         Ok(st) => st,

@@ -209,6 +209,25 @@ impl Session {
             .unwrap_or_default()
     }
 
+    /// The session's buffer mode (fixed for its life).
+    ///
+    /// ```
+    /// let dir = std::env::temp_dir().join(format!("hushtrace-doc-mode-{}", std::process::id()));
+    /// let s = hushtrace::Session::builder()
+    ///     .output_dir(&dir)
+    ///     .mode(hushtrace::Mode::Overwrite)
+    ///     .start()?;
+    /// assert_eq!(s.mode(), hushtrace::Mode::Overwrite);
+    /// s.stop()?;
+    /// # std::fs::remove_dir_all(&dir).ok();
+    /// # Ok::<(), hushtrace::Error>(())
+    /// ```
+    pub fn mode(&self) -> Mode {
+        self.shared
+            .as_ref()
+            .map_or(Config::default().mode, |s| s.cfg.mode)
+    }
+
     /// Stops the session: detaches every buffer, waits until no thread is inside a tracepoint,
     /// writes all packets (full and partial), the metadata and the per-process statistics.
     pub fn stop(mut self) -> Result<Stats, Error> {
