@@ -11,11 +11,13 @@
 mod common;
 mod killed_child;
 
-use common::{assert_same_cycles, babeltrace, reader_cycles, takes_direct, temp_dir};
+use common::{
+    assert_same_cycles, babeltrace, reader_cycles, shared_counter, takes_direct, temp_dir,
+};
 use hushtrace::control::request;
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
@@ -162,24 +164,6 @@ fn direct_io_trace_reads_whole_in_babeltrace2_the_reader_and_its_padding_is_zero
 }
 
 const EVENTS: u64 = 3000;
-
-/// Memory shared with the forked child: how many tracepoints returned.
-fn shared_counter() -> &'static AtomicU64 {
-    // SAFETY: an anonymous shared mapping of one page, never unmapped (leaked for the test's
-    // lifetime); AtomicU64 has no invalid bit patterns and the page is zeroed and aligned.
-    unsafe {
-        let p = libc::mmap(
-            std::ptr::null_mut(),
-            4096,
-            libc::PROT_READ | libc::PROT_WRITE,
-            libc::MAP_SHARED | libc::MAP_ANONYMOUS,
-            -1,
-            0,
-        );
-        assert_ne!(p, libc::MAP_FAILED);
-        &*(p as *const AtomicU64)
-    }
-}
 
 #[test]
 fn recover_appends_to_a_stream_of_padded_packets() {
