@@ -40,11 +40,16 @@
 //! Selection: `HUSHTRACE_BENCH_IO=page|direct|both` (stream-file writes; `cpu` defaults to
 //! `both`, `lossless` to `page`), `HUSHTRACE_BENCH_ONLY=<part of a row's name>` (e.g.
 //! `2 threads, default`); `HUSHTRACE_BENCH_RINGS=524288x64,4194304x2` adds two-thread
-//! lossless configurations with those rings (sub-buffer bytes x count).
+//! lossless configurations with those rings (sub-buffer bytes x count);
+//! `HUSHTRACE_BENCH_SCHED=inherit,fifo:1` runs every row once per consumer scheduling
+//! (`SessionBuilder::consumer_sched`; default `inherit`). `HUSHTRACE_BENCH_KEEP=1` keeps the
+//! last trial's trace (to see where its losses were: `babeltrace2` prints each discarded run
+//! with its time).
 //!
 //! Without `--bench` (`cargo test --benches`) it runs one short trial of each kind as a smoke
 //! test.
 
+use hushtrace::ConsumerSched;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Barrier};
@@ -153,6 +158,8 @@ struct Config {
     relay: bool,
     /// `SessionBuilder::direct_io` for the session: `None` leaves the builder's default.
     direct: Option<bool>,
+    /// `SessionBuilder::consumer_sched` for the session.
+    sched: ConsumerSched,
 }
 
 /// What a trial measured.
@@ -191,6 +198,9 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&Relay>) -
         .num_subbufs(cfg.subbufs);
     if let Some(d) = cfg.direct {
         b = b.direct_io(d);
+    }
+    if cfg.sched != ConsumerSched::Inherit {
+        b = b.consumer_sched(cfg.sched);
     }
     if cfg.relay {
         b = b.relay(&relay.expect("a relay configuration without a relay").url);
@@ -257,7 +267,9 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&Relay>) -
         achieved: emitted as f64 / elapsed.max(1e-9),
         packets: packet_check(out),
     };
-    let _ = std::fs::remove_dir_all(out);
+    if std::env::var_os("HUSHTRACE_BENCH_KEEP").is_none() {
+        let _ = std::fs::remove_dir_all(out);
+    }
     if let (true, Some(r)) = (cfg.relay, relay) {
         for e in std::fs::read_dir(&r.traces).into_iter().flatten().flatten() {
             let _ = std::fs::remove_dir_all(e.path());
@@ -271,11 +283,28 @@ const BIG_RINGS: (usize, usize) = (4 << 20, 8);
 
 /// A configuration's name with its stream-file writes (`O_DIRECT` or the page cache).
 fn label(cfg: &Config) -> String {
-    match cfg.direct {
+    let name = match cfg.direct {
         Some(true) => format!("{}, O_DIRECT", cfg.name),
         Some(false) => format!("{}, page cache", cfg.name),
         None => cfg.name.to_string(),
+    };
+    match cfg.sched {
+        ConsumerSched::Inherit => name,
+        s => format!("{name}, consumer {s}"),
     }
+}
+
+/// The consumer schedulings to measure (`HUSHTRACE_BENCH_SCHED`: a comma-separated list of
+/// `SessionBuilder::consumer_sched` texts, e.g. `inherit,fifo:1`; default `inherit`).
+fn scheds() -> Vec<ConsumerSched> {
+    std::env::var("HUSHTRACE_BENCH_SCHED")
+        .unwrap_or_default()
+        .split(',')
+        .map(|s| {
+            s.parse()
+                .unwrap_or_else(|e| panic!("HUSHTRACE_BENCH_SCHED: {s:?}: {e}"))
+        })
+        .collect()
 }
 
 /// The stream-file writes to measure (`HUSHTRACE_BENCH_IO`: `page`, `direct` or `both`), each
@@ -312,6 +341,7 @@ fn cpu(out: &Path, relay: Option<&Relay>, smoke: bool) {
         subbufs: DEFAULT_RINGS.1,
         relay: false,
         direct: None,
+        sched: ConsumerSched::Inherit,
     };
     let mut rows = vec![];
     for relayed in [false, true] {
@@ -319,12 +349,15 @@ fn cpu(out: &Path, relay: Option<&Relay>, smoke: bool) {
             continue;
         }
         for direct in io_modes("both") {
-            rows.push(Config {
-                name: if relayed { "files + relay" } else { "files" },
-                relay: relayed,
-                direct,
-                ..base
-            });
+            for sched in scheds() {
+                rows.push(Config {
+                    name: if relayed { "files + relay" } else { "files" },
+                    relay: relayed,
+                    direct,
+                    sched,
+                    ..base
+                });
+            }
         }
     }
     rows.retain(|c| selected(&label(c)));
@@ -375,6 +408,7 @@ fn lossless(out: &Path, relay: Option<&Relay>, smoke: bool) {
                 subbufs,
                 relay: false,
                 direct: None,
+                sched: ConsumerSched::Inherit,
             });
         }
     }
@@ -396,6 +430,7 @@ fn lossless(out: &Path, relay: Option<&Relay>, smoke: bool) {
             subbufs,
             relay: false,
             direct: None,
+            sched: ConsumerSched::Inherit,
         });
     }
     if relay.is_some() {
@@ -408,6 +443,7 @@ fn lossless(out: &Path, relay: Option<&Relay>, smoke: bool) {
     let configs: Vec<Config> = io_modes("page")
         .into_iter()
         .flat_map(|direct| configs.iter().map(move |c| Config { direct, ..*c }))
+        .flat_map(|c| scheds().into_iter().map(move |sched| Config { sched, ..c }))
         .filter(|c| selected(&label(c)))
         .collect();
     let mut best = vec![0u64; configs.len()];

@@ -192,6 +192,100 @@ impl Policy {
     }
 }
 
+/// How the consumer thread (and the relay sender, which it starts) is scheduled: the one
+/// setting a real-time deployment needs for the tracer's own thread. `HUSHTRACE_CONSUMER_SCHED`
+/// or [`crate::SessionBuilder::consumer_sched`]; its text form is what [`fmt::Display`] prints
+/// and [`str::parse`] reads: `inherit`, `fifo:N`, `rr:N` (priority 1–99) or `nice:N` (−20–19).
+///
+/// With two producers spinning on a 2-core machine, the consumer at `SCHED_OTHER` waits up to
+/// several milliseconds for a core after each wake-up, longer than a 4 MiB ring lasts at
+/// 100 M events/s; at `fifo:1` it runs when woken (docs/BENCHMARKS.md §12). A priority above
+/// `SCHED_OTHER` needs `CAP_SYS_NICE` or an `RLIMIT_RTPRIO` (`ulimit -r`) that allows it, as a
+/// negative nice value does; when the kernel refuses, the consumer says so once on stderr and
+/// runs as it would have (the control status has the error).
+///
+/// ```
+/// use hushtrace::ConsumerSched;
+/// assert_eq!("fifo:10".parse::<ConsumerSched>().unwrap(), ConsumerSched::Fifo(10));
+/// assert_eq!(ConsumerSched::Nice(-5).to_string(), "nice:-5");
+/// assert!("fifo:0".parse::<ConsumerSched>().unwrap_err().contains("1 to 99"));
+/// ```
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum ConsumerSched {
+    /// What the thread that starts the consumer has (`pthread_create`'s default): the thread
+    /// that started the session, or in a fork child the first thread that hands over a packet.
+    #[default]
+    Inherit,
+    /// `SCHED_FIFO` at this priority (1–99).
+    Fifo(u8),
+    /// `SCHED_RR` at this priority (1–99).
+    RoundRobin(u8),
+    /// `SCHED_OTHER` at this nice value (−20–19).
+    Nice(i8),
+}
+
+impl fmt::Display for ConsumerSched {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ConsumerSched::Inherit => f.write_str("inherit"),
+            ConsumerSched::Fifo(p) => write!(f, "fifo:{p}"),
+            ConsumerSched::RoundRobin(p) => write!(f, "rr:{p}"),
+            ConsumerSched::Nice(n) => write!(f, "nice:{n}"),
+        }
+    }
+}
+
+impl std::str::FromStr for ConsumerSched {
+    /// What was expected, to follow the value in an error.
+    type Err = String;
+    fn from_str(v: &str) -> Result<ConsumerSched, String> {
+        const EXPECTED: &str = "expected `inherit`, `fifo:N` or `rr:N` (N from 1 to 99), or \
+                                `nice:N` (N from -20 to 19)";
+        let v = v.trim().to_ascii_lowercase();
+        if v.is_empty() || v == "inherit" {
+            return Ok(ConsumerSched::Inherit);
+        }
+        let (kind, n) = v.split_once(':').ok_or_else(|| EXPECTED.to_string())?;
+        let n: i64 = n.trim().parse().map_err(|_| EXPECTED.to_string())?;
+        match kind.trim() {
+            "fifo" | "rr" if !(1..=99).contains(&n) => Err(format!(
+                "a real-time priority goes from 1 to 99, not {n} ({EXPECTED})"
+            )),
+            "fifo" => Ok(ConsumerSched::Fifo(n as u8)),
+            "rr" => Ok(ConsumerSched::RoundRobin(n as u8)),
+            "nice" if !(-20..=19).contains(&n) => Err(format!(
+                "a nice value goes from -20 to 19, not {n} ({EXPECTED})"
+            )),
+            "nice" => Ok(ConsumerSched::Nice(n as i8)),
+            _ => Err(EXPECTED.to_string()),
+        }
+    }
+}
+
+/// Largest CPU number accepted in `HUSHTRACE_CONSUMER_CPUS` (the kernel's `CPU_SETSIZE` − 1).
+pub const MAX_CPU: usize = 1023;
+
+/// Parses a CPU list as `taskset -c` and `isolcpus=` write it: `0`, `0,2`, `0-3,6`.
+pub(crate) fn parse_cpu_list(v: &str) -> Result<Vec<usize>, String> {
+    const EXPECTED: &str = "expected CPU numbers and ranges such as `0`, `0,2` or `0-3,6`";
+    let mut cpus = Vec::new();
+    for part in v.split(',').map(str::trim) {
+        let (a, b) = part.split_once('-').unwrap_or((part, part));
+        let (a, b): (usize, usize) = match (a.trim().parse(), b.trim().parse()) {
+            (Ok(a), Ok(b)) if a <= b => (a, b),
+            _ => return Err(EXPECTED.to_string()),
+        };
+        if b > MAX_CPU {
+            return Err(format!("CPU {b} is above {MAX_CPU} ({EXPECTED})"));
+        }
+        cpus.extend(a..=b);
+    }
+    cpus.sort_unstable();
+    cpus.dedup();
+    Ok(cpus)
+}
+
 /// A relay daemon's address.
 #[cfg(feature = "relay")]
 pub(crate) type RelayUrl = hushtrace_relay::RelayUrl;
@@ -223,6 +317,11 @@ pub(crate) struct Config {
     /// (`HUSHTRACE_DIRECT_IO`, [`crate::SessionBuilder::direct_io`]); false: through the page
     /// cache. See docs/BENCHMARKS.md §12 for when each is better.
     pub direct_io: bool,
+    /// The consumer thread's scheduling (`HUSHTRACE_CONSUMER_SCHED`).
+    pub consumer_sched: ConsumerSched,
+    /// The CPUs the consumer thread may run on (`HUSHTRACE_CONSUMER_CPUS`); `None`: those of
+    /// the thread that starts it.
+    pub consumer_cpus: Option<Vec<usize>>,
     /// Ship the complete events of packets left open this long (zero: never).
     pub flush_interval: Duration,
     /// The flush interval was set (builder or `HUSHTRACE_FLUSH_MS`): flush even without a
@@ -245,6 +344,8 @@ impl Default for Config {
             relay_host: None,
             relay_only: false,
             direct_io: false,
+            consumer_sched: ConsumerSched::Inherit,
+            consumer_cpus: None,
             flush_interval: DEFAULT_FLUSH_INTERVAL,
             flush_explicit: false,
         }
@@ -325,6 +426,46 @@ impl Config {
                     MAX_FLUSH_INTERVAL.as_millis()
                 ),
             ));
+        }
+        if let Some(cpus) = &self.consumer_cpus {
+            let list = || {
+                cpus.iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(",")
+            };
+            if cpus.is_empty() {
+                return Err(bad(
+                    env::CONSUMER_CPUS,
+                    String::new(),
+                    "the consumer needs at least one CPU".into(),
+                ));
+            }
+            if let Some(c) = cpus.iter().find(|&&c| c > MAX_CPU) {
+                return Err(bad(
+                    env::CONSUMER_CPUS,
+                    list(),
+                    format!("CPU {c} is above {MAX_CPU}"),
+                ));
+            }
+        }
+        if let ConsumerSched::Fifo(p) | ConsumerSched::RoundRobin(p) = self.consumer_sched {
+            if !(1..=99).contains(&p) {
+                return Err(bad(
+                    env::CONSUMER_SCHED,
+                    self.consumer_sched.to_string(),
+                    "a real-time priority goes from 1 to 99".into(),
+                ));
+            }
+        }
+        if let ConsumerSched::Nice(n) = self.consumer_sched {
+            if !(-20..=19).contains(&n) {
+                return Err(bad(
+                    env::CONSUMER_SCHED,
+                    self.consumer_sched.to_string(),
+                    "a nice value goes from -20 to 19".into(),
+                ));
+            }
         }
         if self.relay_only && self.relay.is_none() && self.relay_bad.is_none() {
             return Err(Error::Config {
@@ -474,6 +615,24 @@ impl Config {
             )?;
             raw.0.push((env::DIRECT_IO, v));
         }
+        if let Some(v) = get(env::CONSUMER_SCHED) {
+            cfg.consumer_sched = v.parse().map_err(|reason| Error::Config {
+                var: Some(env::CONSUMER_SCHED),
+                value: v.clone(),
+                reason,
+            })?;
+            raw.0.push((env::CONSUMER_SCHED, v));
+        }
+        if let Some(v) = get(env::CONSUMER_CPUS) {
+            if !v.trim().is_empty() {
+                cfg.consumer_cpus = Some(parse_cpu_list(&v).map_err(|reason| Error::Config {
+                    var: Some(env::CONSUMER_CPUS),
+                    value: v.clone(),
+                    reason,
+                })?);
+                raw.0.push((env::CONSUMER_CPUS, v));
+            }
+        }
         Ok(Some((cfg, raw)))
     }
 }
@@ -617,6 +776,89 @@ mod tests {
                 .unwrap_err()
                 .to_string();
             assert!(e.contains(var) && e.contains("\"maybe\""), "{e}");
+        }
+    }
+
+    #[test]
+    fn consumer_sched_texts_round_trip_and_bad_ones_say_why() {
+        let cfg = |v: &[(&'static str, &str)]| vars(v).unwrap().unwrap().0;
+        for (text, want) in [
+            ("", ConsumerSched::Inherit),
+            ("inherit", ConsumerSched::Inherit),
+            ("fifo:1", ConsumerSched::Fifo(1)),
+            (" FIFO:99 ", ConsumerSched::Fifo(99)),
+            ("rr:50", ConsumerSched::RoundRobin(50)),
+            ("nice:-20", ConsumerSched::Nice(-20)),
+            ("nice: 19", ConsumerSched::Nice(19)),
+        ] {
+            assert_eq!(text.parse::<ConsumerSched>(), Ok(want), "{text:?}");
+            assert_eq!(want.to_string().parse::<ConsumerSched>(), Ok(want));
+        }
+        for (text, why) in [
+            ("fifo:0", "1 to 99"),
+            ("rr:100", "1 to 99"),
+            ("nice:20", "-20 to 19"),
+            ("nice:-21", "-20 to 19"),
+            ("fifo", "expected"),
+            ("deadline:5", "expected"),
+            ("fifo:high", "expected"),
+            ("fifo:99999999999999999999", "expected"),
+        ] {
+            let e = text.parse::<ConsumerSched>().unwrap_err();
+            assert!(e.contains(why), "{text:?}: {e}");
+        }
+        let c = cfg(&[(env::CONSUMER_SCHED, "rr:3")]);
+        assert_eq!(c.consumer_sched, ConsumerSched::RoundRobin(3));
+        assert_eq!(
+            cfg(&[]).consumer_sched,
+            ConsumerSched::Inherit,
+            "inherit by default"
+        );
+        let e = vars(&[(env::CONSUMER_SCHED, "fifo:0")])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("HUSHTRACE_CONSUMER_SCHED=\"fifo:0\"") && e.contains("1 to 99"),
+            "{e}"
+        );
+        // A builder value out of range (the enum's fields are wider than the ranges).
+        for bad in [
+            ConsumerSched::Fifo(0),
+            ConsumerSched::RoundRobin(100),
+            ConsumerSched::Nice(20),
+        ] {
+            let c = Config {
+                consumer_sched: bad,
+                ..Config::default()
+            };
+            assert!(c.validate(&Raw::default()).is_err(), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn consumer_cpus_are_a_taskset_list() {
+        let cfg = |v: &[(&'static str, &str)]| vars(v).unwrap().unwrap().0;
+        assert_eq!(parse_cpu_list("0"), Ok(vec![0]));
+        assert_eq!(parse_cpu_list(" 3, 0-1 ,1"), Ok(vec![0, 1, 3]));
+        assert_eq!(parse_cpu_list("1023"), Ok(vec![1023]));
+        for bad in ["", "a", "1-0", "0,", "-1", "2-", "1024", "0-2000"] {
+            assert!(parse_cpu_list(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(
+            cfg(&[(env::CONSUMER_CPUS, "0-1")]).consumer_cpus,
+            Some(vec![0, 1])
+        );
+        assert_eq!(cfg(&[(env::CONSUMER_CPUS, " ")]).consumer_cpus, None);
+        let e = vars(&[(env::CONSUMER_CPUS, "0-x")])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("HUSHTRACE_CONSUMER_CPUS=\"0-x\""), "{e}");
+        for bad in [vec![], vec![0, 1024]] {
+            let c = Config {
+                consumer_cpus: Some(bad.clone()),
+                ..Config::default()
+            };
+            assert!(c.validate(&Raw::default()).is_err(), "{bad:?}");
         }
     }
 

@@ -63,4 +63,6 @@ pub(crate) struct Consumer {
     last_flush: Instant,
     /// The right to call the rings' consumer methods (`ring::ConsumerKey`).
     key: crate::ring::ConsumerKey,
+    /// What the kernel refused of the session's consumer scheduling or CPUs (for `status`).
+    sched_error: Option<String>,
 }

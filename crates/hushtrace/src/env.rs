@@ -37,6 +37,14 @@ pub const FLUSH_MS: &str = "HUSHTRACE_FLUSH_MS";
 /// `start_from_env()`; a builder session uses `SessionBuilder::direct_io` instead. See
 /// docs/BENCHMARKS.md, "The consumer", for when each is better.
 pub const DIRECT_IO: &str = "HUSHTRACE_DIRECT_IO";
+/// How the consumer thread is scheduled: `inherit` (default), `fifo:N` or `rr:N` (real-time
+/// priority 1–99) or `nice:N` (−20–19); see [`crate::ConsumerSched`]. A builder session uses
+/// `SessionBuilder::consumer_sched` instead.
+pub const CONSUMER_SCHED: &str = "HUSHTRACE_CONSUMER_SCHED";
+/// The CPUs the consumer thread may run on, as `taskset -c` writes them (`0`, `0-1,4`):
+/// a housekeeping core, away from the real-time ones. Default: those of the thread that
+/// starts it. A builder session uses `SessionBuilder::consumer_cpus` instead.
+pub const CONSUMER_CPUS: &str = "HUSHTRACE_CONSUMER_CPUS";
 
 /// One documented environment variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -109,5 +117,13 @@ pub const VARS: &[Var] = &[
     Var {
         name: DIRECT_IO,
         doc: "`1`: stream files written with O_DIRECT where supported (default `0`: page cache)",
+    },
+    Var {
+        name: CONSUMER_SCHED,
+        doc: "consumer thread scheduling: `inherit` (default), `fifo:N`, `rr:N` or `nice:N`",
+    },
+    Var {
+        name: CONSUMER_CPUS,
+        doc: "CPUs the consumer thread may run on, as `taskset -c` (`0`, `0-1,4`)",
     },
 ];

@@ -114,6 +114,38 @@ impl SessionBuilder {
         self.cfg.direct_io = direct;
         self
     }
+    /// How the consumer thread (and the relay sender it starts) is scheduled; see
+    /// [`ConsumerSched`](crate::ConsumerSched). Default: inherited from the thread that starts
+    /// it. Sessions started from the environment take it from `HUSHTRACE_CONSUMER_SCHED`. The
+    /// control status says `"consumer_sched":"fifo:10"` and, if the kernel refused it,
+    /// `"consumer_sched_error"`.
+    ///
+    /// ```
+    /// use hushtrace::ConsumerSched;
+    /// let b = hushtrace::Session::builder()
+    ///     .output_dir("/tmp/my-trace")
+    ///     .consumer_sched(ConsumerSched::Fifo(1))
+    ///     .consumer_cpus([0]);
+    /// assert!(b.validate().is_ok());
+    /// let bad = hushtrace::Session::builder().consumer_sched(ConsumerSched::Nice(20));
+    /// assert!(bad.validate().unwrap_err().to_string().contains("-20 to 19"));
+    /// ```
+    pub fn consumer_sched(mut self, sched: crate::ConsumerSched) -> Self {
+        self.cfg.consumer_sched = sched;
+        self
+    }
+    /// The CPUs the consumer thread (and the relay sender) may run on: a housekeeping core,
+    /// away from the cores of real-time threads. Default: those of the thread that starts it.
+    /// Sessions started from the environment take it from `HUSHTRACE_CONSUMER_CPUS`. An empty
+    /// list or a CPU above 1023 is refused by [`SessionBuilder::validate`]; a CPU that is not
+    /// online is reported like a refused [`SessionBuilder::consumer_sched`].
+    pub fn consumer_cpus(mut self, cpus: impl IntoIterator<Item = usize>) -> Self {
+        let mut cpus: Vec<usize> = cpus.into_iter().collect();
+        cpus.sort_unstable();
+        cpus.dedup();
+        self.cfg.consumer_cpus = Some(cpus);
+        self
+    }
     /// The session's name on the relay. Default: the output directory's name.
     pub fn relay_session_name(mut self, name: impl Into<String>) -> Self {
         self.cfg.relay_session = Some(name.into());
@@ -590,7 +622,8 @@ pub(crate) fn stop_shared(s: &Arc<Shared>) -> Result<Stats, Error> {
 /// Starts a session configured by the environment, if `HUSHTRACE_OUTPUT=<dir>` is set:
 /// `HUSHTRACE_MODE` (`discard`|`overwrite`), `HUSHTRACE_SUBBUF_SIZE` (bytes, `k`/`M` suffixes),
 /// `HUSHTRACE_NUM_SUBBUFS`, `HUSHTRACE_READ_TIMER_MS`, `HUSHTRACE_DIRECT_IO` (`1`: as
-/// [`SessionBuilder::direct_io`]) and `HUSHTRACE_NO_SYSCALL_POLICY` (the table is
+/// [`SessionBuilder::direct_io`]), `HUSHTRACE_CONSUMER_SCHED` and `HUSHTRACE_CONSUMER_CPUS` (as
+/// [`SessionBuilder::consumer_sched`] and [`SessionBuilder::consumer_cpus`]) and `HUSHTRACE_NO_SYSCALL_POLICY` (the table is
 /// [`crate::env`]; a [`SessionBuilder`] session reads none of the per-session ones). A bad value is an error naming the variable and the value;
 /// the program can carry on untraced. Without `HUSHTRACE_OUTPUT`, nothing starts (`Ok(None)`),
 /// but another `HUSHTRACE_*` variable that is set (`HUSHTRACE_RELAY` alone, say) is an error

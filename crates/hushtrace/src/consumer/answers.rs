@@ -74,8 +74,7 @@ impl Consumer {
         let cfg = &self.shared.cfg;
         let mut s = format!(
             "{{\"ok\":true,\"pid\":{},\"session\":true,\"state\":\"running\",\"mode\":\"{}\",\"subbuf_size\":{},\
-             \"num_subbufs\":{},\"read_timer_ms\":{},\"direct_io\":{},\"written\":{},\"discarded\":{},\
-             \"trace_dir\":",
+             \"num_subbufs\":{},\"read_timer_ms\":{},\"direct_io\":{},\"written\":{},\"discarded\":{},",
             self.shared.pid.load(Ordering::Relaxed),
             cfg.mode,
             cfg.subbuf_size,
@@ -85,6 +84,8 @@ impl Consumer {
             self.shared.written.load(Ordering::Relaxed),
             self.shared.total_lost(),
         );
+        ctl::sched_json(&mut s, cfg, self.sched_error.as_deref());
+        s.push_str(",\"trace_dir\":");
         control::json_str(&mut s, &self.dir.path().display().to_string());
         s.push_str(",\"threads\":[");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();

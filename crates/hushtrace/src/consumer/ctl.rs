@@ -75,6 +75,28 @@ fn serve_stopped(mut server: Server, pid: u32, stopped: Stopped) {
     }
 }
 
+/// The consumer's scheduling in a status answer: `"consumer_sched":"fifo:10",
+/// "consumer_cpus":[0,1]` (`null`: inherited), `"consumer_sched_error":null` or what the
+/// kernel refused.
+pub(super) fn sched_json(s: &mut String, cfg: &Config, error: Option<&str>) {
+    s.push_str(&format!(
+        "\"consumer_sched\":\"{}\",\"consumer_cpus\":",
+        cfg.consumer_sched
+    ));
+    match &cfg.consumer_cpus {
+        Some(cpus) => {
+            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+            s.push_str(&format!("[{}]", list.join(",")));
+        }
+        None => s.push_str("null"),
+    }
+    s.push_str(",\"consumer_sched_error\":");
+    match error {
+        Some(e) => control::json_str(s, e),
+        None => s.push_str("null"),
+    }
+}
+
 fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
     match req {
         Request::Ping => format!("{{\"ok\":true,\"pid\":{pid},\"state\":\"stopped\"}}"),
@@ -82,7 +104,7 @@ fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
             let mut s = format!(
                 "{{\"ok\":true,\"pid\":{pid},\"session\":false,\"state\":\"stopped\",\
                  \"mode\":\"{}\",\"subbuf_size\":{},\"num_subbufs\":{},\"read_timer_ms\":{},\
-                 \"direct_io\":{},\"written\":{},\"discarded\":{},\"trace_dir\":",
+                 \"direct_io\":{},\"written\":{},\"discarded\":{},",
                 st.cfg.mode,
                 st.cfg.subbuf_size,
                 st.cfg.num_subbufs,
@@ -91,6 +113,8 @@ fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
                 st.written,
                 st.discarded
             );
+            sched_json(&mut s, &st.cfg, None);
+            s.push_str(",\"trace_dir\":");
             control::json_str(&mut s, &st.trace_dir);
             s.push_str(",\"threads\":[]}");
             s

@@ -16,10 +16,11 @@ pub(crate) const CONSUMER_THREAD_NAME: &str = "hushtrace-consumer";
 /// held a lock of the standard library's thread machinery at the moment of the fork. The thread
 /// blocks every asynchronous signal (an application handler, which may trace, never runs on
 /// it) and uses no std thread API.
-pub(crate) fn spawn(c: Consumer) -> Result<ConsumerThread, Error> {
+pub(crate) fn spawn(mut c: Consumer) -> Result<ConsumerThread, Error> {
     let thread = platform::spawn_raw(Box::new(move || {
         platform::block_signals_forever();
         platform::set_thread_name(CONSUMER_THREAD_NAME);
+        c.sched_error = apply_sched(&c.shared.cfg);
         c.run();
     }))
     .map_err(|source| Error::Io {
@@ -31,6 +32,47 @@ pub(crate) fn spawn(c: Consumer) -> Result<ConsumerThread, Error> {
         pid: platform::getpid(),
         thread,
     })
+}
+
+/// Gives the calling thread (the consumer; the relay sender it starts inherits it) the
+/// session's scheduling and CPUs. What the kernel refused is said once on stderr, and
+/// returned for the control status; the thread then runs as it would have.
+fn apply_sched(cfg: &crate::config::Config) -> Option<String> {
+    use crate::config::ConsumerSched;
+    use platform::ThreadSched;
+    let mut errors = Vec::new();
+    if let Some(cpus) = &cfg.consumer_cpus {
+        if let Err(e) = platform::set_thread_cpus(cpus) {
+            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+            errors.push(format!(
+                "{}={}: {e} (is every CPU online and allowed to this process?)",
+                crate::env::CONSUMER_CPUS,
+                list.join(",")
+            ));
+        }
+    }
+    let sched = match cfg.consumer_sched {
+        ConsumerSched::Inherit => None,
+        ConsumerSched::Fifo(p) => Some(ThreadSched::Fifo(p.into())),
+        ConsumerSched::RoundRobin(p) => Some(ThreadSched::RoundRobin(p.into())),
+        ConsumerSched::Nice(n) => Some(ThreadSched::Nice(n.into())),
+    };
+    if let Some(sched) = sched {
+        if let Err(e) = platform::set_thread_sched(sched) {
+            errors.push(format!(
+                "{}={}: {e} (a real-time priority or a negative nice value needs CAP_SYS_NICE \
+                 or a high enough `ulimit -r` / `ulimit -e`)",
+                crate::env::CONSUMER_SCHED,
+                cfg.consumer_sched
+            ));
+        }
+    }
+    if errors.is_empty() {
+        return None;
+    }
+    let msg = errors.join("; ");
+    eprintln!("hushtrace: the consumer thread keeps its scheduling: {msg}");
+    Some(msg)
 }
 
 /// Wakes the consumer (threads that allow system calls). In the child of a fork, where the

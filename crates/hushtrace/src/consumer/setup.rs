@@ -85,6 +85,7 @@ impl Consumer {
             // a stop without a consumer thread creates its own for the final pass), and it
             // finishes and recycles only quiescent buffers (`run`).
             key: unsafe { crate::ring::ConsumerKey::new() },
+            sched_error: None,
         };
         c.write_metadata()?;
         Ok(c)

@@ -324,3 +324,30 @@ pub fn process_gone(_pid: u32) -> bool {
 pub fn fs_size(_path: &std::path::Path) -> Option<u64> {
     None
 }
+
+/// Scheduling of the calling thread (applied on Linux only).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadSched {
+    /// `SCHED_FIFO` at this priority.
+    Fifo(i32),
+    /// `SCHED_RR` at this priority.
+    RoundRobin(i32),
+    /// `SCHED_OTHER` at this nice value.
+    Nice(i32),
+}
+
+/// Not available here: an error saying so.
+pub fn set_thread_sched(_sched: ThreadSched) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "thread scheduling is set on Linux only",
+    ))
+}
+
+/// Not available here: an error saying so.
+pub fn set_thread_cpus(_cpus: &[usize]) -> io::Result<()> {
+    Err(io::Error::new(
+        io::ErrorKind::Unsupported,
+        "CPU affinity is set on Linux only",
+    ))
+}

@@ -57,6 +57,67 @@ pub fn set_thread_name(name: &str) -> [u8; 16] {
     buf
 }
 
+/// Scheduling of the calling thread: a real-time policy or a nice value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadSched {
+    /// `SCHED_FIFO` at this priority.
+    Fifo(i32),
+    /// `SCHED_RR` at this priority.
+    RoundRobin(i32),
+    /// `SCHED_OTHER` at this nice value.
+    Nice(i32),
+}
+
+/// Sets the calling thread's scheduling (`sched_setscheduler` or `setpriority` on its own
+/// thread id: both are per thread on Linux, and threads it starts inherit them).
+pub fn set_thread_sched(sched: ThreadSched) -> io::Result<()> {
+    let (policy, prio) = match sched {
+        ThreadSched::Fifo(p) => (libc::SCHED_FIFO, p),
+        ThreadSched::RoundRobin(p) => (libc::SCHED_RR, p),
+        ThreadSched::Nice(n) => {
+            // SAFETY: setpriority takes plain integers; errno is read right after.
+            let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, gettid(), n) };
+            return if r == 0 {
+                Ok(())
+            } else {
+                Err(io::Error::last_os_error())
+            };
+        }
+    };
+    let param = libc::sched_param {
+        sched_priority: prio,
+    };
+    // SAFETY: `param` is a valid sched_param that lives across the call; pid 0 is the calling
+    // thread.
+    let r = unsafe { libc::sched_setscheduler(0, policy, &param) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
+/// Restricts the calling thread to `cpus` (`sched_setaffinity` on its own thread id; threads
+/// it starts inherit the mask). Numbers at or above `CPU_SETSIZE` are an error.
+pub fn set_thread_cpus(cpus: &[usize]) -> io::Result<()> {
+    // SAFETY: cpu_set_t is a plain bit array; all zeros is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c >= libc::CPU_SETSIZE as usize {
+            return Err(io::Error::from_raw_os_error(libc::EINVAL));
+        }
+        // SAFETY: `c` < CPU_SETSIZE (checked above), so CPU_SET writes a bit inside `set`.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t of the size passed; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if r == 0 {
+        Ok(())
+    } else {
+        Err(io::Error::last_os_error())
+    }
+}
+
 /// The process name (`/proc/self/comm`, the main thread's `comm`), or `""`.
 pub fn process_name() -> String {
     std::fs::read_to_string("/proc/self/comm")
