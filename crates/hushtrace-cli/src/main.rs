@@ -74,6 +74,15 @@ enum Cmd {
         /// block size; the consumer then waits for the disk (docs/BENCHMARKS.md §12).
         #[arg(long)]
         direct_io: bool,
+        /// How the tracer's consumer thread is scheduled (`HUSHTRACE_CONSUMER_SCHED`):
+        /// `inherit` (default), `fifo:N` or `rr:N` (real-time priority 1-99, needs
+        /// CAP_SYS_NICE or `ulimit -r`), `nice:N`.
+        #[arg(long, value_name = "SCHED", value_parser = parse_consumer_sched)]
+        consumer_sched: Option<hushtrace::ConsumerSched>,
+        /// The CPUs the consumer thread may run on, as `taskset -c` writes them
+        /// (`HUSHTRACE_CONSUMER_CPUS`): a housekeeping core, away from real-time ones.
+        #[arg(long, value_name = "CPUS", value_parser = parse_cpus)]
+        consumer_cpus: Option<CpuList>,
         /// Also record the kernel's scheduling (`sched`, the default), interrupts (`irq`) and
         /// the program's system calls (`syscalls`), comma-separated, from a private ftrace
         /// instance into DIR/kernel (root, or write access to tracefs; exit code 2 otherwise).
@@ -325,6 +334,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             relay_host,
             relay_only,
             direct_io,
+            consumer_sched,
+            consumer_cpus,
             kernel,
             kernel_buffer_kb,
             command,
@@ -345,6 +356,8 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 relay_host,
                 relay_only,
                 direct_io,
+                consumer_sched,
+                consumer_cpus: consumer_cpus.map(|c| c.0),
                 command,
             };
             if let Err(e) = opts.validate() {
@@ -684,4 +697,19 @@ fn convert(
         }
     }
     Ok(())
+}
+
+/// `--consumer-sched`: the runtime's own parser, so the CLI accepts what the variable does.
+fn parse_consumer_sched(v: &str) -> Result<hushtrace::ConsumerSched, String> {
+    v.parse()
+}
+
+/// A `--consumer-cpus` value: one argument, a whole list (a `Vec` field would make clap
+/// expect one CPU per argument).
+#[derive(Clone, Debug)]
+struct CpuList(Vec<usize>);
+
+/// `--consumer-cpus`: the runtime's own CPU-list parser.
+fn parse_cpus(v: &str) -> Result<CpuList, String> {
+    hushtrace::parse_cpu_list(v).map(CpuList)
 }

@@ -31,6 +31,10 @@ pub struct RecordOptions {
     /// `HUSHTRACE_DIRECT_IO=1`: stream files written with `O_DIRECT` where the file system
     /// supports it (no copy into the page cache; the consumer waits for the disk).
     pub direct_io: bool,
+    /// `HUSHTRACE_CONSUMER_SCHED`: how the consumer thread is scheduled.
+    pub consumer_sched: Option<hushtrace::ConsumerSched>,
+    /// `HUSHTRACE_CONSUMER_CPUS`: the CPUs the consumer thread may run on.
+    pub consumer_cpus: Option<Vec<usize>>,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -66,6 +70,8 @@ impl RecordOptions {
             relay_host: None,
             relay_only: false,
             direct_io: false,
+            consumer_sched: None,
+            consumer_cpus: None,
             command,
         }
     }
@@ -80,9 +86,12 @@ impl RecordOptions {
     /// o.num_subbufs = Some(4);
     /// o.relay = Some("net://127.0.0.1".into());
     /// o.direct_io = true;
+    /// o.consumer_sched = Some(hushtrace::ConsumerSched::Fifo(5));
+    /// o.consumer_cpus = Some(vec![0, 1]);
     /// let env: Vec<_> = o.env().into_iter().map(|(k, v)| format!("{k}={}", v.to_string_lossy())).collect();
     /// assert_eq!(env, ["HUSHTRACE_OUTPUT=/t", "HUSHTRACE_MODE=overwrite", "HUSHTRACE_NUM_SUBBUFS=4",
-    ///                  "HUSHTRACE_RELAY=net://127.0.0.1", "HUSHTRACE_DIRECT_IO=1"]);
+    ///                  "HUSHTRACE_RELAY=net://127.0.0.1", "HUSHTRACE_DIRECT_IO=1",
+    ///                  "HUSHTRACE_CONSUMER_SCHED=fifo:5", "HUSHTRACE_CONSUMER_CPUS=0,1"]);
     /// ```
     pub fn env(&self) -> Vec<(&'static str, OsString)> {
         let mut env = vec![(hushtrace::env::OUTPUT, self.output.clone().into_os_string())];
@@ -109,6 +118,13 @@ impl RecordOptions {
         }
         if self.direct_io {
             env.push((hushtrace::env::DIRECT_IO, "1".into()));
+        }
+        if let Some(s) = self.consumer_sched {
+            env.push((hushtrace::env::CONSUMER_SCHED, s.to_string().into()));
+        }
+        if let Some(cpus) = &self.consumer_cpus {
+            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
+            env.push((hushtrace::env::CONSUMER_CPUS, list.join(",").into()));
         }
         env
     }

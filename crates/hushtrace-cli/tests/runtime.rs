@@ -350,3 +350,51 @@ fn record_direct_io_pads_packets_and_the_trace_reads_whole() {
     assert_eq!(count(&page), count(&direct));
     let _ = std::fs::remove_dir_all(&root);
 }
+
+#[test]
+fn record_consumer_sched_reaches_the_program_and_bad_values_are_refused_before_it_runs() {
+    let root = Path::new(env!("CARGO_TARGET_TMPDIR")).join("record-consumer-sched");
+    let _ = std::fs::remove_dir_all(&root);
+    std::fs::create_dir_all(&root).unwrap();
+    let app = testbin("traced_app");
+    let app = app.to_str().unwrap();
+    let count = |session: &Path, flags: &[&str]| {
+        let s = session.to_str().unwrap();
+        let mut args = vec!["record", "-o", s];
+        args.extend(flags);
+        args.extend(["--", app, "2", "300"]);
+        let o = hushtrace(&args);
+        assert!(o.status.success(), "{}", text(&o.stderr));
+        // A refused setting would be said on the program's stderr; nice 4 is always allowed.
+        assert!(
+            !text(&o.stderr).contains("keeps its scheduling"),
+            "{}",
+            text(&o.stderr)
+        );
+        check_pairs(&chrome(session)).0
+    };
+    let plain = count(&root.join("plain"), &[]);
+    let set = count(
+        &root.join("set"),
+        &["--consumer-sched", "nice:4", "--consumer-cpus", "0"],
+    );
+    assert!(plain.values().sum::<u64>() > 0);
+    assert_eq!(plain, set);
+    // A bad value is refused by the CLI (exit code 2), naming the flag; the program never runs.
+    for (flag, bad) in [("--consumer-sched", "fifo:0"), ("--consumer-cpus", "1-0")] {
+        let session = root.join("bad");
+        let o = hushtrace(&[
+            "record",
+            "-o",
+            session.to_str().unwrap(),
+            flag,
+            bad,
+            "--",
+            app,
+        ]);
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o.stderr));
+        assert!(text(&o.stderr).contains(flag), "{}", text(&o.stderr));
+        assert!(!session.exists());
+    }
+    let _ = std::fs::remove_dir_all(&root);
+}

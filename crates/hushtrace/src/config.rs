@@ -266,8 +266,14 @@ impl std::str::FromStr for ConsumerSched {
 /// Largest CPU number accepted in `HUSHTRACE_CONSUMER_CPUS` (the kernel's `CPU_SETSIZE` − 1).
 pub const MAX_CPU: usize = 1023;
 
-/// Parses a CPU list as `taskset -c` and `isolcpus=` write it: `0`, `0,2`, `0-3,6`.
-pub(crate) fn parse_cpu_list(v: &str) -> Result<Vec<usize>, String> {
+/// Parses a CPU list as `taskset -c` and `isolcpus=` write it (`HUSHTRACE_CONSUMER_CPUS`):
+/// sorted, without repeats; the error says what was expected.
+///
+/// ```
+/// assert_eq!(hushtrace::parse_cpu_list("3,0-1"), Ok(vec![0, 1, 3]));
+/// assert!(hushtrace::parse_cpu_list("1-0").is_err());
+/// ```
+pub fn parse_cpu_list(v: &str) -> Result<Vec<usize>, String> {
     const EXPECTED: &str = "expected CPU numbers and ranges such as `0`, `0,2` or `0-3,6`";
     let mut cpus = Vec::new();
     for part in v.split(',').map(str::trim) {
