@@ -213,8 +213,8 @@ impl Policy {
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum ConsumerSched {
-    /// What the thread that starts the consumer has (`pthread_create`'s default): the thread
-    /// that started the session, or in a fork child the first thread that hands over a packet.
+    /// What the thread that started the session had when it started it (also for the
+    /// consumer of a fork child, which another thread may start).
     #[default]
     Inherit,
     /// `SCHED_FIFO` at this priority (1–99).
@@ -326,8 +326,12 @@ pub(crate) struct Config {
     /// The consumer thread's scheduling (`HUSHTRACE_CONSUMER_SCHED`).
     pub consumer_sched: ConsumerSched,
     /// The CPUs the consumer thread may run on (`HUSHTRACE_CONSUMER_CPUS`); `None`: those of
-    /// the thread that starts it.
+    /// the thread that started the session.
     pub consumer_cpus: Option<Vec<usize>>,
+    /// The scheduling and CPUs of the thread that started the session (read at the start):
+    /// what [`ConsumerSched::Inherit`] and unset `consumer_cpus` give the consumer, also the
+    /// one a fork child starts from whichever thread hands over its first packet.
+    pub starter_sched: (Option<crate::platform::ThreadSched>, Option<Vec<usize>>),
     /// Ship the complete events of packets left open this long (zero: never).
     pub flush_interval: Duration,
     /// The flush interval was set (builder or `HUSHTRACE_FLUSH_MS`): flush even without a
@@ -352,6 +356,7 @@ impl Default for Config {
             direct_io: false,
             consumer_sched: ConsumerSched::Inherit,
             consumer_cpus: None,
+            starter_sched: (None, None),
             flush_interval: DEFAULT_FLUSH_INTERVAL,
             flush_explicit: false,
         }

@@ -43,7 +43,7 @@ pub const DIRECT_IO: &str = "HUSHTRACE_DIRECT_IO";
 pub const CONSUMER_SCHED: &str = "HUSHTRACE_CONSUMER_SCHED";
 /// The CPUs the consumer thread may run on, as `taskset -c` writes them (`0`, `0-1,4`):
 /// a housekeeping core, away from the real-time ones. Default: those of the thread that
-/// starts it. A builder session uses `SessionBuilder::consumer_cpus` instead.
+/// started the session. A builder session uses `SessionBuilder::consumer_cpus` instead.
 pub const CONSUMER_CPUS: &str = "HUSHTRACE_CONSUMER_CPUS";
 
 /// One documented environment variable.

@@ -115,8 +115,8 @@ impl SessionBuilder {
         self
     }
     /// How the consumer thread (and the relay sender it starts) is scheduled; see
-    /// [`ConsumerSched`](crate::ConsumerSched). Default: inherited from the thread that starts
-    /// it. Sessions started from the environment take it from `HUSHTRACE_CONSUMER_SCHED`. The
+    /// [`ConsumerSched`](crate::ConsumerSched). Default: as the thread that started the
+    /// session. Sessions started from the environment take it from `HUSHTRACE_CONSUMER_SCHED`. The
     /// control status says `"consumer_sched":"fifo:10"` and, if the kernel refused it,
     /// `"consumer_sched_error"`.
     ///
@@ -135,7 +135,8 @@ impl SessionBuilder {
         self
     }
     /// The CPUs the consumer thread (and the relay sender) may run on: a housekeeping core,
-    /// away from the cores of real-time threads. Default: those of the thread that starts it.
+    /// away from the cores of real-time threads. Default: those of the thread that started the
+    /// session.
     /// Sessions started from the environment take it from `HUSHTRACE_CONSUMER_CPUS`. An empty
     /// list or a CPU above 1023 is refused by [`SessionBuilder::validate`]; a CPU that is not
     /// online is reported like a refused [`SessionBuilder::consumer_sched`].
@@ -354,10 +355,11 @@ impl SessionControl for Control {
     }
 }
 
-fn start_with(cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Error> {
+fn start_with(mut cfg: Config, raw: &Raw, existing: Existing) -> Result<Session, Error> {
     if !platform::SUPPORTED {
         return Err(Error::Unsupported);
     }
+    cfg.starter_sched = platform::thread_sched();
     cfg.validate(raw)?;
     check_memory(&cfg)?;
     crate::nosyscall::load_policy()?;

@@ -231,3 +231,61 @@ fn a_fork_child_consumer_gets_the_same_scheduling() {
     session.stop().expect("stop");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+/// By default the consumer runs as the thread that started the session, also in a fork
+/// child, where the thread that starts the consumer may be a real-time one: here the child's
+/// only thread is at `SCHED_FIFO` 5 when its first packet starts the consumer, which must
+/// still run at `SCHED_OTHER` like the session's starter (it would inherit `SCHED_FIFO`
+/// otherwise).
+#[test]
+fn by_default_a_fork_child_consumer_runs_as_the_session_starter_not_as_a_realtime_thread() {
+    if !fifo_allowed() {
+        eprintln!("skipped: SCHED_FIFO is not allowed here (needs root or `ulimit -r`)");
+        return;
+    }
+    let dir = temp_dir("sched-fork-inherit");
+    let session = hushtrace::Session::builder()
+        .output_dir(&dir)
+        .subbuf_size(4096)
+        .num_subbufs(64)
+        .start()
+        .expect("start");
+    let starter = sched_of(my_tid());
+    assert_eq!(
+        starter.1,
+        libc::SCHED_OTHER as i64,
+        "the test runs at SCHED_OTHER"
+    );
+    // SAFETY: fork; the child only traces, reads /proc and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let p = libc::sched_param { sched_priority: 5 };
+        // SAFETY: `p` lives across the call; pid 0 is the calling thread.
+        if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
+            // SAFETY: leaves the child.
+            unsafe { libc::_exit(20) };
+        }
+        for seq in 0..2000u64 {
+            hushtrace::event!("sched", "child", seq = seq);
+        }
+        let code = match consumer_tid() {
+            None => 10,
+            Some(tid) if sched_of(tid) != starter => 11,
+            Some(_) => 0,
+        };
+        // SAFETY: leaves the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    assert!(pid > 0, "fork failed");
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    assert_eq!(
+        libc::WEXITSTATUS(status),
+        0,
+        "10: no consumer in the child, 11: the consumer does not run as the starter, 20: no FIFO"
+    );
+    session.stop().expect("stop");
+    let _ = std::fs::remove_dir_all(&dir);
+}

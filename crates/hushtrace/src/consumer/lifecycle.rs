@@ -35,13 +35,15 @@ pub(crate) fn spawn(mut c: Consumer) -> Result<ConsumerThread, Error> {
 }
 
 /// Gives the calling thread (the consumer; the relay sender it starts inherits it) the
-/// session's scheduling and CPUs. What the kernel refused is said once on stderr, and
+/// session's scheduling and CPUs, by default those of the thread that started the session
+/// (the same in a fork child, whose consumer another thread may start). What the kernel refused is said once on stderr, and
 /// returned for the control status; the thread then runs as it would have.
 fn apply_sched(cfg: &crate::config::Config) -> Option<String> {
     use crate::config::ConsumerSched;
     use platform::ThreadSched;
     let mut errors = Vec::new();
-    if let Some(cpus) = &cfg.consumer_cpus {
+    let (starter_sched, starter_cpus) = &cfg.starter_sched;
+    if let Some(cpus) = cfg.consumer_cpus.as_ref().or(starter_cpus.as_ref()) {
         if let Err(e) = platform::set_thread_cpus(cpus) {
             let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
             errors.push(format!(
@@ -52,7 +54,7 @@ fn apply_sched(cfg: &crate::config::Config) -> Option<String> {
         }
     }
     let sched = match cfg.consumer_sched {
-        ConsumerSched::Inherit => None,
+        ConsumerSched::Inherit => *starter_sched,
         ConsumerSched::Fifo(p) => Some(ThreadSched::Fifo(p.into())),
         ConsumerSched::RoundRobin(p) => Some(ThreadSched::RoundRobin(p.into())),
         ConsumerSched::Nice(n) => Some(ThreadSched::Nice(n.into())),

@@ -351,3 +351,8 @@ pub fn set_thread_cpus(_cpus: &[usize]) -> io::Result<()> {
         "CPU affinity is set on Linux only",
     ))
 }
+
+/// Not available here: nothing known.
+pub fn thread_sched() -> (Option<ThreadSched>, Option<Vec<usize>>) {
+    (None, None)
+}

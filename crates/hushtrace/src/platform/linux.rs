@@ -74,27 +74,61 @@ pub fn set_thread_sched(sched: ThreadSched) -> io::Result<()> {
     let (policy, prio) = match sched {
         ThreadSched::Fifo(p) => (libc::SCHED_FIFO, p),
         ThreadSched::RoundRobin(p) => (libc::SCHED_RR, p),
-        ThreadSched::Nice(n) => {
-            // SAFETY: setpriority takes plain integers; errno is read right after.
-            let r = unsafe { libc::setpriority(libc::PRIO_PROCESS, gettid(), n) };
-            return if r == 0 {
-                Ok(())
-            } else {
-                Err(io::Error::last_os_error())
-            };
-        }
+        // SCHED_OTHER first: the thread may have inherited a real-time policy (leaving one is
+        // always allowed).
+        ThreadSched::Nice(_) => (libc::SCHED_OTHER, 0),
     };
     let param = libc::sched_param {
         sched_priority: prio,
     };
     // SAFETY: `param` is a valid sched_param that lives across the call; pid 0 is the calling
     // thread.
-    let r = unsafe { libc::sched_setscheduler(0, policy, &param) };
-    if r == 0 {
-        Ok(())
-    } else {
-        Err(io::Error::last_os_error())
+    if unsafe { libc::sched_setscheduler(0, policy, &param) } != 0 {
+        return Err(io::Error::last_os_error());
     }
+    if let ThreadSched::Nice(n) = sched {
+        // SAFETY: setpriority takes plain integers; errno is read right after.
+        if unsafe { libc::setpriority(libc::PRIO_PROCESS, gettid(), n) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    Ok(())
+}
+
+/// The calling thread's scheduling (`None` for a policy other than `SCHED_OTHER`, `SCHED_FIFO`
+/// and `SCHED_RR`, or when it cannot be read) and its CPUs (`None` if unreadable).
+pub fn thread_sched() -> (Option<ThreadSched>, Option<Vec<usize>>) {
+    let mut param = libc::sched_param { sched_priority: 0 };
+    // SAFETY: pid 0 is the calling thread.
+    let policy = unsafe { libc::sched_getscheduler(0) };
+    // SAFETY: pid 0 is the calling thread; `param` is a valid out-parameter.
+    let got = unsafe { libc::sched_getparam(0, &mut param) } == 0;
+    let sched = match policy {
+        libc::SCHED_FIFO if got => Some(ThreadSched::Fifo(param.sched_priority)),
+        libc::SCHED_RR if got => Some(ThreadSched::RoundRobin(param.sched_priority)),
+        libc::SCHED_OTHER => {
+            // -1 is a valid nice value too, so errno (cleared first) tells an error.
+            // SAFETY: __errno_location points at this thread's errno.
+            unsafe { *libc::__errno_location() = 0 };
+            // SAFETY: getpriority takes plain integers.
+            let n = unsafe { libc::getpriority(libc::PRIO_PROCESS, gettid()) };
+            // SAFETY: as above, this thread's errno.
+            (unsafe { *libc::__errno_location() } == 0).then_some(ThreadSched::Nice(n))
+        }
+        _ => None,
+    };
+    // SAFETY: cpu_set_t is a plain bit array; all zeros is the empty set.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    let size = std::mem::size_of::<libc::cpu_set_t>();
+    // SAFETY: `set` is a valid cpu_set_t of `size` bytes; pid 0 is the calling thread.
+    let r = unsafe { libc::sched_getaffinity(0, size, &mut set) };
+    let cpus = (r == 0).then(|| {
+        (0..libc::CPU_SETSIZE as usize)
+            // SAFETY: every index is below CPU_SETSIZE, so inside `set`.
+            .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+            .collect()
+    });
+    (sched, cpus)
 }
 
 /// Restricts the calling thread to `cpus` (`sched_setaffinity` on its own thread id; threads
