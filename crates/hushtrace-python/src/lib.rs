@@ -87,13 +87,15 @@ fn install_atfork() {
 
 /// Starts a session writing to `dir`.
 #[pyfunction]
-#[pyo3(signature = (dir, mode = "discard", subbuf_size = None, num_subbufs = None))]
+#[pyo3(signature = (dir, mode = "discard", subbuf_size = None, num_subbufs = None, consumer_sched = None, consumer_cpus = None))]
 fn start(
     py: Python<'_>,
     dir: std::path::PathBuf,
     mode: &str,
     subbuf_size: Option<usize>,
     num_subbufs: Option<usize>,
+    consumer_sched: Option<&str>,
+    consumer_cpus: Option<Vec<usize>>,
 ) -> PyResult<String> {
     let mut b = Session::builder().output_dir(dir).mode(mode_of(mode)?);
     if let Some(n) = subbuf_size {
@@ -101,6 +103,15 @@ fn start(
     }
     if let Some(n) = num_subbufs {
         b = b.num_subbufs(n);
+    }
+    if let Some(s) = consumer_sched {
+        let sched: hushtrace::ConsumerSched = s
+            .parse()
+            .map_err(|e| PyValueError::new_err(format!("consumer_sched={s:?}: {e}")))?;
+        b = b.consumer_sched(sched);
+    }
+    if let Some(cpus) = consumer_cpus {
+        b = b.consumer_cpus(cpus);
     }
     install_atfork();
     let s = py.detach(|| b.start()).map_err(err)?;

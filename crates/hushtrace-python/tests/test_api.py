@@ -112,6 +112,41 @@ def test_bad_arguments_are_clear_errors(tmp_path):
     assert r.stdout.strip().endswith("None")
 
 
+def test_consumer_sched_and_cpus_place_the_consumer_thread(tmp_path):
+    r = run(tmp_path, """
+    import hushtrace, os, sys
+    try:
+        hushtrace.start(sys.argv[1], consumer_sched="fifo:0")
+    except ValueError as e:
+        print("refused:", e)
+    else:
+        raise SystemExit("fifo:0 accepted")
+    # A nice value at least the process's own: raising it needs no privilege.
+    base = os.getpriority(os.PRIO_PROCESS, 0)
+    want = max(base, 6)
+    hushtrace.start(sys.argv[1], consumer_sched=f"nice:{want}", consumer_cpus=[0])
+    for i in range(5000):
+        hushtrace.event("app", "tick", i=i)
+    tid = None
+    for t in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{t}/comm") as f:
+            if f.read().strip() == "hushtrace-consu":
+                tid = t
+    assert tid, "no consumer thread"
+    with open(f"/proc/self/task/{tid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    with open(f"/proc/self/task/{tid}/status") as f:
+        cpus = [l.split(":")[1].strip() for l in f if l.startswith("Cpus_allowed_list")][0]
+    print("nice ok" if int(fields[19 - 3]) == want else f"nice {fields[19 - 3]} != {want}",
+          "cpus", cpus, "main", "ok" if os.getpriority(os.PRIO_PROCESS, 0) == base else "changed")
+    print(hushtrace.stop()["events_written"])
+    """, str(tmp_path / "t"))
+    lines = r.stdout.strip().splitlines()
+    assert lines[0].startswith("refused:") and "1 to 99" in lines[0], r.stdout
+    assert lines[1] == "nice ok cpus 0 main ok", r.stdout
+    assert lines[2] == "5000", r.stdout
+
+
 def test_disabled_event_cost_is_measured(tmp_path):
     # Not a timing assertion (machines are noisy): the measurement runs and prints.
     r = run(tmp_path, """

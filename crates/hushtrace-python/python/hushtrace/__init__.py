@@ -61,14 +61,26 @@ def start(
     max_stack_depth=None,
     subbuf_size=None,
     num_subbufs=None,
+    consumer_sched=None,
+    consumer_cpus=None,
 ):
     """Starts a session writing to ``dir`` (this process's trace goes to ``dir/<pid>``).
 
     ``mode``: ``"discard"`` (default: a full ring drops new events and counts them) or
     ``"overwrite"`` (flight recorder; see ``snapshot()``). ``functions=True`` also records every
-    Python function call (see ``trace_functions``). Returns this process's trace directory.
+    Python function call (see ``trace_functions``). ``consumer_sched`` (``"fifo:1"``,
+    ``"rr:N"``, ``"nice:N"``; default: as the calling thread) and ``consumer_cpus`` (a list of
+    CPU numbers) place the tracer's consumer thread, as ``HUSHTRACE_CONSUMER_SCHED`` and
+    ``HUSHTRACE_CONSUMER_CPUS`` do. Returns this process's trace directory.
     """
-    path = _h.start(str(dir), mode, subbuf_size, num_subbufs)
+    path = _h.start(
+        str(dir),
+        mode,
+        subbuf_size,
+        num_subbufs,
+        consumer_sched,
+        None if consumer_cpus is None else list(consumer_cpus),
+    )
     _process.install()
     if functions:
         trace_functions(
