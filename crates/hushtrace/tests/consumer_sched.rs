@@ -103,6 +103,36 @@ fn fifo_allowed() -> bool {
     .unwrap()
 }
 
+/// Whether `ok` holds for thread `tid` within 5 s: a consumer thread has its name before it
+/// has applied its settings, so the first look may come too early.
+fn soon(tid: u32, ok: impl Fn(u32) -> bool) -> bool {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !ok(tid) {
+        if Instant::now() > deadline {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    true
+}
+
+/// Runs `child` in a fork child, which leaves with its result as exit status; returns it.
+fn in_fork_child(child: impl FnOnce() -> i32) -> i32 {
+    // SAFETY: fork; the child only runs `child` (tracing, /proc reads) and leaves with _exit.
+    let pid = unsafe { libc::fork() };
+    if pid == 0 {
+        let code = child();
+        // SAFETY: leaves the child without running the parent's destructors.
+        unsafe { libc::_exit(code) };
+    }
+    assert!(pid > 0, "fork failed");
+    let mut status = 0;
+    // SAFETY: reaping our own child.
+    unsafe { libc::waitpid(pid, &mut status, 0) };
+    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+    libc::WEXITSTATUS(status)
+}
+
 #[test]
 fn nice_and_cpus_apply_to_the_consumer_only() {
     let before = sched_of(my_tid());
@@ -202,30 +232,20 @@ fn a_fork_child_consumer_gets_the_same_scheduling() {
         .start()
         .expect("start");
     assert!(consumer_tid().is_some());
-    // SAFETY: fork; the child only traces, reads /proc and leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
+    let code = in_fork_child(|| {
         // Enough events for several packets: the first hand-over starts the child's consumer.
         for seq in 0..2000u64 {
             hushtrace::event!("sched", "child", seq = seq);
         }
-        let code = match consumer_tid() {
+        match consumer_tid() {
             None => 10,
-            Some(tid) if sched_of(tid).0 != 9 => 11,
-            Some(tid) if cpus_of(tid) != "0" => 12,
+            Some(tid) if !soon(tid, |t| sched_of(t).0 == 9) => 11,
+            Some(tid) if !soon(tid, |t| cpus_of(t) == "0") => 12,
             Some(_) => 0,
-        };
-        // SAFETY: leaves the child without running the parent's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    assert!(pid > 0, "fork failed");
-    let mut status = 0;
-    // SAFETY: reaping our own child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+        }
+    });
     assert_eq!(
-        libc::WEXITSTATUS(status),
-        0,
+        code, 0,
         "10: no consumer in the child, 11: wrong nice, 12: wrong CPUs"
     );
     session.stop().expect("stop");
@@ -256,34 +276,23 @@ fn by_default_a_fork_child_consumer_runs_as_the_session_starter_not_as_a_realtim
         libc::SCHED_OTHER as i64,
         "the test runs at SCHED_OTHER"
     );
-    // SAFETY: fork; the child only traces, reads /proc and leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
+    let code = in_fork_child(|| {
         let p = libc::sched_param { sched_priority: 5 };
         // SAFETY: `p` lives across the call; pid 0 is the calling thread.
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
-            // SAFETY: leaves the child.
-            unsafe { libc::_exit(20) };
+            return 20;
         }
         for seq in 0..2000u64 {
             hushtrace::event!("sched", "child", seq = seq);
         }
-        let code = match consumer_tid() {
+        match consumer_tid() {
             None => 10,
-            Some(tid) if sched_of(tid) != starter => 11,
+            Some(tid) if !soon(tid, |t| sched_of(t) == starter) => 11,
             Some(_) => 0,
-        };
-        // SAFETY: leaves the child without running the parent's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    assert!(pid > 0, "fork failed");
-    let mut status = 0;
-    // SAFETY: reaping our own child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
+        }
+    });
     assert_eq!(
-        libc::WEXITSTATUS(status),
-        0,
+        code, 0,
         "10: no consumer in the child, 11: the consumer does not run as the starter, 20: no FIFO"
     );
     session.stop().expect("stop");
