@@ -123,8 +123,8 @@ impl RecordOptions {
             env.push((hushtrace::env::CONSUMER_SCHED, s.to_string().into()));
         }
         if let Some(cpus) = &self.consumer_cpus {
-            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
-            env.push((hushtrace::env::CONSUMER_CPUS, list.join(",").into()));
+            let list = hushtrace::cpu_list_text(cpus);
+            env.push((hushtrace::env::CONSUMER_CPUS, list.into()));
         }
         env
     }

@@ -199,9 +199,7 @@ fn trial(cfg: Config, rate: u64, secs: f64, out: &Path, relay: Option<&Relay>) -
     if let Some(d) = cfg.direct {
         b = b.direct_io(d);
     }
-    if cfg.sched != ConsumerSched::Inherit {
-        b = b.consumer_sched(cfg.sched);
-    }
+    b = b.consumer_sched(cfg.sched);
     if cfg.relay {
         b = b.relay(&relay.expect("a relay configuration without a relay").url);
     }
@@ -343,13 +341,14 @@ fn cpu(out: &Path, relay: Option<&Relay>, smoke: bool) {
         direct: None,
         sched: ConsumerSched::Inherit,
     };
+    let scheds = scheds();
     let mut rows = vec![];
     for relayed in [false, true] {
         if relayed && relay.is_none() {
             continue;
         }
         for direct in io_modes("both") {
-            for sched in scheds() {
+            for &sched in &scheds {
                 rows.push(Config {
                     name: if relayed { "files + relay" } else { "files" },
                     relay: relayed,
@@ -440,10 +439,11 @@ fn lossless(out: &Path, relay: Option<&Relay>, smoke: bool) {
             ..configs[0]
         });
     }
+    let scheds = scheds();
     let configs: Vec<Config> = io_modes("page")
         .into_iter()
         .flat_map(|direct| configs.iter().map(move |c| Config { direct, ..*c }))
-        .flat_map(|c| scheds().into_iter().map(move |sched| Config { sched, ..c }))
+        .flat_map(|c| scheds.iter().map(move |&sched| Config { sched, ..c }))
         .filter(|c| selected(&label(c)))
         .collect();
     let mut best = vec![0u64; configs.len()];

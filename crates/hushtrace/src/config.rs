@@ -248,18 +248,30 @@ impl std::str::FromStr for ConsumerSched {
         }
         let (kind, n) = v.split_once(':').ok_or_else(|| EXPECTED.to_string())?;
         let n: i64 = n.trim().parse().map_err(|_| EXPECTED.to_string())?;
+        let realtime = matches!(kind.trim(), "fifo" | "rr");
+        if let Some(e) = sched_range_error(realtime, n) {
+            return Err(format!("{e} ({EXPECTED})"));
+        }
         match kind.trim() {
-            "fifo" | "rr" if !(1..=99).contains(&n) => Err(format!(
-                "a real-time priority goes from 1 to 99, not {n} ({EXPECTED})"
-            )),
             "fifo" => Ok(ConsumerSched::Fifo(n as u8)),
             "rr" => Ok(ConsumerSched::RoundRobin(n as u8)),
-            "nice" if !(-20..=19).contains(&n) => Err(format!(
-                "a nice value goes from -20 to 19, not {n} ({EXPECTED})"
-            )),
             "nice" => Ok(ConsumerSched::Nice(n as i8)),
             _ => Err(EXPECTED.to_string()),
         }
+    }
+}
+
+/// Why `n` is out of range for a real-time priority (1–99) or a nice value (−20–19), if it is:
+/// the one range check of the text form and of a builder's [`ConsumerSched`].
+fn sched_range_error(realtime: bool, n: i64) -> Option<String> {
+    match realtime {
+        true if !(1..=99).contains(&n) => {
+            Some(format!("a real-time priority goes from 1 to 99, not {n}"))
+        }
+        false if !(-20..=19).contains(&n) => {
+            Some(format!("a nice value goes from -20 to 19, not {n}"))
+        }
+        _ => None,
     }
 }
 
@@ -290,6 +302,17 @@ pub fn parse_cpu_list(v: &str) -> Result<Vec<usize>, String> {
     cpus.sort_unstable();
     cpus.dedup();
     Ok(cpus)
+}
+
+/// A CPU list as [`parse_cpu_list`] reads it back, numbers only (`0,1,3`): for messages and
+/// the environment of a recorded program.
+///
+/// ```
+/// assert_eq!(hushtrace::cpu_list_text(&[0, 1, 3]), "0,1,3");
+/// ```
+pub fn cpu_list_text(cpus: &[usize]) -> String {
+    let text: Vec<String> = cpus.iter().map(usize::to_string).collect();
+    text.join(",")
 }
 
 /// A relay daemon's address.
@@ -439,12 +462,6 @@ impl Config {
             ));
         }
         if let Some(cpus) = &self.consumer_cpus {
-            let list = || {
-                cpus.iter()
-                    .map(|c| c.to_string())
-                    .collect::<Vec<_>>()
-                    .join(",")
-            };
             if cpus.is_empty() {
                 return Err(bad(
                     env::CONSUMER_CPUS,
@@ -455,28 +472,24 @@ impl Config {
             if let Some(c) = cpus.iter().find(|&&c| c > MAX_CPU) {
                 return Err(bad(
                     env::CONSUMER_CPUS,
-                    list(),
+                    cpu_list_text(cpus),
                     format!("CPU {c} is above {MAX_CPU}"),
                 ));
             }
         }
-        if let ConsumerSched::Fifo(p) | ConsumerSched::RoundRobin(p) = self.consumer_sched {
-            if !(1..=99).contains(&p) {
-                return Err(bad(
-                    env::CONSUMER_SCHED,
-                    self.consumer_sched.to_string(),
-                    "a real-time priority goes from 1 to 99".into(),
-                ));
+        let range = match self.consumer_sched {
+            ConsumerSched::Inherit => None,
+            ConsumerSched::Fifo(p) | ConsumerSched::RoundRobin(p) => {
+                sched_range_error(true, p.into())
             }
-        }
-        if let ConsumerSched::Nice(n) = self.consumer_sched {
-            if !(-20..=19).contains(&n) {
-                return Err(bad(
-                    env::CONSUMER_SCHED,
-                    self.consumer_sched.to_string(),
-                    "a nice value goes from -20 to 19".into(),
-                ));
-            }
+            ConsumerSched::Nice(n) => sched_range_error(false, n.into()),
+        };
+        if let Some(reason) = range {
+            return Err(bad(
+                env::CONSUMER_SCHED,
+                self.consumer_sched.to_string(),
+                reason,
+            ));
         }
         if self.relay_only && self.relay.is_none() && self.relay_bad.is_none() {
             return Err(Error::Config {

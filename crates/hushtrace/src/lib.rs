@@ -81,8 +81,8 @@ mod write;
 pub use async_span::{AsParent, AsyncSpan, InSpan, InSpanExt};
 pub use callsites::{discard_unregistered, register_callsite, Registered};
 pub use config::{
-    parse_cpu_list, ConsumerSched, Error, Policy, Stats, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER,
-    DEFAULT_SUBBUF_SIZE,
+    cpu_list_text, parse_cpu_list, ConsumerSched, Error, Policy, Stats, DEFAULT_NUM_SUBBUFS,
+    DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,
 };
 pub use consumer::sink::relay_default_names;
 pub use hushtrace_core::{FieldType, Kind, STR_CAP};

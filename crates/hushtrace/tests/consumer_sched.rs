@@ -8,7 +8,7 @@
 
 mod common;
 
-use common::{reader_cycles, temp_dir};
+use common::{reader_cycles, run_forked, temp_dir};
 use hushtrace::control::request;
 use hushtrace::ConsumerSched;
 use std::time::{Duration, Instant};
@@ -116,21 +116,12 @@ fn soon(tid: u32, ok: impl Fn(u32) -> bool) -> bool {
     true
 }
 
-/// Runs `child` in a fork child, which leaves with its result as exit status; returns it.
-fn in_fork_child(child: impl FnOnce() -> i32) -> i32 {
-    // SAFETY: fork; the child only runs `child` (tracing, /proc reads) and leaves with _exit.
-    let pid = unsafe { libc::fork() };
-    if pid == 0 {
-        let code = child();
-        // SAFETY: leaves the child without running the parent's destructors.
-        unsafe { libc::_exit(code) };
-    }
-    assert!(pid > 0, "fork failed");
-    let mut status = 0;
-    // SAFETY: reaping our own child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status), "child status {status:#x}");
-    libc::WEXITSTATUS(status)
+/// Runs `child` in a fork child (`common::run_forked`, 30 s at most) and asserts that it
+/// reports 0; `codes` says what the other exit codes mean.
+fn assert_fork_child_ok(codes: &str, child: impl FnOnce() -> i32) {
+    let (status, msg) = run_forked(Duration::from_secs(30), || (child(), String::new()));
+    assert!(libc::WIFEXITED(status), "child status {status:#x} {msg}");
+    assert_eq!(libc::WEXITSTATUS(status), 0, "{codes}");
 }
 
 #[test]
@@ -232,21 +223,20 @@ fn a_fork_child_consumer_gets_the_same_scheduling() {
         .start()
         .expect("start");
     assert!(consumer_tid().is_some());
-    let code = in_fork_child(|| {
-        // Enough events for several packets: the first hand-over starts the child's consumer.
-        for seq in 0..2000u64 {
-            hushtrace::event!("sched", "child", seq = seq);
-        }
-        match consumer_tid() {
-            None => 10,
-            Some(tid) if !soon(tid, |t| sched_of(t).0 == 9) => 11,
-            Some(tid) if !soon(tid, |t| cpus_of(t) == "0") => 12,
-            Some(_) => 0,
-        }
-    });
-    assert_eq!(
-        code, 0,
-        "10: no consumer in the child, 11: wrong nice, 12: wrong CPUs"
+    assert_fork_child_ok(
+        "10: no consumer in the child, 11: wrong nice, 12: wrong CPUs",
+        || {
+            // Enough events for several packets: the first hand-over starts the child's consumer.
+            for seq in 0..2000u64 {
+                hushtrace::event!("sched", "child", seq = seq);
+            }
+            match consumer_tid() {
+                None => 10,
+                Some(tid) if !soon(tid, |t| sched_of(t).0 == 9) => 11,
+                Some(tid) if !soon(tid, |t| cpus_of(t) == "0") => 12,
+                Some(_) => 0,
+            }
+        },
     );
     session.stop().expect("stop");
     let _ = std::fs::remove_dir_all(&dir);
@@ -276,7 +266,9 @@ fn by_default_a_fork_child_consumer_runs_as_the_session_starter_not_as_a_realtim
         libc::SCHED_OTHER as i64,
         "the test runs at SCHED_OTHER"
     );
-    let code = in_fork_child(|| {
+    let codes =
+        "10: no consumer in the child, 11: the consumer does not run as the starter, 20: no FIFO";
+    assert_fork_child_ok(codes, || {
         let p = libc::sched_param { sched_priority: 5 };
         // SAFETY: `p` lives across the call; pid 0 is the calling thread.
         if unsafe { libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) } != 0 {
@@ -291,10 +283,6 @@ fn by_default_a_fork_child_consumer_runs_as_the_session_starter_not_as_a_realtim
             Some(_) => 0,
         }
     });
-    assert_eq!(
-        code, 0,
-        "10: no consumer in the child, 11: the consumer does not run as the starter, 20: no FIFO"
-    );
     session.stop().expect("stop");
     let _ = std::fs::remove_dir_all(&dir);
 }

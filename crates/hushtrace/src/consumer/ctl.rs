@@ -84,10 +84,7 @@ pub(super) fn sched_json(s: &mut String, cfg: &Config, error: Option<&str>) {
         cfg.consumer_sched
     ));
     match &cfg.consumer_cpus {
-        Some(cpus) => {
-            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
-            s.push_str(&format!("[{}]", list.join(",")));
-        }
+        Some(cpus) => s.push_str(&format!("[{}]", crate::config::cpu_list_text(cpus))),
         None => s.push_str("null"),
     }
     s.push_str(",\"consumer_sched_error\":");

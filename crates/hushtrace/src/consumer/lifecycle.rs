@@ -36,8 +36,9 @@ pub(crate) fn spawn(mut c: Consumer) -> Result<ConsumerThread, Error> {
 
 /// Gives the calling thread (the consumer; the relay sender it starts inherits it) the
 /// session's scheduling and CPUs, by default those of the thread that started the session
-/// (the same in a fork child, whose consumer another thread may start). What the kernel refused is said once on stderr, and
-/// returned for the control status; the thread then runs as it would have.
+/// (the same in a fork child, whose consumer another thread may start). What the kernel
+/// refused is said once on stderr, and returned for the control status; the thread then runs
+/// as it would have.
 fn apply_sched(cfg: &crate::config::Config) -> Option<String> {
     use crate::config::ConsumerSched;
     use platform::ThreadSched;
@@ -45,11 +46,10 @@ fn apply_sched(cfg: &crate::config::Config) -> Option<String> {
     let (starter_sched, starter_cpus) = &cfg.starter_sched;
     if let Some(cpus) = cfg.consumer_cpus.as_ref().or(starter_cpus.as_ref()) {
         if let Err(e) = platform::set_thread_cpus(cpus) {
-            let list: Vec<String> = cpus.iter().map(|c| c.to_string()).collect();
             errors.push(format!(
                 "{}={}: {e} (is every CPU online and allowed to this process?)",
                 crate::env::CONSUMER_CPUS,
-                list.join(",")
+                crate::config::cpu_list_text(cpus)
             ));
         }
     }

@@ -9,6 +9,7 @@
 //! runtime runs on these fallbacks. Everything here works under Miri's default isolation (no
 //! host wall clock, environment or file system needed).
 
+use super::ThreadSched;
 use std::alloc::Layout;
 use std::cell::Cell;
 use std::io;
@@ -323,17 +324,6 @@ pub fn process_gone(_pid: u32) -> bool {
 /// Unknown here.
 pub fn fs_size(_path: &std::path::Path) -> Option<u64> {
     None
-}
-
-/// Scheduling of the calling thread (applied on Linux only).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThreadSched {
-    /// `SCHED_FIFO` at this priority.
-    Fifo(i32),
-    /// `SCHED_RR` at this priority.
-    RoundRobin(i32),
-    /// `SCHED_OTHER` at this nice value.
-    Nice(i32),
 }
 
 /// Not available here: an error saying so.

@@ -4,6 +4,7 @@
 mod seccomp;
 pub use seccomp::{exit_thread, join_raw, trap_syscalls_on_this_thread};
 
+use super::ThreadSched;
 use std::io;
 use std::marker::PhantomData;
 
@@ -55,17 +56,6 @@ pub fn set_thread_name(name: &str) -> [u8; 16] {
     // SAFETY: `buf` is NUL-terminated (buf[15] == 0 at least) and lives across the call.
     unsafe { libc::prctl(libc::PR_SET_NAME, buf.as_ptr() as libc::c_ulong, 0, 0, 0) };
     buf
-}
-
-/// Scheduling of the calling thread: a real-time policy or a nice value.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ThreadSched {
-    /// `SCHED_FIFO` at this priority.
-    Fifo(i32),
-    /// `SCHED_RR` at this priority.
-    RoundRobin(i32),
-    /// `SCHED_OTHER` at this nice value.
-    Nice(i32),
 }
 
 /// Sets the calling thread's scheduling (`sched_setscheduler` or `setpriority` on its own

@@ -57,6 +57,9 @@
 //! | [`unmap`] | yes (`munmap`) | raw | ignored |
 //! | [`page_size`] | no (`sysconf` reads the aux vector) | yes in glibc/musl | 4096 |
 //! | [`random_uuid`] | yes (`getrandom`) | raw | mixes time and pid instead (never fails) |
+//! | [`set_thread_sched`] | yes (`sched_setscheduler`, `setpriority`) | raw | `Err(errno)` (EPERM without `CAP_SYS_NICE`); fallback `Err(Unsupported)` |
+//! | [`set_thread_cpus`] | yes (`sched_setaffinity`) | raw | `Err(errno)` (EINVAL for an offline CPU); fallback `Err(Unsupported)` |
+//! | [`thread_sched`] | yes (`sched_getscheduler`, `sched_getparam`, `getpriority`, `sched_getaffinity`) | raw | `None` for what cannot be read; fallback `(None, None)` |
 //! | [`abort`] | yes | yes (POSIX) | does not return |
 //! | [`SignalBlock::new`] / drop | yes (`pthread_sigmask`) | yes (POSIX) | ignored; fallback: no-op |
 //! | [`block_signals_forever`] | yes | yes (POSIX) | ignored; fallback: no-op |
@@ -97,6 +100,18 @@ pub use aarch64::*;
 mod generic;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub use generic::*;
+
+/// Scheduling of a thread, as [`thread_sched`] reads it and [`set_thread_sched`] sets it: a
+/// real-time policy with its priority, or `SCHED_OTHER` with a nice value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ThreadSched {
+    /// `SCHED_FIFO` at this priority.
+    Fifo(i32),
+    /// `SCHED_RR` at this priority.
+    RoundRobin(i32),
+    /// `SCHED_OTHER` at this nice value.
+    Nice(i32),
+}
 
 /// Whether tracing sessions can run on this target: `true` on Linux (under Miri too, on the
 /// std fallbacks), `false` elsewhere. When it is `false` the crate still compiles: session start
