@@ -886,6 +886,17 @@ impl Buffer {
         self.mirror_discarded();
     }
 
+    /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
+    /// packet now if it holds events, so a snapshot requested by this thread includes its
+    /// newest events. No system call (the consumer is not woken).
+    pub(crate) fn close_open_packet(&self, _key: &ProducerKey, now: impl Fn() -> u64) {
+        let p = &*self.producer;
+        if p.open.get() && p.events.get() > 0 {
+            self.finalize(&now);
+            self.open_next(&now);
+        }
+    }
+
     /// Events dropped in this stream so far (discarded plus overwritten).
     pub fn lost(&self) -> u64 {
         self.producer.discarded.get() + self.producer.overwritten.get()
