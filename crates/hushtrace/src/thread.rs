@@ -1,4 +1,5 @@
 #![deny(clippy::disallowed_methods)] // hot path (with_current): no alloc, lock, sleep, syscall
+//! The thread life cycle: the thread-local pointer to a thread's [`ThreadCtx`], registration
 //! (on a thread's first tracepoint or `init_thread()`), and thread exit, which hands the
 //! thread's buffer to the consumer.
 
