@@ -61,8 +61,8 @@ pub(crate) struct Consumer {
     out: HashMap<u64, flush::StreamOut>,
     /// When the flush last looked at the open packets.
     last_flush: Instant,
-    /// The right to call the rings' consumer methods (`ring::ConsumerKey`).
-    key: crate::ring::ConsumerKey,
+    /// The consumer's right, with which it opens each ring (`ring::ConsumerKey::new`).
+    right: crate::ring::ConsumerRight,
     /// What the kernel refused of the session's consumer scheduling or CPUs (for `status`).
     sched_error: Option<String>,
 }

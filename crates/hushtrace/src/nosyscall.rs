@@ -70,7 +70,7 @@ pub fn set_thread_name(name: &str) {
             // SAFETY: the attached buffer is alive: we hold the registry lock, so it is neither
             // detached nor freed meanwhile.
             // The registry lock is held on the buffer's own thread: its producer (the key).
-            unsafe { (*b).set_ident(&ProducerKey::new(), id) };
+            unsafe { ProducerKey::new(&*b) }.set_ident(id);
         }
     });
 }
@@ -130,8 +130,8 @@ fn enter_no_syscall(strict: bool) -> Result<(), Error> {
         let buf = unsafe { &*b };
         // SAFETY: this thread is the producer of the buffer attached to it, and holds the
         // registry lock.
-        let key = &unsafe { ProducerKey::new() };
-        if !buf.prefault(key) && strict {
+        let key = unsafe { ProducerKey::new(buf) };
+        if !key.prefault() && strict {
             if let Some(e) = memlock_error(buf.capacity()) {
                 return Err(e);
             }

@@ -24,9 +24,11 @@
 //!   ([`BufState`]).
 //!
 //! # Who may call what
-//! Producer methods take a [`ProducerKey`], consumer methods a [`ConsumerKey`]: zero-sized
-//! capabilities that only `unsafe` code mints (the thread-side modules and the consumer,
-//! checked by `ci/layers.py`), so neither side can call the other's methods by accident.
+//! Producer methods are [`ProducerKey`]'s, consumer methods [`ConsumerKey`]'s: a key borrows
+//! the one ring it opens, so neither side can call the other's methods, nor use one ring's key
+//! on another, by accident. Producer keys only `unsafe` code mints; consumer keys come from the
+//! consumer's one [`ConsumerRight`], which only `unsafe` code mints (in the modules
+//! ARCHITECTURE.md lists, checked by `ci/layers.py`).
 //! Read-only accessors (`lost`, `ident`, `state`) need no key.
 //!
 //! # Model checking
@@ -255,52 +257,107 @@ unsafe impl Send for Buffer {}
 // SAFETY: as above.
 unsafe impl Sync for Buffer {}
 
-/// The right to call a ring's producer methods: held by the thread a buffer is attached to
-/// (inside a tracepoint, or under the registry lock), by whoever prepares a buffer before it
-/// is published to its thread, and by the fork child handler for the forking thread's buffer.
-/// Zero-sized, neither `Send` nor `Sync`: a key stays on the thread that minted it, and only
-/// `unsafe` code can mint one ([`ProducerKey::new`]); the consumer never holds one. Minted only
-/// in the modules ARCHITECTURE.md's "Who mints the ring's keys" lists (`ci/layers.py` checks).
+/// The right to call one ring's producer methods, and the only way to call them: the methods
+/// are the key's, so a key opens the ring it was minted for and no other (rtrb's split
+/// producer half is the model). Held by the thread the buffer is attached to (inside a
+/// tracepoint, or under the registry lock), by whoever prepares a buffer before it is
+/// published to its thread, and by the fork child handler for the forking thread's buffer.
+/// Neither `Copy`, `Send` nor `Sync`: a key stays on the thread that minted it, for as long as
+/// it borrows the ring; only `unsafe` code can mint one ([`ProducerKey::new`]), only in the
+/// modules ARCHITECTURE.md's "Who mints the ring's keys" lists (`ci/layers.py` checks).
 ///
-/// A key names a role, not a buffer: it proves the caller is *a* producer, and the mint's
-/// `// SAFETY:` comment argues it is the producer of the buffer it is used on.
-#[derive(Clone, Copy, Debug)]
-pub struct ProducerKey(core::marker::PhantomData<*const ()>);
+/// No method takes a key and a ring apart, so there is nothing to mix up: `ring_a`'s key
+/// calls `ring_a`'s methods (the ring's own are private to this module).
+#[derive(Debug)]
+pub struct ProducerKey<'b> {
+    ring: &'b Buffer,
+    _one_thread: core::marker::PhantomData<*const ()>,
+}
 
-impl ProducerKey {
-    /// Mints a producer key.
+impl<'b> ProducerKey<'b> {
+    /// Mints the producer key of `ring`.
     ///
     /// # Safety
-    /// The caller uses the key only on a buffer it produces for: the one attached to the
-    /// calling thread while it is inside a tracepoint on it (`depth > 0`) or holds the
+    /// The caller is `ring`'s producer while the key lives: `ring` is the buffer attached to
+    /// the calling thread while it is inside a tracepoint on it (`depth > 0`) or holds the
     /// registry lock, a buffer not yet published to any thread, or, in a fork child, the
     /// forking thread's own buffer.
     #[inline(always)]
     #[cfg(not(hushtrace_loom))]
-    pub(crate) const unsafe fn new() -> ProducerKey {
-        ProducerKey(core::marker::PhantomData)
+    pub(crate) unsafe fn new(ring: &'b Buffer) -> ProducerKey<'b> {
+        ProducerKey {
+            ring,
+            _one_thread: core::marker::PhantomData,
+        }
     }
-    /// Mints a producer key (the loom build's models play the thread).
+    /// Mints the producer key of `ring` (the loom build's models play the thread).
     ///
     /// # Safety
     /// As in the normal build: the caller is the buffer's producer.
     #[cfg(hushtrace_loom)]
-    pub const unsafe fn new() -> ProducerKey {
-        ProducerKey(core::marker::PhantomData)
+    pub unsafe fn new(ring: &'b Buffer) -> ProducerKey<'b> {
+        ProducerKey {
+            ring,
+            _one_thread: core::marker::PhantomData,
+        }
+    }
+
+    /// See [`Buffer::mark_done`](Buffer).
+    #[inline(always)]
+    pub fn mark_done(&self) {
+        self.ring.mark_done()
+    }
+
+    /// Touches every page of the ring (and `mlock`s it); see `Buffer::prefault`.
+    pub fn prefault(&self) -> bool {
+        self.ring.prefault()
+    }
+
+    /// Sets the identity written into the ring's packets.
+    pub fn set_ident(&self, ident: Ident) {
+        self.ring.set_ident(ident)
+    }
+
+    /// Reserves an event's bytes (signal-safe); see `Buffer::reserve_event`.
+    #[inline(always)]
+    pub fn reserve_event(
+        &self,
+        id: u16,
+        body: usize,
+        depth: u32,
+        now: impl Fn() -> u64,
+        on_commit: impl Fn(),
+    ) -> Result<*mut u8, Full> {
+        self.ring.reserve_event(id, body, depth, now, on_commit)
+    }
+
+    /// Counts one event dropped before reaching the ring (signal-safe).
+    #[inline(always)]
+    pub fn count_dropped(&self) {
+        self.ring.count_dropped()
+    }
+
+    /// Closes the open packet now if it holds events (a snapshot asked by this thread).
+    pub(crate) fn close_open_packet(&self, now: impl Fn() -> u64) {
+        self.ring.close_open_packet(now)
+    }
+
+    /// O(`num_subbufs`) reset of the forking thread's ring in a fork child (only stores).
+    pub fn reset_after_fork(&self, uuid: [u8; 16], ident: Ident) {
+        self.ring.reset_after_fork(uuid, ident)
     }
 }
 
-/// The right to call a ring's consumer methods (drain, finish, recycle, the live reads of the
-/// flush and the snapshot): held by the session's one consumer. Zero-sized and `Send` (it moves
-/// to the consumer thread with the consumer) but not `Sync`, so it is never shared between
-/// threads; only `unsafe` code can mint one ([`ConsumerKey::new`]). Minted only in the modules
-/// ARCHITECTURE.md's "Who mints the ring's keys" lists (`ci/layers.py` checks); producers never
-/// hold one.
-#[derive(Clone, Copy, Debug)]
-pub struct ConsumerKey(core::marker::PhantomData<core::cell::Cell<()>>);
+/// The right of a session's one consumer: with it, [`ConsumerKey::new`] opens any ring of the
+/// session for its consumer methods. Minted once per consumer, by `unsafe` code, only in the
+/// modules ARCHITECTURE.md's "Who mints the ring's keys" lists (`ci/layers.py` checks).
+/// `Send` (it moves to the consumer thread with the consumer), neither `Sync` nor `Copy`, so it
+/// is never shared or duplicated.
+#[derive(Debug)]
+pub struct ConsumerRight(core::marker::PhantomData<core::cell::Cell<()>>);
 
-impl ConsumerKey {
-    /// Mints a consumer key.
+impl ConsumerRight {
+    /// Mints the consumer's right.
     ///
     /// # Safety
     /// The caller is the session's consumer: at most one thread uses consumer keys of a
@@ -309,16 +366,77 @@ impl ConsumerKey {
     /// `recycle` only on buffers that are quiescent (module docs).
     #[inline(always)]
     #[cfg(not(hushtrace_loom))]
-    pub(crate) const unsafe fn new() -> ConsumerKey {
-        ConsumerKey(core::marker::PhantomData)
+    pub(crate) unsafe fn new() -> ConsumerRight {
+        ConsumerRight(core::marker::PhantomData)
     }
-    /// Mints a consumer key (the loom build's models play the consumer).
+    /// Mints the consumer's right (the loom build's models play the consumer).
     ///
     /// # Safety
-    /// As in the normal build: the caller is the buffer's one consumer.
+    /// As in the normal build: the caller is the buffers' one consumer.
     #[cfg(hushtrace_loom)]
-    pub const unsafe fn new() -> ConsumerKey {
-        ConsumerKey(core::marker::PhantomData)
+    pub unsafe fn new() -> ConsumerRight {
+        ConsumerRight(core::marker::PhantomData)
+    }
+}
+
+/// The right to call one ring's consumer methods (drain, finish, recycle, the live reads of the
+/// flush and the snapshot), and the only way to call them: the methods are the key's, so a key
+/// opens only the ring it was made for. Made with the consumer's [`ConsumerRight`]; neither
+/// `Copy`, `Send` nor `Sync`, so it stays with the consumer that made it. Producers never hold
+/// one.
+#[derive(Debug)]
+pub struct ConsumerKey<'b> {
+    ring: &'b Buffer,
+    _consumer_thread: core::marker::PhantomData<*const ()>,
+}
+
+impl<'b> ConsumerKey<'b> {
+    /// The consumer's key of `ring`.
+    #[inline(always)]
+    pub fn new(_right: &ConsumerRight, ring: &'b Buffer) -> ConsumerKey<'b> {
+        ConsumerKey {
+            ring,
+            _consumer_thread: core::marker::PhantomData,
+        }
+    }
+
+    /// Marks the ring's file clean (fully drained) for crash recovery.
+    pub fn mark_clean(&self) {
+        self.ring.mark_clean()
+    }
+
+    /// Calls `write` with each ready packet and its event count, and frees their slots.
+    pub fn drain(&self, write: impl FnMut(&[u8], u64)) {
+        self.ring.drain(write)
+    }
+
+    /// Writes out everything a quiescent ring holds; see `Buffer::finish`.
+    pub fn finish(&self, write: impl FnMut(&[u8], u64)) {
+        self.ring.finish(write)
+    }
+
+    /// Prepares a drained, quiescent ring for another thread.
+    pub fn recycle(&self) {
+        self.ring.recycle()
+    }
+
+    /// The open packet's complete events (discard mode, ring attached); see `Buffer::open_packet`.
+    pub fn open_packet(&self) -> Option<flush::OpenPacket<'b>> {
+        self.ring.open_packet()
+    }
+
+    /// Records in the ring header what the flush did to this stream, for crash recovery.
+    pub(crate) fn set_flush_state(&self, extra: u64, partial: Option<(u64, u64, u64)>) {
+        self.ring.set_flush_state(extra, partial)
+    }
+
+    /// The newest packets of a live overwrite-mode ring; see `Buffer::copy_newest`.
+    pub fn copy_newest(
+        &self,
+        desc: &hushtrace_ctf::metadata::TraceDesc,
+        write: impl FnMut(&[u8], u64),
+    ) {
+        self.ring.copy_newest(desc, write)
     }
 }
 
@@ -478,7 +596,7 @@ impl Buffer {
     /// bytes are visible to a consumer that Acquire-loads it: on x86_64 the same `mov` as a
     /// relaxed store (it only keeps the compiler from sinking the event's stores below it).
     #[inline(always)]
-    pub fn mark_done(&self, _key: &ProducerKey) {
+    fn mark_done(&self) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_DONE)
             .store(self.producer.off.get(), Ordering::Release);
     }
@@ -491,7 +609,7 @@ impl Buffer {
     }
 
     /// Consumer, clean stop: the ring was drained (nothing to recover from it).
-    pub fn mark_clean(&self, _key: &ConsumerKey) {
+    fn mark_clean(&self) {
         self.hdr_word(hushtrace_ctf::ringfile::OFF_CLEAN)
             .store(1, Ordering::Release);
     }
@@ -531,7 +649,7 @@ impl Buffer {
     /// owner before it enters no-syscall mode, or by a session start for such a thread before
     /// the buffer is published to it.
     /// Returns whether the ring is locked in memory.
-    pub fn prefault(&self, _key: &ProducerKey) -> bool {
+    fn prefault(&self) -> bool {
         // Every page is about to be resident anyway: huge pages cost no extra memory here and
         // save TLB misses on the real-time thread's write path.
         platform::advise_hugepages(self.mem, self.capacity());
@@ -551,7 +669,7 @@ impl Buffer {
     }
 
     /// Sets the identity used for the next packets (owner, or before publication).
-    pub fn set_ident(&self, _key: &ProducerKey, ident: Ident) {
+    fn set_ident(&self, ident: Ident) {
         self.producer.ident.set(ident);
     }
 
@@ -563,9 +681,8 @@ impl Buffer {
     /// in agreement. `depth` is the tracepoint nesting depth (1 = not nested). Returns the
     /// address of the `body` bytes for the fields.
     #[inline(always)]
-    pub fn reserve_event(
+    fn reserve_event(
         &self,
-        _key: &ProducerKey,
         id: u16,
         body: usize,
         depth: u32,
@@ -833,7 +950,7 @@ impl Buffer {
 
     /// Calls `write` for every packet ready for the consumer (in order) and releases each slot
     /// after it. Discard mode only while attached. Consumer thread only.
-    pub fn drain(&self, _key: &ConsumerKey, mut write: impl FnMut(&[u8], u64)) {
+    fn drain(&self, mut write: impl FnMut(&[u8], u64)) {
         while let Some(c) = self.handover.ready() {
             let slot = (c % self.num_subbufs as u64) as usize;
             let m = &self.meta[slot];
@@ -855,7 +972,7 @@ impl Buffer {
     /// packet, and an empty trailing packet when events were discarded after the last one (so the
     /// final discarded count is in the trace). In overwrite mode, only the newest `n` packets
     /// exist. Caller: the consumer, after the buffer became quiescent.
-    pub fn finish(&self, key: &ConsumerKey, mut write: impl FnMut(&[u8], u64)) {
+    fn finish(&self, mut write: impl FnMut(&[u8], u64)) {
         let p = &*self.producer;
         let n = self.num_subbufs as u64;
         if self.mode == Mode::Overwrite {
@@ -864,7 +981,7 @@ impl Buffer {
             let oldest = self.handover.committed().saturating_sub(n - open_slot_lost);
             self.handover.skip_to(oldest);
         }
-        self.drain(key, &mut write);
+        self.drain(&mut write);
         let now = clock::cycles_or_fallback();
         if p.open.get() {
             if p.events.get() > 0 || p.discarded.get() != p.discarded_reported.get() {
@@ -876,11 +993,11 @@ impl Buffer {
         } else if p.discarded.get() != p.discarded_reported.get() && self.open_next(&|| now) {
             self.finalize(&clock::cycles_or_fallback);
         }
-        self.drain(key, &mut write);
+        self.drain(&mut write);
     }
 
     /// Counts one event dropped before reaching the ring (owner only, signal-safe).
-    pub fn count_dropped(&self, _key: &ProducerKey) {
+    fn count_dropped(&self) {
         // SAFETY: the key holder is the producer, the single writer.
         unsafe { self.producer.discarded.add(1) };
         self.mirror_discarded();
@@ -889,7 +1006,7 @@ impl Buffer {
     /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
     /// packet now if it holds events, so a snapshot requested by this thread includes its
     /// newest events. No system call (the consumer is not woken).
-    pub(crate) fn close_open_packet(&self, _key: &ProducerKey, now: impl Fn() -> u64) {
+    fn close_open_packet(&self, now: impl Fn() -> u64) {
         let p = &*self.producer;
         if p.open.get() && p.events.get() > 0 {
             self.finalize(&now);
@@ -904,7 +1021,7 @@ impl Buffer {
 
     /// Prepares a drained buffer for another thread: the stream (sequence numbers, cumulative
     /// discarded count) continues, so readers see one well-formed stream.
-    pub fn recycle(&self, _key: &ConsumerKey) {
+    fn recycle(&self) {
         let p = &*self.producer;
         p.open.set(false);
         p.end.set(0);
@@ -916,7 +1033,7 @@ impl Buffer {
     /// O(`num_subbufs`) reset of the forking thread's buffer in the child of a `fork()`: the
     /// inherited packets belong to the parent, which writes them; the child starts a new, empty
     /// stream. Only stores: async-signal-safe.
-    pub fn reset_after_fork(&self, _key: &ProducerKey, uuid: [u8; 16], ident: Ident) {
+    fn reset_after_fork(&self, uuid: [u8; 16], ident: Ident) {
         if self.file_backed {
             // The parent's ring file was not inherited (MADV_DONTFORK): put private memory at
             // the same address so this thread keeps a ring of its own (not crash-persistent).
@@ -999,22 +1116,17 @@ unsafe fn put_u32(base: *mut u8, off: usize, v: u32) {
 mod tests {
     use super::*;
 
-    // SAFETY: each test is the only producer and consumer of its buffers (one thread).
-    const PK: &ProducerKey = &unsafe { ProducerKey::new() };
-    // SAFETY: as above.
-    const CK: &ConsumerKey = &unsafe { ConsumerKey::new() };
+    // The tests play both sides of each ring on one thread: they call the ring's own methods,
+    // which the keys forward to.
 
     fn buf(mode: Mode) -> Buffer {
         let b = Buffer::new(4096, 4, mode, 7, [9; 16]).unwrap();
-        b.set_ident(
-            PK,
-            Ident {
-                vpid: 1,
-                vtid: 2,
-                procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
-                pthread: 3,
-            },
-        );
+        b.set_ident(Ident {
+            vpid: 1,
+            vtid: 2,
+            procname: *b"t\0\0\0\0\0\0\0\0\0\0\0\0\0\0\0",
+            pthread: 3,
+        });
         b
     }
 
@@ -1024,7 +1136,7 @@ mod tests {
     fn write_n(b: &Buffer, n: u64) -> u64 {
         let mut ok = 0;
         for i in 0..n {
-            if let Ok(ptr) = b.reserve_event(PK, 1, 8, 1, || i, || {}) {
+            if let Ok(ptr) = b.reserve_event(1, 8, 1, || i, || {}) {
                 // SAFETY: 8 bytes of fields reserved.
                 unsafe { put_u64(ptr, 0, i) };
                 ok += 1;
@@ -1043,9 +1155,9 @@ mod tests {
             assert_eq!(h.packet_size, h.content_size);
         };
         if finish {
-            b.finish(CK, &mut f)
+            b.finish(&mut f)
         } else {
-            b.drain(CK, &mut f)
+            b.drain(&mut f)
         }
         out
     }
@@ -1083,7 +1195,7 @@ mod tests {
             (true, 8192, 3, 77, platform::getpid())
         );
         assert!(!h.clean);
-        b.mark_clean(CK);
+        b.mark_clean();
         std::os::unix::fs::FileExt::read_exact_at(&f, &mut page, 0).unwrap();
         assert!(
             hushtrace_ctf::ringfile::RingHeader::parse(&page)
@@ -1137,14 +1249,14 @@ mod tests {
             // Third clock read: inside the fresh packet's reservation (after the old packet's
             // end and the new one's begin timestamps).
             if calls.get() == 3 {
-                while b.reserve_event(PK, 1, 8, 2, || 9, || {}).is_ok() {
+                while b.reserve_event(1, 8, 2, || 9, || {}).is_ok() {
                     nested.set(nested.get() + 1);
                 }
             }
             9
         };
         assert!(
-            b.reserve_event(PK, 1, 8, 1, now, || {}).is_ok(),
+            b.reserve_event(1, 8, 1, now, || {}).is_ok(),
             "interrupted event dropped"
         );
         assert_eq!(nested.get(), per_packet);
@@ -1187,7 +1299,7 @@ mod tests {
             let now = || {
                 if interrupt.replace(false) {
                     for h in 1..=2 {
-                        let p = b.reserve_event(PK, 254, 8, 2, || ts + h, || {}).unwrap();
+                        let p = b.reserve_event(254, 8, 2, || ts + h, || {}).unwrap();
                         // SAFETY: 8 bytes of fields reserved.
                         unsafe { put_u64(p, 0, ts + h) };
                         expect.borrow_mut().push((254, ts + h));
@@ -1198,7 +1310,7 @@ mod tests {
                 }
                 clock.get()
             };
-            let p = b.reserve_event(PK, id, 8, 1, now, || {}).unwrap();
+            let p = b.reserve_event(id, 8, 1, now, || {}).unwrap();
             // SAFETY: 8 bytes of fields reserved.
             unsafe { put_u64(p, 0, clock.get()) };
             expect.borrow_mut().push((id, clock.get()));
@@ -1207,7 +1319,7 @@ mod tests {
         assert_eq!(expect.len(), want.len() + 2);
         let mut got = vec![];
         let mut headers = vec![];
-        b.finish(CK, |bytes, _| {
+        b.finish(|bytes, _| {
             let mut clock = PacketHeader::decode(bytes).unwrap().timestamp_begin;
             let mut off = PACKET_HEADER_LEN;
             while off < bytes.len() {

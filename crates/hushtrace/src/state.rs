@@ -220,10 +220,10 @@ impl Shared {
         drop(inner);
         // SAFETY: the buffer is not published to any thread yet (a pooled buffer's previous
         // thread exited; a new one is ours): the caller prepares it as its producer.
-        let key = &unsafe { ProducerKey::new() };
-        buf.set_ident(key, ctx.ident.get());
+        let key = unsafe { ProducerKey::new(&buf) };
+        key.set_ident(ctx.ident.get());
         if ctx.no_syscall.load(Ordering::Relaxed) {
-            buf.prefault(key);
+            key.prefault();
         }
         // Release: the buffer's initialization happens-before the owner's Acquire load.
         ctx.buffer
@@ -567,6 +567,6 @@ pub(crate) fn reset_in_child(locked: &mut ForkLocked, me: Option<&ThreadCtx>, uu
     if let (Some(c), false) = (me, mine.is_null()) {
         // SAFETY: our attached buffer is alive (in the session's list) and this thread is its
         // owner (the producer key); the reset only stores.
-        unsafe { (*mine).reset_after_fork(&ProducerKey::new(), uuid, c.ident.get()) };
+        unsafe { ProducerKey::new(&*mine) }.reset_after_fork(uuid, c.ident.get());
     }
 }

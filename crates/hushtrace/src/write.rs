@@ -140,10 +140,10 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
         // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol waits).
         let buf = unsafe { &*buf };
         // SAFETY: this thread is inside a tracepoint (`depth > 0`) on the buffer attached to it.
-        let key = &unsafe { ProducerKey::new() };
+        let key = unsafe { ProducerKey::new(buf) };
         // The fields' length, computed once: the reservation and the encoding both use it.
         let body = payload.encoded_len();
-        match buf.reserve_event(key, id, body, d, || now(ctx), || after_commit(ctx)) {
+        match key.reserve_event(id, body, d, || now(ctx), || after_commit(ctx)) {
             Ok(dst) => {
                 // SAFETY: `reserve_event` wrote the header and returned `body` writable bytes at
                 // `dst`; the sealed payload writes exactly `body`.
@@ -153,7 +153,7 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
                 }
                 if d == 1 {
                     // The event is complete: what a crash recovery may keep.
-                    buf.mark_done(key);
+                    key.mark_done();
                 }
                 true
             }
@@ -255,7 +255,7 @@ pub(crate) fn drop_event() {
         if in_ring {
             // SAFETY: attached buffers stay alive while `depth > 0`, and this thread, inside a
             // tracepoint on the buffer attached to it, is its producer (the key).
-            unsafe { (*buf).count_dropped(&ProducerKey::new()) };
+            unsafe { ProducerKey::new(&*buf) }.count_dropped();
         }
         compiler_fence(Ordering::SeqCst);
         ctx.leave(d);
@@ -291,7 +291,7 @@ pub(crate) fn close_own_packet() {
         if d == 1 && !buf.is_null() {
             // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol
             // waits), and this thread is its producer.
-            unsafe { &*buf }.close_open_packet(&unsafe { ProducerKey::new() }, || now(ctx));
+            unsafe { ProducerKey::new(&*buf) }.close_open_packet(|| now(ctx));
         }
         compiler_fence(Ordering::SeqCst);
         ctx.leave(d);

@@ -24,7 +24,7 @@
 #![cfg(hushtrace_loom)]
 
 use hushtrace::handover::Handover;
-use hushtrace::ring::{BufState, Buffer, ConsumerKey, Ident, Mode, ProducerKey};
+use hushtrace::ring::{BufState, Buffer, ConsumerKey, ConsumerRight, Ident, Mode, ProducerKey};
 use hushtrace_ctf::layout::{
     parse_event_header, read_u32, read_u64, COMPACT_HEADER_LEN, OFF_CONTENT_SIZE,
     OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, OFF_TIMESTAMP_BEGIN, OFF_VTID, PACKET_HEADER_LEN,
@@ -33,11 +33,18 @@ use loom::cell::UnsafeCell;
 use loom::sync::atomic::{fence, AtomicBool, AtomicPtr, AtomicU32, Ordering};
 use loom::sync::Arc;
 
-// SAFETY: in every model, the thread that calls producer methods on a buffer is the one the
-// model attaches it to (or the consumer after quiescence), and one thread plays the consumer.
-const PK: &ProducerKey = &unsafe { ProducerKey::new() };
-// SAFETY: as above.
-const CK: &ConsumerKey = &unsafe { ConsumerKey::new() };
+/// The producer key of `b`.
+fn pk(b: &Buffer) -> ProducerKey<'_> {
+    // SAFETY: in every model, the thread that calls producer methods on a buffer is the one the
+    // model attaches it to (or the consumer after quiescence).
+    unsafe { ProducerKey::new(b) }
+}
+
+/// The consumer key of `b`.
+fn ck(b: &Buffer) -> ConsumerKey<'_> {
+    // SAFETY: in every model one thread plays the consumer.
+    ConsumerKey::new(&unsafe { ConsumerRight::new() }, b)
+}
 
 struct Ring {
     h: Handover,
@@ -112,7 +119,7 @@ fn model(bound: Option<usize>, f: impl Fn() + Sync + Send + 'static) {
 
 fn ring(mode: Mode, vtid: u32) -> Arc<Buffer> {
     let b = Buffer::new(SUBBUF, SLOTS, mode, 0, [7; 16]).expect("heap ring");
-    b.set_ident(PK, ident(vtid));
+    pk(&b).set_ident(ident(vtid));
     Arc::new(b)
 }
 
@@ -127,7 +134,7 @@ fn ident(vtid: u32) -> Ident {
 /// One event at nesting depth 1 (the thread itself, not a signal handler), carrying `n`.
 /// Returns whether it was written (otherwise it was dropped and counted).
 fn event(b: &Buffer, n: u64) -> bool {
-    match b.reserve_event(PK, 3, 8, 1, || n, || {}) {
+    match pk(&b).reserve_event(3, 8, 1, || n, || {}) {
         Ok(dst) => {
             // SAFETY: `reserve_event` wrote the header and returned 8 writable bytes at `dst`.
             unsafe { (dst as *mut [u8; 8]).write_unaligned(n.to_le_bytes()) };
@@ -213,11 +220,11 @@ fn discard_mode_consumer_reads_every_committed_event_once() {
         };
         let mut read = Vec::new();
         for _ in 0..3 {
-            b.drain(CK, read_into(&mut read));
+            ck(&b).drain(read_into(&mut read));
             loom::thread::yield_now();
         }
         let written = producer.join().unwrap();
-        b.finish(CK, read_into(&mut read));
+        ck(&b).finish(read_into(&mut read));
         assert_eq!(
             payloads(&read),
             written,
@@ -256,7 +263,7 @@ fn overwrite_mode_finish_keeps_the_newest_packets() {
             loom::thread::yield_now();
         }
         let mut read = Vec::new();
-        b.finish(CK, read_into(&mut read));
+        ck(&b).finish(read_into(&mut read));
         assert_eq!(seqs(&read), vec![2, 3], "the newest packets, contiguous");
         assert_eq!(payloads(&read), vec![4, 5, 6]);
         assert_eq!(b.lost(), 4, "packets 0 and 1 overwritten");
@@ -328,7 +335,7 @@ fn stop_detaches_waits_for_quiescence_and_finishes() {
             loom::thread::yield_now();
         }
         let mut read = Vec::new();
-        b.finish(CK, read_into(&mut read));
+        ck(&b).finish(read_into(&mut read));
         let written = producer.join().unwrap();
         assert_eq!(
             payloads(&read),
@@ -369,7 +376,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
                 if b.state
                     .transition(BufState::Pooled, BufState::Attached, Ordering::Acquire)
                 {
-                    b.set_ident(PK, ident(2));
+                    pk(&b).set_ident(ident(2));
                     for n in 10..13 {
                         assert!(event(&b, n));
                     }
@@ -383,8 +390,8 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
         while b.state.load(Ordering::Acquire) != BufState::Exited {
             loom::thread::yield_now();
         }
-        b.finish(CK, read_into(&mut read));
-        b.recycle(CK);
+        ck(&b).finish(read_into(&mut read));
+        ck(&b).recycle();
         let attached = loop {
             if b.state.load(Ordering::Acquire) == BufState::Exited {
                 break true;
@@ -395,7 +402,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
             loom::thread::yield_now();
         };
         if attached {
-            b.finish(CK, read_into(&mut read));
+            ck(&b).finish(read_into(&mut read));
             assert_eq!(seqs(&read), vec![0, 1, 2, 3], "the stream continues");
             assert_eq!(
                 read.iter().map(|p| p.vtid).collect::<Vec<_>>(),
@@ -418,7 +425,7 @@ fn exited_buffer_is_finished_recycled_and_continued_by_the_next_thread() {
 fn event_done(b: &Buffer, n: u64) -> bool {
     let ok = event(b, n);
     if ok {
-        b.mark_done(PK);
+        pk(&b).mark_done();
     }
     ok
 }
@@ -469,15 +476,15 @@ fn flush_reads_only_complete_events_of_the_open_packet() {
         };
         let mut read = Vec::new();
         for _ in 0..2 {
-            b.drain(CK, read_into(&mut read));
-            if let Some(open) = b.open_packet(CK) {
+            ck(&b).drain(read_into(&mut read));
+            if let Some(open) = ck(&b).open_packet() {
                 assert_eq!(read_u64(&open.header, OFF_PACKET_SEQ_NUM), Some(open.seq));
                 let begin = read_u64(&open.header, OFF_TIMESTAMP_BEGIN).unwrap();
                 open_events(open.events, begin, open.seq);
             }
         }
         producer.join().unwrap();
-        b.finish(CK, read_into(&mut read));
+        ck(&b).finish(read_into(&mut read));
         assert_eq!(payloads(&read), vec![0, 1, 2]);
     });
 }
@@ -503,7 +510,7 @@ fn snapshot_of_a_live_ring_yields_complete_events() {
         };
         let desc = desc();
         let mut seqs = Vec::new();
-        b.copy_newest(CK, &desc, |bytes, events| {
+        ck(&b).copy_newest(&desc, |bytes, events| {
             let seq = read_u64(bytes, OFF_PACKET_SEQ_NUM).unwrap();
             assert_eq!(
                 read_u64(bytes, OFF_CONTENT_SIZE),

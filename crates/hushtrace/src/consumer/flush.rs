@@ -15,7 +15,7 @@
 use super::sink::Packet;
 use super::Consumer;
 use crate::clock;
-use crate::ring::{BufState, Buffer, Mode};
+use crate::ring::{BufState, Buffer, ConsumerKey, Mode};
 use hushtrace_ctf::layout::{PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::partial::{Renumber, Shipped};
 use std::sync::atomic::Ordering;
@@ -57,7 +57,7 @@ impl Consumer {
                 idle.push(b.instance);
                 continue;
             }
-            let Some(open) = b.open_packet(&self.key) else {
+            let Some(open) = ConsumerKey::new(&self.right, b).open_packet() else {
                 idle.push(b.instance);
                 continue;
             };
@@ -97,8 +97,7 @@ impl Consumer {
                 last_ts,
             });
             st.shipped_events += n;
-            b.set_flush_state(
-                &self.key,
+            ConsumerKey::new(&self.right, b).set_flush_state(
                 st.renumber.extra,
                 Some((open.seq, (from + len) as u64, last_ts)),
             );

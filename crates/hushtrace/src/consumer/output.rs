@@ -5,7 +5,7 @@
 
 use super::sink::{Fate, Packet};
 use super::Consumer;
-use crate::ring::Buffer;
+use crate::ring::{Buffer, ConsumerKey};
 use hushtrace_ctf::layout::{
     read_u64, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, PACKET_HEADER_LEN,
 };
@@ -33,7 +33,7 @@ impl Consumer {
             events = events.saturating_sub(st.shipped_events);
             st.renumber.shipped = None;
             st.shipped_events = 0;
-            b.set_flush_state(&self.key, st.renumber.extra, None);
+            ConsumerKey::new(&self.right, b).set_flush_state(st.renumber.extra, None);
         }
         self.deliver(&Packet {
             instance: b.instance,

@@ -2,7 +2,7 @@
 //! a control client), and the final pass once the session stops.
 
 use super::Consumer;
-use crate::ring::{BufState, Buffer, Mode};
+use crate::ring::{BufState, Buffer, ConsumerKey, Mode};
 use crate::state;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -72,12 +72,12 @@ impl Consumer {
                 }
             }
         }
-        let key = self.key;
         for b in &bufs {
+            let key = ConsumerKey::new(&self.right, b);
             match b.state.load(Ordering::Acquire) {
-                BufState::Attached if last => b.finish(&key, |p, n| self.write_packet(b, p, n)),
+                BufState::Attached if last => key.finish(|p, n| self.write_packet(b, p, n)),
                 BufState::Attached if self.shared.cfg.mode == Mode::Discard => {
-                    b.drain(&key, |p, n| self.write_packet(b, p, n));
+                    key.drain(|p, n| self.write_packet(b, p, n));
                 }
                 BufState::Exited => {
                     // A snapshot requested since this pass began (say, by this thread just
@@ -85,12 +85,12 @@ impl Consumer {
                     if !last {
                         self.take_requested_snapshots();
                     }
-                    b.finish(&key, |p, n| self.write_packet(b, p, n));
-                    b.recycle(&key);
+                    key.finish(|p, n| self.write_packet(b, p, n));
+                    key.recycle();
                     state::exited_buffer_done();
                 }
                 // Only once the stop has quiesced the producers (it sets `stop` after that).
-                BufState::Detached if last => b.finish(&key, |p, n| self.write_packet(b, p, n)),
+                BufState::Detached if last => key.finish(|p, n| self.write_packet(b, p, n)),
                 _ => {}
             }
         }
@@ -159,7 +159,7 @@ impl Consumer {
 
     /// Marks a drained buffer's ring file clean and removes it.
     fn remove_ring(&self, b: &Buffer) {
-        b.mark_clean(&self.key);
+        ConsumerKey::new(&self.right, b).mark_clean();
         if let Some(r) = self.shared.inner.lock().rings.as_mut() {
             r.remove_file(&format!(
                 "{}{}",

@@ -84,7 +84,7 @@ impl Consumer {
             // SAFETY: a session has one consumer at a time (`ensure_running` starts it once;
             // a stop without a consumer thread creates its own for the final pass), and it
             // finishes and recycles only quiescent buffers (`run`).
-            key: unsafe { crate::ring::ConsumerKey::new() },
+            right: unsafe { crate::ring::ConsumerRight::new() },
             sched_error: None,
         };
         c.write_metadata()?;

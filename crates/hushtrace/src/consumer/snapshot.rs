@@ -3,7 +3,7 @@
 //! CTF traces without stopping tracing.
 
 use super::Consumer;
-use crate::ring::{BufState, Buffer, Mode};
+use crate::ring::{BufState, Buffer, ConsumerKey, Mode};
 use crate::state;
 use crate::tracedir::{Dir, TraceFiles};
 use hushtrace_ctf::layout::{METADATA_FILE, STREAM_PREFIX};
@@ -86,7 +86,7 @@ impl Consumer {
         // and the complete part of its open packet (`ring/snapshot.rs`).
         let mut failed = None;
         for b in bufs.iter().filter(live) {
-            b.copy_newest(&self.key, &desc, |bytes, _events| {
+            ConsumerKey::new(&self.right, b).copy_newest(&desc, |bytes, _events| {
                 if let Err(e) = files.append_parts(b.instance, &[bytes]) {
                     let name = format!("{STREAM_PREFIX}{}", b.instance);
                     failed.get_or_insert_with(|| err(&path.join(&name), e));

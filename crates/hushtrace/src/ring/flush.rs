@@ -16,7 +16,7 @@
 
 #![allow(clippy::disallowed_methods)] // the consumer side: not the hot path
 
-use super::{Buffer, ConsumerKey};
+use super::Buffer;
 use crate::primitive::{load_byte, Ordering};
 use hushtrace_ctf::layout::{PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::ringfile::{OFF_DONE, OFF_OPEN_SEQ};
@@ -36,7 +36,7 @@ impl Buffer {
     /// Consumer thread, discard mode, buffer attached: the open packet's complete events, or
     /// `None` when no packet is open, none is complete, or the producer moved on meanwhile
     /// (try again later). The slice stays valid until the consumer drains that packet.
-    pub fn open_packet(&self, _key: &ConsumerKey) -> Option<OpenPacket<'_>> {
+    pub(super) fn open_packet(&self) -> Option<OpenPacket<'_>> {
         let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
         let done = self.hdr_word(OFF_DONE).load(Ordering::Acquire) as usize;
         let s2 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);

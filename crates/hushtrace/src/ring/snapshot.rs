@@ -16,7 +16,7 @@
 
 #![allow(clippy::disallowed_methods)] // the consumer side: not the hot path
 
-use super::{Buffer, ConsumerKey, Ident};
+use super::{Buffer, Ident};
 use crate::primitive::{fence, load_byte, Ordering};
 use hushtrace_ctf::layout::{PacketEnd, PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::metadata::TraceDesc;
@@ -30,12 +30,7 @@ impl Buffer {
 
     /// Consumer: records in the ring header what the flush of idle threads did to this stream
     /// (packets added, the packet shipped in part), for crash recovery.
-    pub(crate) fn set_flush_state(
-        &self,
-        _key: &ConsumerKey,
-        extra: u64,
-        partial: Option<(u64, u64, u64)>,
-    ) {
+    pub(super) fn set_flush_state(&self, extra: u64, partial: Option<(u64, u64, u64)>) {
         use hushtrace_ctf::ringfile::{
             OFF_FLUSH_EXTRA, OFF_FLUSH_OFF, OFF_FLUSH_SEQ, OFF_FLUSH_TS,
         };
@@ -52,12 +47,7 @@ impl Buffer {
     /// first, with its event count, then with the complete events of the open packet as a
     /// packet of their own (module docs; `desc` gives the events' sizes). When the producer
     /// is switching packets at every try (a few), the open packet is left out.
-    pub fn copy_newest(
-        &self,
-        _key: &ConsumerKey,
-        desc: &TraceDesc,
-        mut write: impl FnMut(&[u8], u64),
-    ) {
+    pub(super) fn copy_newest(&self, desc: &TraceDesc, mut write: impl FnMut(&[u8], u64)) {
         let mut copy = vec![0u8; self.subbuf_size];
         for _ in 0..8 {
             let s1 = self.hdr_word(OFF_OPEN_SEQ).load(Ordering::Acquire);
