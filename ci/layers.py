@@ -17,7 +17,10 @@ import subprocess
 import sys
 
 root = pathlib.Path(__file__).resolve().parent.parent
-env = dict(os.environ, CARGO_TARGET_DIR=str(root / "target" / "layers-check"))
+# Its own target directory (ci/layers-check/target), never the workspace's: creating target/
+# before cargo does would leave it without the CACHEDIR.TAG that test helpers look for.
+env = dict(os.environ)
+env.pop("CARGO_TARGET_DIR", None)
 manifest = str(root / "ci" / "layers-check" / "Cargo.toml")
 build = subprocess.run(
     ["cargo", "build", "--release", "--quiet", "--locked", "--manifest-path", manifest], env=env
@@ -25,5 +28,5 @@ build = subprocess.run(
 if build.returncode != 0:
     print("ci/layers.py: cannot build ci/layers-check", file=sys.stderr)
     sys.exit(2)
-exe = root / "target" / "layers-check" / "release" / "layers-check"
+exe = root / "ci" / "layers-check" / "target" / "release" / "layers-check"
 sys.exit(subprocess.run([str(exe)] + sys.argv[1:]).returncode)

@@ -8,7 +8,7 @@ set -euo pipefail
 root="$(cd "$(dirname "$0")/.." && pwd)"
 cd "$root"
 listed="$(grep -o 'path = "[^"]*"' crates/hushtrace/clippy.toml | sed 's/path = "\(.*\)"/\1/' | sort -u)"
-out="$(CLIPPY_CONF_DIR="$root/crates/hushtrace" CARGO_TARGET_DIR="$root/target/lint-probe" \
+out="$(CLIPPY_CONF_DIR="$root/crates/hushtrace" CARGO_TARGET_DIR="$root/ci/lint-probe/target" \
     cargo clippy --quiet --manifest-path ci/lint-probe/Cargo.toml --message-format=short 2>&1 || true)"
 fired="$(grep -o 'use of a disallowed method `[^`]*`' <<<"$out" | sed 's/.*`\(.*\)`/\1/' | sort -u || true)"
 if [ -z "$fired" ]; then

@@ -29,13 +29,12 @@ fn flight_recorder(dir: &std::path::Path) -> hushtrace::Session {
 }
 
 /// The sequence numbers of `fr:tick` events in a trace directory.
-fn seqs(dir: &std::path::Path) -> Option<Vec<i128>> {
-    babeltrace(dir, true).map(|ev| {
-        ev.iter()
-            .filter(|e| e.name == "fr:tick")
-            .map(|e| e.int("seq"))
-            .collect()
-    })
+fn seqs(dir: &std::path::Path) -> Vec<i128> {
+    babeltrace(dir, true)
+        .iter()
+        .filter(|e| e.name == "fr:tick")
+        .map(|e| e.int("seq"))
+        .collect()
 }
 
 #[test]
@@ -66,7 +65,8 @@ fn snapshot_holds_the_newest_events_contiguous_and_tracing_goes_on() {
         path.display()
     );
     assert!(path.join("metadata").is_file());
-    if let Some(s) = seqs(path.parent().unwrap()) {
+    {
+        let s = seqs(path.parent().unwrap());
         // The newest events, contiguous, ending with the last one written before the request.
         assert!(!s.is_empty());
         assert_eq!(
@@ -143,7 +143,8 @@ fn snapshot_from_a_no_syscall_thread_makes_no_syscall() {
     }
     let d = done.expect("the consumer did not write the snapshot");
     std::thread::sleep(Duration::from_millis(50));
-    if let Some(s) = seqs(&d) {
+    {
+        let s = seqs(&d);
         assert!(!s.is_empty());
         assert!(s.windows(2).all(|w| w[1] == w[0] + 1), "contiguous");
         assert!(*s.last().unwrap() >= 5_000);
@@ -202,7 +203,8 @@ fn control_socket_status_enable_disable_snapshot_stop() {
     assert!(stopped, "ctl stop did not stop the session");
     let stats = session.stop().unwrap();
     assert!(stats.events_written >= 1);
-    if let Some(ev) = babeltrace(&stats.trace_dir, true) {
+    {
+        let ev = babeltrace(&stats.trace_dir, true);
         assert!(ev.iter().any(|e| e.name == "ctl:visible"));
         assert!(
             !ev.iter().any(|e| e.name == "ctl:hidden"),
@@ -337,7 +339,8 @@ fn fork_child_is_controllable_and_recovers_on_its_own() {
     assert_eq!(mine.len(), 1, "{rec:?}");
     assert!(mine[0].recovered.events > 0, "{rec:?}");
     session.stop().unwrap();
-    if let Some(ev) = babeltrace(&dir.join(child.to_string()), true) {
+    {
+        let ev = babeltrace(&dir.join(child.to_string()), true);
         let ticks: Vec<i128> = ev
             .iter()
             .filter(|e| e.name == "fr:tick")

@@ -102,7 +102,8 @@ fn env_overwrite_tiny_buffer_keeps_newest_within_capacity() {
         sizes[0] <= 3 * 4096,
         "at most 3 packets of 4 KiB: {sizes:?}"
     );
-    if let Some(events) = common::babeltrace(&dir, false) {
+    {
+        let events = common::babeltrace(&dir, false);
         assert_eq!(events.len() as u64, w);
         let seqs: Vec<u64> = events.iter().map(|e| e.int("seq") as u64).collect();
         assert_eq!(
@@ -153,7 +154,8 @@ fn env_discard_mode_and_default_keep_oldest() {
             packets * ((4096 - PACKET_HEADER_LEN) / EVENT_LEN) as u64 >= w,
             "{mode:?}: {packets} packets of at most 4096 bytes hold the {w} events"
         );
-        if let Some(events) = common::babeltrace(&dir, d > 0) {
+        {
+            let events = common::babeltrace(&dir, d > 0);
             assert_eq!(events.len() as u64, w);
             assert_eq!(
                 events[0].int("seq"),

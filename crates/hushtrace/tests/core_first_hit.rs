@@ -103,7 +103,8 @@ fn concurrent_first_hits_are_all_written() {
         (total, 0),
         "every call is written, none dropped by a racing first hit: {stats:?}"
     );
-    if let Some(events) = common::babeltrace(&dir, false) {
+    {
+        let events = common::babeltrace(&dir, false);
         assert_eq!(events.len() as u64, total);
         assert!(events.iter().all(|e| e.name == "first_hit:ev"));
     }

@@ -3,7 +3,8 @@
 //! Each scenario runs in a forked child that gets a private mount namespace with its own tmpfs
 //! on `/dev/shm` (`unshare(CLONE_NEWNS)`, `/` made private, a fresh tmpfs of the size the
 //! scenario needs): nothing of the machine's `/dev/shm` is touched. Needs root (or
-//! `CAP_SYS_ADMIN`); elsewhere each test prints why it is skipped.
+//! `CAP_SYS_ADMIN`): the tests are `#[ignore]`d, and `.ci/run` runs them (`--run-ignored all`);
+//! run without root they fail, naming what is missing.
 
 mod common;
 
@@ -16,7 +17,7 @@ use std::time::Duration;
 static SERIAL: Mutex<()> = Mutex::new(());
 
 /// The child's exit code when the private tmpfs cannot be set up.
-const SKIP: i32 = 77;
+const NO_TMPFS: i32 = 77;
 
 macro_rules! check {
     ($cond:expr, $($fmt:tt)*) => {
@@ -76,12 +77,14 @@ fn private_shm(size: &str) -> Result<(), String> {
 fn with_private_shm(size: &str, timeout: Duration, f: impl FnOnce() -> Result<(), String>) {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     // SAFETY: geteuid has no preconditions.
-    if unsafe { libc::geteuid() } != 0 {
-        eprintln!("skipped: needs root for a private tmpfs on /dev/shm");
-        return;
-    }
+    let euid = unsafe { libc::geteuid() };
+    assert_eq!(
+        euid, 0,
+        "needs root for a private tmpfs on /dev/shm (these tests are #[ignore]d: run them as root \
+         with --run-ignored, as .ci/run does)"
+    );
     let (status, msg) = common::run_forked(timeout, || match private_shm(size) {
-        Err(e) => (SKIP, e),
+        Err(e) => (NO_TMPFS, e),
         Ok(()) => common::scenario_exit(f),
     });
     if libc::WIFSIGNALED(status) {
@@ -92,7 +95,7 @@ fn with_private_shm(size: &str, timeout: Duration, f: impl FnOnce() -> Result<()
     }
     match libc::WEXITSTATUS(status) {
         0 => {}
-        SKIP => eprintln!("skipped: no private tmpfs ({msg})"),
+        NO_TMPFS => panic!("no private tmpfs could be mounted on /dev/shm: {msg}"),
         c => panic!("scenario failed (exit {c}): {msg}"),
     }
 }
@@ -154,6 +157,7 @@ fn run_threads(
 /// SIGBUS at the first page the tmpfs could not supply. Now every ring is in private memory
 /// and the trace is complete.
 #[test]
+#[ignore = "needs root: mounts a private tmpfs on /dev/shm (.ci/run runs it)"]
 fn a_one_mib_dev_shm_never_kills_the_program() {
     with_private_shm("1m", Duration::from_secs(120), || {
         let dir = temp_dir("shm-1m");
@@ -180,6 +184,7 @@ fn a_one_mib_dev_shm_never_kills_the_program() {
 /// that fit are ring files (crash-recoverable), the others private memory; the program lives
 /// and the trace is complete.
 #[test]
+#[ignore = "needs root: mounts a private tmpfs on /dev/shm (.ci/run runs it)"]
 fn docker_default_dev_shm_with_twenty_threads() {
     with_private_shm("64m", Duration::from_secs(300), || {
         let dir = temp_dir("shm-64m");
@@ -204,6 +209,7 @@ fn docker_default_dev_shm_with_twenty_threads() {
 /// user): the ring directory is named apart from the `rings` pointer file, the pointer is
 /// written, and `recover` finds every event.
 #[test]
+#[ignore = "needs root: mounts a private tmpfs on /dev/shm (.ci/run runs it)"]
 fn fallback_rings_in_the_trace_directory_are_recoverable() {
     with_private_shm("16m", Duration::from_secs(120), || {
         // SAFETY: geteuid has no preconditions.
@@ -276,6 +282,7 @@ fn fallback_rings_in_the_trace_directory_are_recoverable() {
 /// and kept while a trace does (for `recover`), while their process may run, or when they are
 /// not plainly the tracer's.
 #[test]
+#[ignore = "needs root: mounts a private tmpfs on /dev/shm (.ci/run runs it)"]
 fn stale_ring_directories_are_cleaned_at_the_next_start() {
     with_private_shm("16m", Duration::from_secs(120), || {
         // SAFETY: geteuid has no preconditions.

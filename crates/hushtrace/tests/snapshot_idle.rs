@@ -22,21 +22,13 @@ fn seqs(snap: &std::path::Path, name: &str) -> Vec<i128> {
         .into_iter()
         .filter(|(_, _, n)| *n == full)
         .count();
-    match babeltrace(snap, false) {
-        Some(ev) => {
-            let s: Vec<i128> = ev
-                .iter()
-                .filter(|e| e.name == full)
-                .map(|e| e.int("seq"))
-                .collect();
-            assert_eq!(s.len(), ours, "babeltrace2 and the reader agree on {full}");
-            s
-        }
-        None => {
-            // Without babeltrace2: the count only (the reader does not expose fields here).
-            (0..ours as i128).collect()
-        }
-    }
+    let s: Vec<i128> = babeltrace(snap, false)
+        .iter()
+        .filter(|e| e.name == full)
+        .map(|e| e.int("seq"))
+        .collect();
+    assert_eq!(s.len(), ours, "babeltrace2 and the reader agree on {full}");
+    s
 }
 
 /// A thread that records `n` events of class `idle:<name>` (seq 0..n), says so, and blocks

@@ -32,33 +32,23 @@ impl BtEvent {
     }
 }
 
-/// Whether tests that need external tools may skip when the tool is missing.
-pub fn skip_external() -> bool {
-    std::env::var("HUSHTRACE_SKIP_EXTERNAL").as_deref() == Ok("1")
-}
-
 /// Runs `babeltrace2 --clock-seconds <dir>`; returns its stdout and stderr. Panics (fails the
-/// test) when babeltrace2 is missing, unless `HUSHTRACE_SKIP_EXTERNAL=1` (then `None`).
-pub fn babeltrace_raw(dir: &Path) -> Option<(String, String)> {
+/// test) when babeltrace2 is missing: the suite requires it (`.ci/run` installs it).
+pub fn babeltrace_raw(dir: &Path) -> (String, String) {
     run_babeltrace("--clock-seconds", dir)
 }
 
-/// Runs `babeltrace2 <clock_flag> <dir>`: its stdout and stderr; fails when it fails, or is
-/// missing unless `HUSHTRACE_SKIP_EXTERNAL=1` (then `None`).
-fn run_babeltrace(clock_flag: &str, dir: &Path) -> Option<(String, String)> {
+/// Runs `babeltrace2 <clock_flag> <dir>`: its stdout and stderr; fails when it fails or is
+/// missing.
+fn run_babeltrace(clock_flag: &str, dir: &Path) -> (String, String) {
     let out = match Command::new("babeltrace2")
         .arg(clock_flag)
         .arg(dir)
         .output()
     {
         Ok(o) => o,
-        Err(e) if skip_external() => {
-            eprintln!("skipping babeltrace2 check ({e}); HUSHTRACE_SKIP_EXTERNAL=1");
-            return None;
-        }
         Err(e) => panic!(
-            "babeltrace2 is required for this test ({e}); install it (apt-get install babeltrace2) \
-             or set HUSHTRACE_SKIP_EXTERNAL=1"
+            "babeltrace2 is required for this test ({e}); install it (apt-get install babeltrace2)"
         ),
     };
     let stdout = String::from_utf8(out.stdout).expect("babeltrace2 output is UTF-8");
@@ -68,26 +58,24 @@ fn run_babeltrace(clock_flag: &str, dir: &Path) -> Option<(String, String)> {
         "babeltrace2 failed on {}: {stderr}",
         dir.display()
     );
-    Some((stdout, stderr))
+    (stdout, stderr)
 }
 
 /// Runs babeltrace2 and parses every event. Fails on any warning or error babeltrace2 prints,
 /// unless `allow_warnings` (discarded-event notices are warnings).
-pub fn babeltrace(dir: &Path, allow_warnings: bool) -> Option<Vec<BtEvent>> {
-    let (stdout, stderr) = babeltrace_raw(dir)?;
+pub fn babeltrace(dir: &Path, allow_warnings: bool) -> Vec<BtEvent> {
+    let (stdout, stderr) = babeltrace_raw(dir);
     if !allow_warnings {
         assert!(
             stderr.trim().is_empty(),
             "babeltrace2 printed diagnostics: {stderr}"
         );
     }
-    Some(
-        stdout
-            .lines()
-            .filter(|l| l.starts_with('['))
-            .map(|l| parse_line(l).unwrap_or_else(|| panic!("unparsable line: {l}")))
-            .collect(),
-    )
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| parse_line(l).unwrap_or_else(|| panic!("unparsable line: {l}")))
+        .collect()
 }
 
 fn parse_fields(s: &str) -> BTreeMap<String, String> {
@@ -240,26 +228,24 @@ pub fn thread_stacks(pid: i32) -> String {
 
 /// One event's raw clock value (cycles) with the event, as `babeltrace2 --clock-cycles` prints
 /// it: `(cycles, event)`, in output order (`ts_ns` of the event is 0). Fails on any diagnostic
-/// unless `allow_warnings`; `None` when babeltrace2 is missing and that is allowed.
-pub fn babeltrace_cycles(dir: &Path, allow_warnings: bool) -> Option<Vec<(u64, BtEvent)>> {
-    let (stdout, stderr) = run_babeltrace("--clock-cycles", dir)?;
+/// unless `allow_warnings`.
+pub fn babeltrace_cycles(dir: &Path, allow_warnings: bool) -> Vec<(u64, BtEvent)> {
+    let (stdout, stderr) = run_babeltrace("--clock-cycles", dir);
     if !allow_warnings {
         assert!(stderr.trim().is_empty(), "babeltrace2 printed: {stderr}");
     }
-    Some(
-        stdout
-            .lines()
-            .filter(|l| l.starts_with('['))
-            .map(|l| {
-                let close = l.find(']').unwrap();
-                let cycles = l[1..close].parse::<u64>().unwrap_or_else(|_| panic!("{l}"));
-                // The rest of the line is as with --clock-seconds.
-                let e = parse_line(&format!("[0.0{}", &l[close..]))
-                    .unwrap_or_else(|| panic!("unparsable line: {l}"));
-                (cycles, e)
-            })
-            .collect(),
-    )
+    stdout
+        .lines()
+        .filter(|l| l.starts_with('['))
+        .map(|l| {
+            let close = l.find(']').unwrap();
+            let cycles = l[1..close].parse::<u64>().unwrap_or_else(|_| panic!("{l}"));
+            // The rest of the line is as with --clock-seconds.
+            let e = parse_line(&format!("[0.0{}", &l[close..]))
+                .unwrap_or_else(|| panic!("unparsable line: {l}"));
+            (cycles, e)
+        })
+        .collect()
 }
 
 /// `(vtid, cycles, name)` of every event of the session in `dir` as hushtrace's own reader
@@ -282,11 +268,9 @@ pub fn reader_cycles(dir: &Path) -> Vec<(u32, u64, String)> {
 
 /// Checks that babeltrace2 and hushtrace's reader give every event the same clock value in
 /// cycles, stream by stream (by vtid), and that each stream's values never go backwards.
-/// Returns the number of events compared (0 when babeltrace2 is missing and allowed).
+/// Returns the number of events compared.
 pub fn assert_same_cycles(dir: &Path, allow_warnings: bool) -> usize {
-    let Some(bt) = babeltrace_cycles(dir, allow_warnings) else {
-        return 0;
-    };
+    let bt = babeltrace_cycles(dir, allow_warnings);
     let mut ours: BTreeMap<u32, Vec<(u64, String)>> = BTreeMap::new();
     for (vtid, c, name) in reader_cycles(dir) {
         ours.entry(vtid).or_default().push((c, name));
