@@ -119,10 +119,17 @@ fn user_clock(dir: &Path) -> Option<(hushtrace_ctf::metadata::ClockDesc, [u8; 16
     Some((t.desc.clock.clone(), t.desc.clock_uuid))
 }
 
-/// Removes the ftrace instances of dead recorders (`hushtrace recover`); one line each.
+/// Removes the ftrace instances of provably gone recorders (`hushtrace recover`), and says
+/// which were left alone and why; one line each.
 pub fn remove_stale() -> Vec<String> {
-    hushtrace_kernel::tracefs::remove_stale_anywhere()
-        .into_iter()
+    let c = hushtrace_kernel::tracefs::remove_stale_anywhere();
+    c.removed
+        .iter()
         .map(|n| format!("removed the ftrace instance {n} of a dead `hushtrace record`"))
+        .chain(
+            c.left
+                .iter()
+                .map(|(n, why)| format!("left the ftrace instance {n} alone: {why}")),
+        )
         .collect()
 }

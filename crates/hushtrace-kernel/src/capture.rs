@@ -4,9 +4,10 @@
 use crate::clock::{self, TraceClock};
 use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter, KERNEL_DIR};
 use crate::format::{EventFormat, Field, PageHeader};
+use crate::owner::Owner;
 use crate::page::{Missed, Page};
 use crate::schema::{Category, Ty, CLASSES};
-use crate::tracefs::{self, AccessError, Instance, INSTANCE_PREFIX};
+use crate::tracefs::{self, AccessError, CreateError, Instance};
 use hushtrace_ctf::metadata::ClockDesc;
 use std::collections::HashMap;
 use std::io;
@@ -77,6 +78,15 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<CreateError> for Error {
+    fn from(e: CreateError) -> Self {
+        match e {
+            CreateError::Access(a) => Error::Access(a),
+            other => Error::Other(other.to_string()),
+        }
+    }
+}
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {
@@ -208,10 +218,13 @@ impl Capture {
     /// before anything is created when tracefs cannot be used.
     pub fn start(session_dir: &Path, opts: &Options) -> Result<Capture, Error> {
         let root = tracefs::find_or_mount().map_err(Error::Access)?;
-        let stale = tracefs::remove_stale(&root);
+        let stale = tracefs::remove_stale(&root).removed;
         let pid = std::process::id();
-        let main =
-            Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}")).map_err(Error::Access)?;
+        // Instance names unique across PID namespaces: see `crate::owner`.
+        let me = Owner::current().map_err(|e| {
+            Error::Other(format!("--kernel: this process's identity in /proc: {e}"))
+        })?;
+        let main = Instance::create(&root, &me.instance_name("")).map_err(Error::from)?;
         let mut cap = Capture {
             instances: vec![main],
             readers: Vec::new(),
@@ -227,8 +240,7 @@ impl Capture {
         // From here on, an error drops `cap`, which removes the instance.
         cap.guard = spawn_guard(&[
             cap.instances[0].path.clone(),
-            root.join("instances")
-                .join(format!("{INSTANCE_PREFIX}{pid}-sys")),
+            root.join("instances").join(me.instance_name("sys")),
         ])
         .ok();
         let header = PageHeader::parse(&tracefs::read(&root.join("events/header_page"))?)
@@ -270,8 +282,7 @@ impl Capture {
         let dec = cap.setup(&inst, &main_cats, opts.buffer_size_kb, None)?;
         cap.spawn_readers(&inst, &header, dec, 0)?;
         if opts.categories.contains(&Category::Syscalls) {
-            let sys = Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}-sys"))
-                .map_err(Error::Access)?;
+            let sys = Instance::create(&root, &me.instance_name("sys")).map_err(Error::from)?;
             let path = sys.path.clone();
             cap.instances.push(sys);
             let dec = cap.setup(&path, &[Category::Syscalls], opts.buffer_size_kb, Some(pid))?;

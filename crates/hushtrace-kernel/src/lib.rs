@@ -5,9 +5,10 @@
 //! whole machine, so that "why was this cycle late?" has an answer: preempted by whom, blocked
 //! how long, interrupted by what.
 //!
-//! * [`tracefs`]: a private ftrace instance (`instances/hushtrace-<pid>`), never the global
-//!   buffer; removed at the end, by a guard process if the recorder dies, and stale ones of
-//!   dead recorders by the next run or `hushtrace recover`.
+//! * [`tracefs`]: a private ftrace instance, never the global buffer, named after its
+//!   recorder's pid, PID namespace and start time ([`owner`]) so that recorders in different
+//!   containers never meet; removed at the end, by a guard process if the recorder dies, and
+//!   stale ones of provably gone recorders by the next run or `hushtrace recover`.
 //! * [`format`](mod@format), [`page`]: the kernel's event layouts (from tracefs, nothing hard-coded) and
 //!   its binary ring-buffer pages, read from `per_cpu/cpuN/trace_pipe_raw` by the recorder's
 //!   threads (the traced program is not touched).
@@ -29,6 +30,7 @@ pub mod capture;
 pub mod clock;
 pub mod ctf;
 pub mod format;
+pub mod owner;
 pub mod page;
 pub mod schema;
 pub mod signals;
