@@ -27,11 +27,45 @@ fn lock() -> (std::fs::File, PathBuf) {
     (l, root)
 }
 
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(20));
+/// A recorder in its namespace, killed with it if the test fails (`unshare --kill-child`),
+/// and the stale instance it then leaves removed.
+struct InNamespace(Option<Child>);
+
+impl InNamespace {
+    /// Waits until `mark` exists (its program started); panics with the recorder's stderr if
+    /// it exited first.
+    fn wait_started(&mut self, mark: &Path) {
+        let t0 = Instant::now();
+        while !mark.exists() {
+            let c = self.0.as_mut().unwrap();
+            if c.try_wait().unwrap().is_some() {
+                let out = self.0.take().unwrap().wait_with_output().unwrap();
+                panic!(
+                    "the recorder exited before its program started: {}",
+                    String::from_utf8_lossy(&out.stderr)
+                );
+            }
+            assert!(t0.elapsed() < Duration::from_secs(30), "timed out");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn finish(mut self, name: &str) {
+        let out = self.0.take().unwrap().wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(out.status.success(), "{name}: {stderr}");
+        assert!(stderr.contains("hushtrace: kernel: "), "{name}: {stderr}");
+    }
+}
+
+impl Drop for InNamespace {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            let _ = c.kill();
+            let _ = c.wait();
+            // Its namespace, the guard included, died with it: from here it is provably gone.
+            let _ = tracefs::remove_stale(&tracefs::find_or_mount().unwrap());
+        }
     }
 }
 
@@ -43,15 +77,15 @@ fn mkfifo(p: &Path) {
 
 /// `record --kernel` as pid 1 of a new PID namespace, its program waiting on the FIFO
 /// `gate` (after creating `mark`) before the ping-pong workload.
-fn spawn_in_namespace(out: &Path, mark: &Path, gate: &Path) -> Child {
+fn spawn_in_namespace(out: &Path, mark: &Path, gate: &Path) -> InNamespace {
     let script = format!(
         "echo started > '{}'; read _ < '{}'; exec '{}' pingpong {ROUNDS}",
         mark.display(),
         gate.display(),
         testbin("kernel_workload").display()
     );
-    Command::new("unshare")
-        .args(["--pid", "--fork", "--mount-proc", "--"])
+    let c = Command::new("unshare")
+        .args(["--pid", "--fork", "--kill-child", "--mount-proc", "--"])
         .arg(BIN)
         .args(["record", "--kernel", "sched", "-o"])
         .arg(out)
@@ -59,7 +93,8 @@ fn spawn_in_namespace(out: &Path, mark: &Path, gate: &Path) -> Child {
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
         .spawn()
-        .expect("unshare is required (util-linux)")
+        .expect("unshare is required (util-linux)");
+    InNamespace(Some(c))
 }
 
 /// The hushtrace instances whose recorder is pid 1 of another PID namespace.
@@ -102,13 +137,6 @@ fn busy_threads(m: &HashMap<i64, u64>) -> Vec<i64> {
     v
 }
 
-fn finish(c: Child, name: &str) {
-    let out = c.wait_with_output().unwrap();
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{name}: {stderr}");
-    assert!(stderr.contains("hushtrace: kernel: "), "{name}: {stderr}");
-}
-
 #[test]
 fn kernel_recorders_in_two_pid_namespaces_keep_all_their_events() {
     let (_l, root) = lock();
@@ -119,10 +147,10 @@ fn kernel_recorders_in_two_pid_namespaces_keep_all_their_events() {
     }
 
     // A, then B: both pid 1 of their namespace, both recording.
-    let a = spawn_in_namespace(&p("a"), &p("mark_a"), &p("gate_a"));
-    wait_until("recorder A started its program", || p("mark_a").exists());
-    let b = spawn_in_namespace(&p("b"), &p("mark_b"), &p("gate_b"));
-    wait_until("recorder B started its program", || p("mark_b").exists());
+    let mut a = spawn_in_namespace(&p("a"), &p("mark_a"), &p("gate_a"));
+    a.wait_started(&p("mark_a"));
+    let mut b = spawn_in_namespace(&p("b"), &p("mark_b"), &p("gate_b"));
+    b.wait_started(&p("mark_b"));
     let both = namespaced_instances(&root);
     assert_eq!(both.len(), 2, "one instance each: {both:?}");
 
@@ -147,9 +175,9 @@ fn kernel_recorders_in_two_pid_namespaces_keep_all_their_events() {
 
     // B's workload runs and ends, then A's: A's trace holds both, B's its own.
     std::fs::write(p("gate_b"), "go\n").unwrap();
-    finish(b, "B");
+    b.finish("B");
     std::fs::write(p("gate_a"), "go\n").unwrap();
-    finish(a, "A");
+    a.finish("A");
     let (sa, sb) = (workload_switches(&p("a")), workload_switches(&p("b")));
     let (ba, bb) = (busy_threads(&sa), busy_threads(&sb));
     assert_eq!(bb.len(), 2, "B's trace: {sb:?}");
