@@ -8,6 +8,7 @@ use crate::spans::{Names, SpanStacks};
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
 use hushtrace_kernel::analysis::{Actor, Explanation, Timeline};
+use hushtrace_kernel::recovery::{self, Part};
 use hushtrace_kernel::KernelTrace;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -54,6 +55,9 @@ pub struct SlowSpan {
 pub struct KernelReport {
     /// The kernel trace (`None` if the session has none).
     pub kernel: Option<(KernelTrace, Timeline)>,
+    /// Why the session's kernel trace is not included (it has one, but it cannot be read:
+    /// still being recorded, no metadata).
+    pub kernel_missing: Option<String>,
     /// Per span name, by total off-CPU time, largest first.
     pub rows: Vec<SpanRow>,
     /// The span `--slowest` asked for, and how many instances it has.
@@ -78,13 +82,20 @@ fn merge_into(dst: &mut Vec<(String, i64)>, src: Vec<(String, i64)>) {
 /// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
 /// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
 pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
-    let kernel = match hushtrace_kernel::kernel_dir(&session.dir) {
-        Some(d) => {
+    let (kernel, kernel_missing) = match recovery::part(&session.dir) {
+        Part::Readable(d) => {
             let k = KernelTrace::open(&d)?;
             let t = Timeline::build(&k);
-            Some((k, t))
+            (Some((k, t)), None)
         }
-        None => None,
+        Part::Unreadable(d, why) => (
+            None,
+            Some(format!(
+                "the kernel trace {} is not included: {why}",
+                d.display()
+            )),
+        ),
+        Part::None => (None, None),
     };
     let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
@@ -157,6 +168,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
     });
     Ok(KernelReport {
         kernel,
+        kernel_missing,
         rows,
         slowest_of: slowest.map(|s| (s.to_string(), slow_count)),
         slowest: slow,
@@ -248,12 +260,18 @@ impl KernelReport {
                 }),
             );
         }
+        if let (Some(why), Some(obj)) = (&self.kernel_missing, report.as_object_mut()) {
+            obj.insert("kernel".into(), serde_json::json!({ "error": why }));
+        }
         report
     }
 
     /// The off-CPU section of the text report (empty without a kernel trace).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
+        if let Some(why) = &self.kernel_missing {
+            let _ = writeln!(s, "\nKernel: {why}");
+        }
         let Some((k, _)) = &self.kernel else {
             return s;
         };
@@ -371,7 +389,9 @@ impl KernelReport {
                 let _ = writeln!(s, "       interrupts: {}", list(&described(t, &x.irqs), 4));
             }
         }
-        if self.kernel.is_none() {
+        if let Some(why) = &self.kernel_missing {
+            let _ = writeln!(s, "({why})");
+        } else if self.kernel.is_none() {
             s.push_str(
                 "(no kernel trace: record with `hushtrace record --kernel` to see why they \
                  were late)\n",

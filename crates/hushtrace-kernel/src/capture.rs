@@ -6,6 +6,7 @@ use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter, KERNEL_DIR};
 use crate::format::{EventFormat, Field, PageHeader};
 use crate::owner::Owner;
 use crate::page::{Missed, Page};
+use crate::recovery;
 use crate::schema::{Category, Ty, CLASSES};
 use crate::tracefs::{self, AccessError, CreateError, Instance};
 use hushtrace_ctf::metadata::ClockDesc;
@@ -198,6 +199,8 @@ pub struct Capture {
     guard: Option<Child>,
     stale: Vec<String>,
     warnings: Vec<String>,
+    /// Held while recording: `hushtrace recover` leaves the directory alone meanwhile.
+    recording: Option<recovery::RecordingLock>,
 }
 
 fn uuid_v4() -> [u8; 16] {
@@ -236,6 +239,7 @@ impl Capture {
             guard: None,
             stale,
             warnings: Vec::new(),
+            recording: None,
         };
         // From here on, an error drops `cap`, which removes the instance.
         cap.guard = spawn_guard(&[
@@ -271,6 +275,10 @@ impl Capture {
             .mode(0o700)
             .create(&cap.dir)
             .map_err(|e| Error::Other(format!("{}: {e}", cap.dir.display())))?;
+        cap.recording = Some(recovery::RecordingLock::take(&cap.dir)?);
+        // The metadata before the first packet: a recorder killed from here on leaves a
+        // readable trace (see `crate::recovery`); `finish` replaces it.
+        cap.write_metadata(None)?;
 
         let main_cats: Vec<Category> = opts
             .categories
@@ -439,8 +447,15 @@ impl Capture {
         for inst in &mut self.instances {
             inst.remove();
         }
+        summary.clock_note = self.write_metadata(user_clock)?;
+        Ok(summary)
+    }
+
+    /// Writes (or atomically replaces) the metadata, with the clock `user_clock` gives when
+    /// it is the same clock; returns the clock's note.
+    fn write_metadata(&self, user_clock: Option<(ClockDesc, [u8; 16])>) -> Result<String, Error> {
         let clock = self.kernel_clock(user_clock);
-        summary.clock_note = clock.note.clone();
+        let note = clock.note.clone();
         let meta = KernelMeta {
             uuid: self.uuid,
             clock,
@@ -454,16 +469,8 @@ impl Capture {
                 .collect::<Vec<_>>()
                 .join(","),
         };
-        let path = self.dir.join("metadata");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .and_then(|mut f| io::Write::write_all(&mut f, ctf::to_tsdl(&meta).as_bytes()))
-            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
-        Ok(summary)
+        recovery::write_metadata(&self.dir, &ctf::to_tsdl(&meta))?;
+        Ok(note)
     }
 
     fn kernel_clock(&self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {

@@ -17,6 +17,8 @@
 //! * [`ctf`]: the CTF 1.8 kernel trace under `DIR/kernel/`, with LTTng's kernel event names
 //!   and fields ([`schema`]) so babeltrace2 merges it with the user-space streams and Trace
 //!   Compass opens it as a kernel trace; and its reader.
+//! * [`recovery`]: a kernel trace whose recorder was killed, made readable (`hushtrace
+//!   recover`), and what readers say about a missing or unreadable kernel part.
 //! * [`analysis`]: thread states over time, and off-CPU intervals of a thread in a window.
 //!
 //! Why not libtracefs/libtraceevent or a crate: the crates on crates.io that read ftrace
@@ -32,6 +34,7 @@ pub mod ctf;
 pub mod format;
 pub mod owner;
 pub mod page;
+pub mod recovery;
 pub mod schema;
 pub mod signals;
 pub mod tracefs;

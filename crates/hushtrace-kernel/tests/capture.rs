@@ -100,7 +100,8 @@ fn dropping_a_capture_removes_its_instance() {
     assert!(instance_exists());
     drop(cap);
     assert!(!instance_exists());
-    assert!(!tmp.path().join("kernel/metadata").exists());
+    // The metadata was written at the start: what was recorded still reads.
+    KernelTrace::open(&tmp.path().join("kernel")).unwrap();
 }
 
 #[test]
