@@ -197,19 +197,20 @@ fn packet_sizes(h: &[u8]) -> Option<(u64, u64)> {
     (u32_at(0) == hushtrace_ctf::layout::MAGIC).then(|| (u64_at(48) / 8, u64_at(56) / 8))
 }
 
-/// Walks the packets of stream file `path`: complete ones, then at most one partial one at the
-/// end. Anything else (a bad packet before the end) is an error naming the offset: that is
-/// damage, not an interrupted write, and is not cut away.
+/// Walks the packets of stream file `path` (reading their headers only): complete ones, then
+/// at most one partial one at the end. Anything else (a bad packet before the end) is an error
+/// naming the offset: that is damage, not an interrupted write, and is not cut away.
 fn scan(path: &Path) -> Result<Scan, String> {
-    let data = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    use std::os::unix::fs::FileExt;
+    let named = |e: io::Error| format!("{}: {e}", path.display());
+    let f = File::open(path).map_err(named)?;
+    let len = f.metadata().map_err(named)?.len();
     let mut s = Scan::default();
-    let mut pos = 0usize;
-    while pos < data.len() {
-        let rest = &data[pos..];
-        if rest.len() < PACKET_HEADER_LEN {
-            break;
-        }
-        let Some((content, size)) = packet_sizes(rest) else {
+    let mut pos = 0u64;
+    let mut h = [0u8; PACKET_HEADER_LEN];
+    while len - pos >= PACKET_HEADER_LEN as u64 {
+        f.read_exact_at(&mut h, pos).map_err(named)?;
+        let Some((content, size)) = packet_sizes(&h) else {
             return Err(format!(
                 "{}: byte offset {pos}: not a packet (bad magic)",
                 path.display()
@@ -221,14 +222,14 @@ fn scan(path: &Path) -> Result<Scan, String> {
                 path.display()
             ));
         }
-        if size > rest.len() as u64 {
+        if size > len - pos {
             break;
         }
         s.packets += 1;
-        pos += size as usize;
+        pos += size;
     }
-    s.complete = pos as u64;
-    s.partial = (data.len() - pos) as u64;
+    s.complete = pos;
+    s.partial = len - pos;
     Ok(s)
 }
 
@@ -241,7 +242,7 @@ pub struct Recovery {
     pub cut: Vec<(PathBuf, u64)>,
     /// Whether the temporary file of an interrupted metadata replacement was removed.
     pub temp_removed: bool,
-    /// Events and CPU streams of the trace, once readable.
+    /// Events and CPU streams of the trace, when something was changed and it now reads.
     pub readable: Option<(usize, usize)>,
     /// Whether a live recorder writes it (then nothing was touched).
     pub recording: bool,
@@ -301,7 +302,8 @@ pub fn recover(session_dir: &Path) -> Recovery {
     if r.problem.is_none() {
         r.problem = problem(&dir);
     }
-    if r.problem.is_none() {
+    // What was changed is checked by reading it all (readers read it anyway otherwise).
+    if r.problem.is_none() && r.changed() {
         match KernelTrace::open(&dir) {
             Ok(k) => r.readable = Some((k.events.len(), k.cpus.len())),
             Err(e) => r.problem = Some(e.to_string()),
