@@ -16,7 +16,7 @@ use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
-/// The delays (ms after the program's trace began) the kills happen at, from a fixed seed.
+/// The delays (ms after the ping-pong began) the kills happen at, from a fixed seed.
 fn delays(seed: u64, n: usize) -> Vec<u64> {
     let mut x = seed;
     (0..n)
@@ -24,7 +24,7 @@ fn delays(seed: u64, n: usize) -> Vec<u64> {
             x = x
                 .wrapping_mul(6364136223846793005)
                 .wrapping_add(1442695040888963407);
-            (x >> 33) % 1200
+            200 + (x >> 33) % 1300
         })
         .collect()
 }
@@ -59,9 +59,8 @@ fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
     }
 }
 
-/// A `record --kernel` of a ping-pong that never ends by itself, in a process group of its
-/// own (its guard has another); everything is killed on drop. Its program is its only child
-/// besides the guard.
+/// A `record --kernel` of a program that never ends by itself, in a process group of its own
+/// (its guard has another); everything is killed on drop.
 struct Recording {
     child: Option<Child>,
     pid: u32,
@@ -69,14 +68,20 @@ struct Recording {
 }
 
 impl Recording {
-    /// Starts it and waits until the program's own trace has begun (its metadata is there).
+    /// Starts it and waits until the program's own traces are complete (the ping-pong runs).
     fn start(dir: &Path) -> Recording {
+        // A small program trace (`report` reads it in a moment), then an untraced ping-pong
+        // until killed (scheduler events at a high rate), one process that gets the signals
+        // `record` passes on.
+        let script = format!(
+            "'{}' 2 200 && exec env -u HUSHTRACE_OUTPUT '{}' pingpong 1000000000",
+            testbin("traced_app").display(),
+            testbin("kernel_workload").display()
+        );
         let child = Command::new(BIN)
             .args(["record", "--kernel", "sched", "-o"])
             .arg(dir)
-            .arg("--")
-            .arg(testbin("kernel_workload"))
-            .args(["pingpong", "1000000000"])
+            .args(["--", "sh", "-c", &script])
             .stdout(Stdio::null())
             .stderr(Stdio::piped())
             .process_group(0)
@@ -90,7 +95,7 @@ impl Recording {
         wait_until("the program started", || {
             let c = r.child.as_mut().unwrap();
             assert!(c.try_wait().unwrap().is_none(), "record exited early");
-            user_trace_started(dir)
+            user_traces_done(dir)
         });
         r
     }
@@ -138,11 +143,13 @@ impl Drop for Recording {
     }
 }
 
-/// Whether a process trace (`DIR/<pid>/metadata`) is there.
-fn user_trace_started(dir: &Path) -> bool {
+/// Whether `traced_app` (a process and its child) finished its traces: two statistics files.
+fn user_traces_done(dir: &Path) -> bool {
     std::fs::read_dir(dir).is_ok_and(|rd| {
         rd.flatten()
-            .any(|e| e.file_name() != "kernel" && e.path().join("metadata").is_file())
+            .filter(|e| e.file_name().to_string_lossy().ends_with(".stats.json"))
+            .count()
+            >= 2
     })
 }
 
@@ -225,7 +232,7 @@ fn sigkill_of_record_at_random_moments_leaves_a_readable_kernel_trace() {
     let _l = lock();
     let tmp = tempfile::tempdir().unwrap();
     for (i, ms) in delays(29, 4).into_iter().enumerate() {
-        println!("SIGKILL of record {ms} ms after the program's trace began");
+        println!("SIGKILL of record {ms} ms after the ping-pong began");
         let dir = tmp.path().join(format!("k{i}"));
         let mut r = Recording::start(&dir);
         // While it records: `recover` leaves the kernel trace alone and says so.
@@ -267,7 +274,7 @@ fn sigkill_of_the_guard_at_random_moments_loses_nothing() {
     let tmp = tempfile::tempdir().unwrap();
     for (i, ms) in delays(7, 3).into_iter().enumerate() {
         // The guard alone: record still ends cleanly and removes its instance itself.
-        println!("SIGKILL of the guard {ms} ms after the program's trace began");
+        println!("SIGKILL of the guard {ms} ms after the ping-pong began");
         let dir = tmp.path().join(format!("g{i}"));
         let mut r = Recording::start(&dir);
         std::thread::sleep(Duration::from_millis(ms));

@@ -180,6 +180,9 @@ fn kernel_recorders_in_two_pid_namespaces_keep_all_their_events() {
     a.finish("A");
     let (sa, sb) = (workload_switches(&p("a")), workload_switches(&p("b")));
     let (ba, bb) = (busy_threads(&sa), busy_threads(&sb));
+    println!(
+        "workload threads' switches: A's trace {sa:?}, B's trace {sb:?} ({ROUNDS} rounds each)"
+    );
     assert_eq!(bb.len(), 2, "B's trace: {sb:?}");
     assert_eq!(ba.len(), 4, "A's trace (recording the whole time): {sa:?}");
     assert!(
