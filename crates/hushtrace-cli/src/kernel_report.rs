@@ -55,6 +55,10 @@ pub struct SlowSpan {
 pub struct KernelReport {
     /// The kernel trace (`None` if the session has none).
     pub kernel: Option<(KernelTrace, Timeline)>,
+    /// Where the kernel trace's events begin on every CPU (ns since the epoch) when its
+    /// buffers lost older events (a flight recorder's snapshot: per-CPU rings that wrapped
+    /// at different times): spans before it are not explained (`why` is `None`).
+    pub kernel_from_ns: Option<i64>,
     /// Why the session's kernel trace is not included (it has one, but it cannot be read:
     /// still being recorded, no metadata).
     pub kernel_missing: Option<String>,
@@ -97,6 +101,8 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
         ),
         Part::None => (None, None),
     };
+    let from = kernel.as_ref().and_then(|(k, _)| window_start(k));
+    let in_window = |start: i64| from.is_none_or(|f| start >= f);
     let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
     let mut rows: HashMap<u32, SpanRow> = HashMap::new();
@@ -122,7 +128,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
             }
         }
         let Some((_, t)) = &kernel else { continue };
-        if !t.knows(tid as i32) {
+        if !t.knows(tid as i32) || !in_window(start) {
             continue;
         }
         let x = t.explain(tid as i32, start, start + dur);
@@ -158,6 +164,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
             duration_ns,
             why: kernel
                 .as_ref()
+                .filter(|_| in_window(start_ns))
                 .map(|(_, t)| t.explain(tid as i32, start_ns, start_ns + duration_ns)),
         })
         .collect();
@@ -168,11 +175,27 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
     });
     Ok(KernelReport {
         kernel,
+        kernel_from_ns: from,
         kernel_missing,
         rows,
         slowest_of: slowest.map(|s| (s.to_string(), slow_count)),
         slowest: slow,
     })
+}
+
+/// Where every CPU's events begin, when the kernel lost events (ns since the epoch): the
+/// latest first event of the CPUs. (An idle CPU's late first event narrows it needlessly, never
+/// wrongly.) `None` when nothing was lost: the trace covers the whole recording.
+fn window_start(k: &KernelTrace) -> Option<i64> {
+    if k.discarded == 0 {
+        return None;
+    }
+    let mut first: HashMap<u32, u64> = HashMap::new();
+    for e in &k.events {
+        first.entry(e.cpu).or_insert(e.ts);
+    }
+    let ts = first.into_values().max()?;
+    Some(k.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64)
 }
 
 fn pct(part: i64, whole: i64) -> String {
@@ -353,6 +376,14 @@ impl KernelReport {
                 sp.tid
             );
             let (Some(x), Some(t)) = (&sp.why, timeline) else {
+                if let (Some(f), Some(_)) = (self.kernel_from_ns, timeline) {
+                    let _ = write!(
+                        s,
+                        ": before the kernel trace (its events begin on every CPU at {}: older \
+                         ones were overwritten or lost)",
+                        rfc3339(f)
+                    );
+                }
                 s.push('\n');
                 continue;
             };

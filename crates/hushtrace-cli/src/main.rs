@@ -383,8 +383,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let krec = match kernel.as_deref() {
                 Some(cats) => {
-                    match hushtrace_cli::kernel::start(&opts.output, cats, kernel_buffer_kb, force)
-                    {
+                    let overwrite = opts.mode == Some(Mode::Overwrite);
+                    let k = hushtrace_cli::kernel::start(
+                        &opts.output,
+                        cats,
+                        kernel_buffer_kb,
+                        force,
+                        overwrite,
+                    );
+                    match k {
                         Ok(k) => Some(k),
                         Err(code) => return Ok(code),
                     }

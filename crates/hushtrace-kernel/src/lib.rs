@@ -17,6 +17,8 @@
 //! * [`ctf`]: the CTF 1.8 kernel trace under `DIR/kernel/`, with LTTng's kernel event names
 //!   and fields ([`schema`]) so babeltrace2 merges it with the user-space streams and Trace
 //!   Compass opens it as a kernel trace; and its reader.
+//! * [`flight`]: in overwrite mode, the kernel's rings written beside each snapshot of the
+//!   program (`<session>/snapshots/<n>/kernel/`).
 //! * [`recovery`]: a kernel trace whose recorder was killed, made readable (`hushtrace
 //!   recover`), and what readers say about a missing or unreadable kernel part.
 //! * [`analysis`]: thread states over time, and off-CPU intervals of a thread in a window.
@@ -31,6 +33,7 @@ pub mod analysis;
 pub mod capture;
 pub mod clock;
 pub mod ctf;
+pub mod flight;
 pub mod format;
 pub mod owner;
 pub mod page;
