@@ -279,9 +279,14 @@ pub fn recover(session_dir: &Path) -> Recovery {
             return r;
         }
     };
-    let tmp = dir.join(TEMP_METADATA);
-    if std::fs::symlink_metadata(&tmp).is_ok() {
-        r.temp_removed = std::fs::remove_file(&tmp).is_ok();
+    // `.metadata.tmp` (here) or `.metadata.recover.tmp` (`hushtrace_ctf`'s replace).
+    if let Ok(rd) = std::fs::read_dir(&dir) {
+        for e in rd.flatten() {
+            let n = e.file_name().to_string_lossy().into_owned();
+            if n.starts_with(".metadata") && n.ends_with(".tmp") {
+                r.temp_removed |= std::fs::remove_file(e.path()).is_ok();
+            }
+        }
     }
     match streams(&dir) {
         Ok(files) => {
@@ -381,6 +386,7 @@ mod tests {
             b.extend_from_slice(&whole[..keep]);
             std::fs::write(&stream, &b).unwrap();
             std::fs::write(k.join(TEMP_METADATA), "half").unwrap();
+            std::fs::write(k.join(".metadata.recover.tmp"), "half").unwrap();
             assert!(
                 matches!(part(tmp.path()), Part::Unreadable(_, ref w) if w.contains("partial")),
                 "{:?}",
@@ -390,6 +396,7 @@ mod tests {
             assert_eq!(r.problem, None);
             assert_eq!(r.cut, [(stream.clone(), keep as u64)]);
             assert!(r.temp_removed);
+            assert!(!k.join(".metadata.recover.tmp").exists() && !k.join(TEMP_METADATA).exists());
             assert_eq!(r.readable, Some((30, 1)));
             assert_eq!(std::fs::read(&stream).unwrap(), whole);
             assert_eq!(part(tmp.path()), Part::Readable(k.clone()));
