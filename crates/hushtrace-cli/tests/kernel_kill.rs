@@ -317,9 +317,28 @@ fn report_and_convert_say_when_the_kernel_part_cannot_be_read() {
     wait_until("the guard removed the instances", || {
         instances_of(r.pid).is_empty()
     });
+    let d = dir.to_str().unwrap();
+    // A partial packet at the end of a stream (a SIGKILL in the middle of a write): `report`
+    // cuts it first, says so, and reads the rest.
+    let stream = dir.join("kernel/channel0_0");
+    let mut b = std::fs::read(&stream).unwrap();
+    let whole = b.len();
+    b.extend_from_slice(&[0xc1, 0x1f, 0xfc, 0xc1, 0, 1, 2]);
+    std::fs::write(&stream, &b).unwrap();
+    let o = hushtrace(&["report", d]);
+    let (out, err) = (
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr),
+    );
+    assert!(o.status.success(), "{err}");
+    assert!(
+        err.contains("cut the partial packet (7 bytes)") && err.contains("as `hushtrace recover`"),
+        "{err}"
+    );
+    assert!(out.contains("Kernel ("), "{out}");
+    assert_eq!(std::fs::metadata(&stream).unwrap().len(), whole as u64);
     // A kernel part without its metadata (as an older hushtrace left it after a SIGKILL).
     std::fs::remove_file(dir.join("kernel/metadata")).unwrap();
-    let d = dir.to_str().unwrap();
     let o = hushtrace(&["report", d]);
     let out = String::from_utf8_lossy(&o.stdout);
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
