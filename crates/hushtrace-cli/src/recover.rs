@@ -64,8 +64,8 @@ fn describe_kernel(kdir: &Path, r: &Recovery) -> Vec<String> {
             "kernel: the kernel trace {} is not readable: {why}",
             kdir.display()
         )),
-        (None, Some((events, cpus))) if r.changed() => lines.push(format!(
-            "kernel: {} reads: {events} events on {cpus} CPU stream(s)",
+        (None, Some(cpus)) if r.changed() => lines.push(format!(
+            "kernel: {} reads again ({cpus} CPU(s))",
             kdir.display()
         )),
         _ => {}

@@ -12,7 +12,8 @@
 //! * [`part`] tells a reader whether the session has a kernel part and whether it can be read,
 //!   so that none is ever skipped without a word.
 
-use crate::ctf::{KernelTrace, KERNEL_DIR, PACKET_HEADER_LEN, STREAM_PREFIX};
+use crate::ctf::{KernelTrace, KERNEL_DIR, STREAM_PREFIX};
+use hushtrace_ctf::layout;
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -189,12 +190,18 @@ struct Scan {
     partial: u64,
 }
 
-/// The bytes of packet header and context that say a packet's size: `(content, packet)` in
-/// bytes, from the kernel stream layout of [`crate::ctf`]; `None` when the magic is wrong.
+/// Bytes of a packet's beginning that say its size (magic, UUID, ids, times, content and
+/// packet sizes): the same offsets in every hushtrace packet header
+/// ([`hushtrace_ctf::layout`]), whatever follows them.
+const SIZES_END: usize = layout::OFF_PACKET_SIZE + 8;
+
+/// `(content, packet)` sizes in bytes of the packet beginning with `h` (at least
+/// [`SIZES_END`] bytes); `None` when the magic is wrong.
 fn packet_sizes(h: &[u8]) -> Option<(u64, u64)> {
-    let u32_at = |o: usize| u32::from_le_bytes(h[o..o + 4].try_into().expect("4 bytes"));
-    let u64_at = |o: usize| u64::from_le_bytes(h[o..o + 8].try_into().expect("8 bytes"));
-    (u32_at(0) == hushtrace_ctf::layout::MAGIC).then(|| (u64_at(48) / 8, u64_at(56) / 8))
+    (layout::read_u32(h, layout::OFF_MAGIC)? == layout::MAGIC).then_some((
+        layout::read_u64(h, layout::OFF_CONTENT_SIZE)? / 8,
+        layout::read_u64(h, layout::OFF_PACKET_SIZE)? / 8,
+    ))
 }
 
 /// Walks the packets of stream file `path` (reading their headers only): complete ones, then
@@ -207,8 +214,8 @@ fn scan(path: &Path) -> Result<Scan, String> {
     let len = f.metadata().map_err(named)?.len();
     let mut s = Scan::default();
     let mut pos = 0u64;
-    let mut h = [0u8; PACKET_HEADER_LEN];
-    while len - pos >= PACKET_HEADER_LEN as u64 {
+    let mut h = [0u8; SIZES_END];
+    while len - pos >= SIZES_END as u64 {
         f.read_exact_at(&mut h, pos).map_err(named)?;
         let Some((content, size)) = packet_sizes(&h) else {
             return Err(format!(
@@ -216,7 +223,7 @@ fn scan(path: &Path) -> Result<Scan, String> {
                 path.display()
             ));
         };
-        if content < PACKET_HEADER_LEN as u64 || size < content {
+        if content < SIZES_END as u64 || size < content {
             return Err(format!(
                 "{}: byte offset {pos}: packet size {size} / content {content} impossible",
                 path.display()
@@ -242,8 +249,8 @@ pub struct Recovery {
     pub cut: Vec<(PathBuf, u64)>,
     /// Whether the temporary file of an interrupted metadata replacement was removed.
     pub temp_removed: bool,
-    /// Events and CPU streams of the trace, when something was changed and it now reads.
-    pub readable: Option<(usize, usize)>,
+    /// The CPUs of the trace, when something was changed and it now opens.
+    pub readable: Option<usize>,
     /// Whether a live recorder writes it (then nothing was touched).
     pub recording: bool,
     /// Why it is still not readable (a live recorder, no metadata, damage).
@@ -310,7 +317,7 @@ pub fn recover(session_dir: &Path) -> Recovery {
     // What was changed is checked by reading it all (readers read it anyway otherwise).
     if r.problem.is_none() && r.changed() {
         match KernelTrace::open(&dir) {
-            Ok(k) => r.readable = Some((k.events.len(), k.cpus.len())),
+            Ok(k) => r.readable = Some(k.cpus.len()),
             Err(e) => r.problem = Some(e.to_string()),
         }
     }
@@ -381,7 +388,7 @@ mod tests {
         let stream = trace(&k, 3);
         let whole = std::fs::read(&stream).unwrap();
         let packet = whole.len() / 3;
-        for keep in [1, PACKET_HEADER_LEN - 1, PACKET_HEADER_LEN + 5, packet - 1] {
+        for keep in [1, SIZES_END - 1, SIZES_END + 5, packet - 1] {
             let mut b = whole.clone();
             b.extend_from_slice(&whole[..keep]);
             std::fs::write(&stream, &b).unwrap();
@@ -397,7 +404,8 @@ mod tests {
             assert_eq!(r.cut, [(stream.clone(), keep as u64)]);
             assert!(r.temp_removed);
             assert!(!k.join(".metadata.recover.tmp").exists() && !k.join(TEMP_METADATA).exists());
-            assert_eq!(r.readable, Some((30, 1)));
+            assert_eq!(r.readable, Some(1));
+            assert_eq!(KernelTrace::open(&k).unwrap().events.len(), 30);
             assert_eq!(std::fs::read(&stream).unwrap(), whole);
             assert_eq!(part(tmp.path()), Part::Readable(k.clone()));
             // Again: nothing to do.
@@ -445,7 +453,7 @@ mod tests {
         assert_eq!(std::fs::read(&stream).unwrap().len(), b.len());
         drop(lock);
         let r = recover(tmp.path());
-        assert_eq!((r.problem, r.readable), (None, Some((10, 1))));
+        assert_eq!((r.problem, r.readable), (None, Some(1)));
         // The kernel directory itself names the same part.
         assert_eq!(part(&k), Part::Readable(k.clone()));
     }
