@@ -20,6 +20,10 @@
 //!
 //! Snapshots written elsewhere (`ctl PID snapshot -o DIR`) are not seen and have no kernel
 //! part. At the end `record` writes what the rings hold then into `<session>/kernel/`.
+//!
+//! Known limit: with the `syscalls` category, the system-call instance follows every task
+//! `record` creates after its start, so the threads that copy a snapshot (created then) have
+//! their own system calls recorded too.
 
 use crate::capture::{Capture, Error};
 use crate::ctf::KERNEL_DIR;
