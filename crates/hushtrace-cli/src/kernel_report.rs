@@ -55,9 +55,10 @@ pub struct SlowSpan {
 pub struct KernelReport {
     /// The kernel trace (`None` if the session has none).
     pub kernel: Option<(KernelTrace, Timeline)>,
-    /// Where the kernel trace's events begin on every CPU (ns since the epoch) when its
-    /// buffers lost older events (a flight recorder's snapshot: per-CPU rings that wrapped
-    /// at different times): spans before it are not explained (`why` is `None`).
+    /// Where the kernel trace's events begin on every CPU (ns since the epoch) when some
+    /// CPU's buffer lost events before its first one (a flight recorder's snapshot: per-CPU
+    /// rings that wrapped at different times; see `recovery::complete_from`): spans before it
+    /// are not explained (`why` is `None`).
     pub kernel_from_ns: Option<i64>,
     /// Why the session's kernel trace is not included (it has one, but it cannot be read:
     /// still being recorded, no metadata).
@@ -101,7 +102,10 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
         ),
         Part::None => (None, None),
     };
-    let from = kernel.as_ref().and_then(|(k, _)| window_start(k));
+    let from = kernel
+        .as_ref()
+        .and_then(|(k, _)| Some(k.epoch_ns(recovery::complete_from(&k.dir)?)))
+        .map(|ns| ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64);
     let in_window = |start: i64| from.is_none_or(|f| start >= f);
     let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
@@ -181,21 +185,6 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
         slowest_of: slowest.map(|s| (s.to_string(), slow_count)),
         slowest: slow,
     })
-}
-
-/// Where every CPU's events begin, when the kernel lost events (ns since the epoch): the
-/// latest first event of the CPUs. (An idle CPU's late first event narrows it needlessly, never
-/// wrongly.) `None` when nothing was lost: the trace covers the whole recording.
-fn window_start(k: &KernelTrace) -> Option<i64> {
-    if k.discarded == 0 {
-        return None;
-    }
-    let mut first: HashMap<u32, u64> = HashMap::new();
-    for e in &k.events {
-        first.entry(e.cpu).or_insert(e.ts);
-    }
-    let ts = first.into_values().max()?;
-    Some(k.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64)
 }
 
 fn pct(part: i64, whole: i64) -> String {

@@ -145,15 +145,27 @@ fn snapshots_in_overwrite_mode_include_the_kernel_and_explain_late_spans() {
         // Every slowest round is explained, unless it began before every CPU's ring does
         // (the rings wrapped at different times): then it is said to be older, never taken
         // for time on the CPU.
+        // (Where that is: the latest first event of the CPUs whose ring wrapped, seen in the
+        // events of this trace.)
         let mut first = std::collections::HashMap::new();
         for e in &kt.events {
             first.entry(e.cpu).or_insert(e.ts);
         }
-        let begin = if kt.discarded > 0 {
-            kt.epoch_ns(*first.values().max().unwrap()) as i64
-        } else {
-            i64::MIN // the rings did not wrap: they hold everything since the last read
-        };
+        let wrapped: Vec<u64> = std::fs::read_dir(&kt.dir)
+            .unwrap()
+            .flatten()
+            .filter(|e| e.file_name().to_string_lossy().starts_with("channel"))
+            .filter_map(|e| {
+                let b = std::fs::read(e.path()).ok()?;
+                let lost = u64::from_le_bytes(b.get(72..80)?.try_into().ok()?);
+                let cpu = u32::from_le_bytes(b.get(80..84)?.try_into().ok()?);
+                (lost > 0).then(|| first.get(&cpu).copied()).flatten()
+            })
+            .collect();
+        let begin = wrapped
+            .iter()
+            .max()
+            .map_or(i64::MIN, |&ts| kt.epoch_ns(ts) as i64);
         let k = kernel_report::compute(&session, Some("pp:round"), 50).unwrap();
         let text = k.slowest_text();
         for sp in &k.slowest {

@@ -240,6 +240,30 @@ fn scan(path: &Path) -> Result<Scan, String> {
     Ok(s)
 }
 
+/// Where every CPU's events begin in kernel trace `dir`, in its clock's cycles, when some
+/// stream lost events before its first one (a ring that wrapped: a flight recorder's
+/// snapshot, or a buffer that filled before it was first read): the latest begin of those
+/// streams' first packets. Before it some CPU's events are missing, so a thread's time there
+/// cannot be told. `None` when no stream lost events before its first: the trace covers its
+/// whole recording.
+pub fn complete_from(dir: &Path) -> Option<u64> {
+    use std::os::unix::fs::FileExt;
+    let mut from = None;
+    for p in streams(dir).ok()? {
+        let mut h = [0u8; layout::OFF_EVENTS_DISCARDED + 8];
+        let Ok(f) = File::open(&p) else { continue };
+        if f.read_exact_at(&mut h, 0).is_err() || packet_sizes(&h).is_none() {
+            continue;
+        }
+        let discarded = layout::read_u64(&h, layout::OFF_EVENTS_DISCARDED).unwrap_or(0);
+        let begin = layout::read_u64(&h, layout::OFF_TIMESTAMP_BEGIN).unwrap_or(0);
+        if discarded > 0 {
+            from = from.max(Some(begin));
+        }
+    }
+    from
+}
+
 /// What [`recover`] did to a kernel trace.
 #[derive(Debug, Default)]
 pub struct Recovery {
@@ -411,6 +435,31 @@ mod tests {
             // Again: nothing to do.
             assert!(!recover(tmp.path()).changed());
         }
+    }
+
+    #[test]
+    fn complete_from_is_the_latest_start_of_the_streams_that_lost_events() {
+        let tmp = tempfile::tempdir().unwrap();
+        let k = tmp.path().join(KERNEL_DIR);
+        trace(&k, 1); // channel0_0: events from 0, nothing lost
+        assert_eq!(complete_from(&k), None);
+        let ev = |w: &mut StreamWriter, ts| {
+            w.event(
+                id_of("sched_waking").unwrap(),
+                ts,
+                &[Out::Text(b"x"), Out::Int(1), Out::Int(2), Out::Int(3)],
+            )
+            .unwrap()
+        };
+        for (cpu, first) in [(1u32, 500u64), (2, 300)] {
+            let path = k.join(format!("channel0_{cpu}"));
+            let mut w = StreamWriter::create(&path, meta().uuid, u64::from(cpu), cpu).unwrap();
+            w.lost(7);
+            ev(&mut w, first);
+            ev(&mut w, first + 1000);
+            w.flush().unwrap();
+        }
+        assert_eq!(complete_from(&k), Some(500));
     }
 
     #[test]
