@@ -2,15 +2,21 @@
 //! `hushtrace-kernel` crate), and `recover`'s removal of ftrace instances left by killed
 //! recorders.
 
+use hushtrace_kernel::flight::{SnapshotSummary, Watcher};
 use hushtrace_kernel::{Capture, Options};
 use std::path::Path;
 use std::process::ExitCode;
+use std::sync::Arc;
 
 /// A kernel recording around the program's run.
 #[derive(Debug)]
 pub struct KernelRecording {
-    capture: Capture,
+    /// Shared with the snapshot watcher (overwrite mode) until the end.
+    capture: Arc<Capture>,
     signals: Option<hushtrace_kernel::signals::Forwarder>,
+    snapshots: Option<Watcher>,
+    /// Flight recorder: lost events are the oldest, overwritten.
+    overwrite: bool,
 }
 
 /// Starts recording the kernel into `output/kernel/` before the program runs. `Err` holds the
@@ -18,12 +24,15 @@ pub struct KernelRecording {
 /// been printed).
 ///
 /// `categories` is the value of `--kernel` (`sched,irq,syscalls`), `force` whether an old
-/// kernel trace may be replaced.
+/// kernel trace may be replaced, `overwrite` the flight-recorder mode (`--mode overwrite`: the
+/// kernel's newest events are written beside every snapshot of the program, see
+/// `hushtrace_kernel::flight`).
 pub fn start(
     output: &Path,
     categories: &str,
     buffer_kb: Option<u32>,
     force: bool,
+    overwrite: bool,
 ) -> Result<KernelRecording, ExitCode> {
     let categories = hushtrace_kernel::parse_categories(categories).map_err(|e| {
         eprintln!("hushtrace: error: {e}");
@@ -47,6 +56,7 @@ pub fn start(
     let opts = Options {
         categories,
         buffer_size_kb: buffer_kb.unwrap_or(Options::default().buffer_size_kb),
+        overwrite,
     };
     // Before the capture starts: see `Forwarder::install`.
     let signals = hushtrace_kernel::signals::Forwarder::install().ok();
@@ -59,7 +69,54 @@ pub fn start(
             hushtrace_kernel::Error::Other(_) => ExitCode::FAILURE,
         }
     })?;
-    Ok(KernelRecording { capture, signals })
+    let capture = Arc::new(capture);
+    let snapshots = if overwrite {
+        let w = Watcher::start(capture.clone(), output.to_path_buf(), say_snapshot);
+        match w {
+            Ok(w) => Some(w),
+            Err(e) => {
+                eprintln!(
+                    "hushtrace: kernel: warning: snapshots will have no kernel part (cannot \
+                     start watching for them: {e})"
+                );
+                None
+            }
+        }
+    } else {
+        None
+    };
+    Ok(KernelRecording {
+        capture,
+        signals,
+        snapshots,
+        overwrite,
+    })
+}
+
+/// One line on stderr per kernel snapshot.
+fn say_snapshot(dir: &Path, r: Result<SnapshotSummary, hushtrace_kernel::Error>) {
+    match r {
+        Ok(s) => {
+            for w in &s.warnings {
+                eprintln!("hushtrace: kernel: warning: {w}");
+            }
+            eprintln!(
+                "hushtrace: kernel: snapshot: {} events{} in {} ({})",
+                s.events,
+                if s.lost > 0 {
+                    format!(" ({} older ones overwritten)", s.lost)
+                } else {
+                    String::new()
+                },
+                s.dir.display(),
+                s.clock_note
+            );
+        }
+        Err(e) => eprintln!(
+            "hushtrace: kernel: error: the snapshot {} has no kernel part: {e}",
+            dir.display()
+        ),
+    }
 }
 
 impl KernelRecording {
@@ -78,8 +135,15 @@ impl KernelRecording {
                 );
             }
         }
+        if let Some(w) = self.snapshots.take() {
+            w.stop();
+        }
         let user_clock = user_clock(output);
-        match self.capture.finish(user_clock) {
+        let Ok(capture) = Arc::try_unwrap(self.capture) else {
+            eprintln!("hushtrace: kernel: error: the kernel recording is still in use");
+            return;
+        };
+        match capture.finish(user_clock) {
             Ok(s) => {
                 for w in &s.warnings {
                     eprintln!("hushtrace: kernel: warning: {w}");
@@ -90,7 +154,9 @@ impl KernelRecording {
                         s.stale_removed.join(", ")
                     );
                 }
-                let lost = if s.lost() > 0 {
+                let lost = if s.lost() > 0 && self.overwrite {
+                    format!(" ({} older ones overwritten: flight recorder)", s.lost())
+                } else if s.lost() > 0 {
                     format!(
                         ", {} LOST (per-CPU buffers full: raise --kernel-buffer-kb)",
                         s.lost()
@@ -119,10 +185,17 @@ fn user_clock(dir: &Path) -> Option<(hushtrace_ctf::metadata::ClockDesc, [u8; 16
     Some((t.desc.clock.clone(), t.desc.clock_uuid))
 }
 
-/// Removes the ftrace instances of dead recorders (`hushtrace recover`); one line each.
+/// Removes the ftrace instances of provably gone recorders (`hushtrace recover`), and says
+/// which were left alone and why; one line each.
 pub fn remove_stale() -> Vec<String> {
-    hushtrace_kernel::tracefs::remove_stale_anywhere()
-        .into_iter()
+    let c = hushtrace_kernel::tracefs::remove_stale_anywhere();
+    c.removed
+        .iter()
         .map(|n| format!("removed the ftrace instance {n} of a dead `hushtrace record`"))
+        .chain(
+            c.left
+                .iter()
+                .map(|(n, why)| format!("left the ftrace instance {n} alone: {why}")),
+        )
         .collect()
 }

@@ -12,6 +12,7 @@
 use crate::output::ConvertError;
 use crate::perfetto_proto::{Clock, ClockSnapshot};
 use hushtrace_ctf::reader::Session;
+use hushtrace_kernel::recovery::Part;
 use hushtrace_kernel::{KEvent, KernelTrace};
 use prost::Message;
 use std::collections::HashMap;
@@ -175,10 +176,19 @@ const BUNDLE_EVENTS: usize = 1024;
 const CLOCK_BOOTTIME: u32 = 6;
 const CLOCK_REALTIME: u32 = 1;
 
-/// The session's kernel trace, if it has one.
+/// The session's kernel trace, if it has one; one that cannot be read as it is (still being
+/// recorded, no metadata) is said on stderr and left out.
 fn open(session: &Session) -> Result<Option<KernelTrace>, ConvertError> {
-    let Some(dir) = hushtrace_kernel::kernel_dir(&session.dir) else {
-        return Ok(None);
+    let dir = match hushtrace_kernel::recovery::part(&session.dir) {
+        Part::Readable(d) => d,
+        Part::Unreadable(d, why) => {
+            eprintln!(
+                "hushtrace: warning: the kernel trace {} is not included: {why}",
+                d.display()
+            );
+            return Ok(None);
+        }
+        Part::None => return Ok(None),
     };
     KernelTrace::open(&dir).map(Some).map_err(|e| {
         ConvertError::Read(hushtrace_ctf::reader::Error::corrupt(

@@ -8,6 +8,7 @@ use crate::spans::{Names, SpanStacks};
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
 use hushtrace_kernel::analysis::{Actor, Explanation, Timeline};
+use hushtrace_kernel::recovery::{self, Part};
 use hushtrace_kernel::KernelTrace;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, HashMap};
@@ -54,6 +55,14 @@ pub struct SlowSpan {
 pub struct KernelReport {
     /// The kernel trace (`None` if the session has none).
     pub kernel: Option<(KernelTrace, Timeline)>,
+    /// Where the kernel trace's events begin on every CPU (ns since the epoch) when some
+    /// CPU's buffer lost events before its first one (a flight recorder's snapshot: per-CPU
+    /// rings that wrapped at different times; see `recovery::complete_from`): spans before it
+    /// are not explained (`why` is `None`).
+    pub kernel_from_ns: Option<i64>,
+    /// Why the session's kernel trace is not included (it has one, but it cannot be read:
+    /// still being recorded, no metadata).
+    pub kernel_missing: Option<String>,
     /// Per span name, by total off-CPU time, largest first.
     pub rows: Vec<SpanRow>,
     /// The span `--slowest` asked for, and how many instances it has.
@@ -78,14 +87,26 @@ fn merge_into(dst: &mut Vec<(String, i64)>, src: Vec<(String, i64)>) {
 /// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
 /// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
 pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
-    let kernel = match hushtrace_kernel::kernel_dir(&session.dir) {
-        Some(d) => {
+    let (kernel, kernel_missing) = match recovery::part(&session.dir) {
+        Part::Readable(d) => {
             let k = KernelTrace::open(&d)?;
             let t = Timeline::build(&k);
-            Some((k, t))
+            (Some((k, t)), None)
         }
-        None => None,
+        Part::Unreadable(d, why) => (
+            None,
+            Some(format!(
+                "the kernel trace {} is not included: {why}",
+                d.display()
+            )),
+        ),
+        Part::None => (None, None),
     };
+    let from = kernel
+        .as_ref()
+        .and_then(|(k, _)| Some(k.epoch_ns(recovery::complete_from(&k.dir)?)))
+        .map(|ns| ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64);
+    let in_window = |start: i64| from.is_none_or(|f| start >= f);
     let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
     let mut rows: HashMap<u32, SpanRow> = HashMap::new();
@@ -111,7 +132,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
             }
         }
         let Some((_, t)) = &kernel else { continue };
-        if !t.knows(tid as i32) {
+        if !t.knows(tid as i32) || !in_window(start) {
             continue;
         }
         let x = t.explain(tid as i32, start, start + dur);
@@ -147,6 +168,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
             duration_ns,
             why: kernel
                 .as_ref()
+                .filter(|_| in_window(start_ns))
                 .map(|(_, t)| t.explain(tid as i32, start_ns, start_ns + duration_ns)),
         })
         .collect();
@@ -157,6 +179,8 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
     });
     Ok(KernelReport {
         kernel,
+        kernel_from_ns: from,
+        kernel_missing,
         rows,
         slowest_of: slowest.map(|s| (s.to_string(), slow_count)),
         slowest: slow,
@@ -248,12 +272,18 @@ impl KernelReport {
                 }),
             );
         }
+        if let (Some(why), Some(obj)) = (&self.kernel_missing, report.as_object_mut()) {
+            obj.insert("kernel".into(), serde_json::json!({ "error": why }));
+        }
         report
     }
 
     /// The off-CPU section of the text report (empty without a kernel trace).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
+        if let Some(why) = &self.kernel_missing {
+            let _ = writeln!(s, "\nKernel: {why}");
+        }
         let Some((k, _)) = &self.kernel else {
             return s;
         };
@@ -335,6 +365,14 @@ impl KernelReport {
                 sp.tid
             );
             let (Some(x), Some(t)) = (&sp.why, timeline) else {
+                if let (Some(f), Some(_)) = (self.kernel_from_ns, timeline) {
+                    let _ = write!(
+                        s,
+                        ": before the kernel trace (its events begin on every CPU at {}: older \
+                         ones were overwritten or lost)",
+                        rfc3339(f)
+                    );
+                }
                 s.push('\n');
                 continue;
             };
@@ -371,7 +409,9 @@ impl KernelReport {
                 let _ = writeln!(s, "       interrupts: {}", list(&described(t, &x.irqs), 4));
             }
         }
-        if self.kernel.is_none() {
+        if let Some(why) = &self.kernel_missing {
+            let _ = writeln!(s, "({why})");
+        } else if self.kernel.is_none() {
             s.push_str(
                 "(no kernel trace: record with `hushtrace record --kernel` to see why they \
                  were late)\n",

@@ -383,8 +383,15 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             let krec = match kernel.as_deref() {
                 Some(cats) => {
-                    match hushtrace_cli::kernel::start(&opts.output, cats, kernel_buffer_kb, force)
-                    {
+                    let overwrite = opts.mode == Some(Mode::Overwrite);
+                    let k = hushtrace_cli::kernel::start(
+                        &opts.output,
+                        cats,
+                        kernel_buffer_kb,
+                        force,
+                        overwrite,
+                    );
+                    match k {
                         Ok(k) => Some(k),
                         Err(code) => return Ok(code),
                     }
@@ -416,8 +423,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Recover { dir } => {
             let lines =
                 hushtrace_cli::recover::run(&dir).map_err(|e| anyhow::anyhow!("recover: {e}"))?;
+            let (klines, kproblem) = hushtrace_cli::recover::kernel(&dir);
             let lines: Vec<String> = lines
                 .into_iter()
+                .chain(klines)
                 .chain(hushtrace_cli::kernel::remove_stale())
                 .collect();
             if lines.is_empty() {
@@ -426,7 +435,11 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             for l in lines {
                 println!("{l}");
             }
-            Ok(ExitCode::SUCCESS)
+            // An unreadable kernel trace (said above) is a failure.
+            Ok(match kproblem {
+                Some(_) => ExitCode::FAILURE,
+                None => ExitCode::SUCCESS,
+            })
         }
         Cmd::Ctl { args } => ctl(&args),
         Cmd::Report {

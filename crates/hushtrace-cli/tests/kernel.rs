@@ -71,12 +71,24 @@ fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     Some(out)
 }
 
-fn no_instance_of(pid: u32) -> bool {
+/// The ftrace instance of recorder `pid` (of this PID namespace), if it has one.
+fn instance_of(pid: u32) -> Option<std::path::PathBuf> {
     let root = hushtrace_kernel::tracefs::find_or_mount().unwrap();
-    !root
-        .join("instances")
-        .join(format!("hushtrace-{pid}"))
-        .exists()
+    let me = hushtrace_kernel::owner::Owner::current().unwrap();
+    std::fs::read_dir(root.join("instances"))
+        .unwrap()
+        .flatten()
+        .find(|e| {
+            let n = e.file_name().to_string_lossy().into_owned();
+            !n.ends_with("-sys")
+                && hushtrace_kernel::owner::Owner::parse(&n)
+                    .is_some_and(|o| o.pid == pid && o.ns == me.ns)
+        })
+        .map(|e| e.path())
+}
+
+fn no_instance_of(pid: u32) -> bool {
+    instance_of(pid).is_none()
 }
 
 #[test]
@@ -470,7 +482,6 @@ fn kernel_instances_are_removed_after_signals_and_sigkill() {
     };
     // Recording, and the program (`sleep`) started: record's signal handling is in place.
     let started = |pid: u32| {
-        let p = root.join("instances").join(format!("hushtrace-{pid}"));
         let sleeping = || {
             let kids = std::fs::read_to_string(format!("/proc/{pid}/task/{pid}/children"))
                 .unwrap_or_default();
@@ -479,7 +490,7 @@ fn kernel_instances_are_removed_after_signals_and_sigkill() {
                     .is_ok_and(|c| c.trim() == "sleep")
             })
         };
-        wait_until(|| p.join("tracing_on").exists() && sleeping(), 10)
+        wait_until(|| instance_of(pid).is_some() && sleeping(), 10)
     };
 
     // SIGTERM to record: passed on to the program, which ends; the trace is complete.
@@ -522,10 +533,19 @@ fn kernel_instances_are_removed_after_signals_and_sigkill() {
     let mut dead = Command::new("true").spawn().unwrap();
     let dead_pid = dead.id();
     dead.wait().unwrap();
-    let stale = root.join("instances").join(format!("hushtrace-{dead_pid}"));
+    let me = hushtrace_kernel::owner::Owner::current().unwrap();
+    let name = hushtrace_kernel::owner::Owner {
+        pid: dead_pid,
+        ..me
+    }
+    .instance_name("");
+    let stale = root.join("instances").join(&name);
     std::fs::create_dir(&stale).unwrap();
     let o = hushtrace(&["recover", tmp.path().join("term").to_str().unwrap()]);
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(s.contains(&format!("hushtrace-{dead_pid}")), "{s}");
+    assert!(
+        s.contains(&format!("removed the ftrace instance {name}")),
+        "{s}"
+    );
     assert!(!stale.exists());
 }

@@ -4,9 +4,11 @@
 use crate::clock::{self, TraceClock};
 use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter, KERNEL_DIR};
 use crate::format::{EventFormat, Field, PageHeader};
+use crate::owner::Owner;
 use crate::page::{Missed, Page};
+use crate::recovery;
 use crate::schema::{Category, Ty, CLASSES};
-use crate::tracefs::{self, AccessError, Instance, INSTANCE_PREFIX};
+use crate::tracefs::{self, AccessError, CreateError, Instance};
 use hushtrace_ctf::metadata::ClockDesc;
 use std::collections::HashMap;
 use std::io;
@@ -26,6 +28,9 @@ pub struct Options {
     pub categories: Vec<Category>,
     /// Per-CPU buffer size of the instance, in KiB.
     pub buffer_size_kb: u32,
+    /// Flight recorder (`record --mode overwrite`): the kernel's buffers keep the newest
+    /// events and are read only for a snapshot ([`crate::flight`]) and at the end.
+    pub overwrite: bool,
 }
 
 impl Default for Options {
@@ -33,6 +38,7 @@ impl Default for Options {
         Options {
             categories: vec![Category::Sched],
             buffer_size_kb: 4096,
+            overwrite: false,
         }
     }
 }
@@ -77,6 +83,15 @@ impl std::fmt::Display for Error {
 }
 
 impl std::error::Error for Error {}
+
+impl From<CreateError> for Error {
+    fn from(e: CreateError) -> Self {
+        match e {
+            CreateError::Access(a) => Error::Access(a),
+            other => Error::Other(other.to_string()),
+        }
+    }
+}
 
 impl From<io::Error> for Error {
     fn from(e: io::Error) -> Self {
@@ -188,6 +203,21 @@ pub struct Capture {
     guard: Option<Child>,
     stale: Vec<String>,
     warnings: Vec<String>,
+    /// Held while recording: `hushtrace recover` leaves the directory alone meanwhile.
+    recording: Option<recovery::RecordingLock>,
+    /// What the readers read: each instance with its decoder.
+    sources: Vec<Source>,
+    /// Overwrite mode: no reader runs until a snapshot or the end.
+    overwrite: bool,
+}
+
+/// One instance to read: its path, page layout, decoder and channel number.
+#[derive(Debug)]
+struct Source {
+    inst: PathBuf,
+    header: PageHeader,
+    dec: Arc<Decoder>,
+    channel: u32,
 }
 
 fn uuid_v4() -> [u8; 16] {
@@ -208,10 +238,13 @@ impl Capture {
     /// before anything is created when tracefs cannot be used.
     pub fn start(session_dir: &Path, opts: &Options) -> Result<Capture, Error> {
         let root = tracefs::find_or_mount().map_err(Error::Access)?;
-        let stale = tracefs::remove_stale(&root);
+        let stale = tracefs::remove_stale(&root).removed;
         let pid = std::process::id();
-        let main =
-            Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}")).map_err(Error::Access)?;
+        // Instance names unique across PID namespaces: see `crate::owner`.
+        let me = Owner::current().map_err(|e| {
+            Error::Other(format!("--kernel: this process's identity in /proc: {e}"))
+        })?;
+        let main = Instance::create(&root, &me.instance_name("")).map_err(Error::from)?;
         let mut cap = Capture {
             instances: vec![main],
             readers: Vec::new(),
@@ -223,12 +256,14 @@ impl Capture {
             guard: None,
             stale,
             warnings: Vec::new(),
+            recording: None,
+            sources: Vec::new(),
+            overwrite: opts.overwrite,
         };
         // From here on, an error drops `cap`, which removes the instance.
         cap.guard = spawn_guard(&[
             cap.instances[0].path.clone(),
-            root.join("instances")
-                .join(format!("{INSTANCE_PREFIX}{pid}-sys")),
+            root.join("instances").join(me.instance_name("sys")),
         ])
         .ok();
         let header = PageHeader::parse(&tracefs::read(&root.join("events/header_page"))?)
@@ -259,6 +294,10 @@ impl Capture {
             .mode(0o700)
             .create(&cap.dir)
             .map_err(|e| Error::Other(format!("{}: {e}", cap.dir.display())))?;
+        cap.recording = Some(recovery::RecordingLock::take(&cap.dir)?);
+        // The metadata before the first packet: a recorder killed from here on leaves a
+        // readable trace (see `crate::recovery`); `finish` replaces it.
+        cap.write_metadata(None)?;
 
         let main_cats: Vec<Category> = opts
             .categories
@@ -270,8 +309,7 @@ impl Capture {
         let dec = cap.setup(&inst, &main_cats, opts.buffer_size_kb, None)?;
         cap.spawn_readers(&inst, &header, dec, 0)?;
         if opts.categories.contains(&Category::Syscalls) {
-            let sys = Instance::create(&root, &format!("{INSTANCE_PREFIX}{pid}-sys"))
-                .map_err(Error::Access)?;
+            let sys = Instance::create(&root, &me.instance_name("sys")).map_err(Error::from)?;
             let path = sys.path.clone();
             cap.instances.push(sys);
             let dec = cap.setup(&path, &[Category::Syscalls], opts.buffer_size_kb, Some(pid))?;
@@ -360,6 +398,7 @@ impl Capture {
         }))
     }
 
+    /// Adds instance `inst` to the sources and, unless in overwrite mode, starts its readers.
     fn spawn_readers(
         &mut self,
         inst: &Path,
@@ -367,33 +406,37 @@ impl Capture {
         dec: Arc<Decoder>,
         channel: u32,
     ) -> Result<(), Error> {
-        let subbuf = tracefs::read(&inst.join("buffer_subbuf_size_kb"))
-            .ok()
-            .and_then(|s| s.trim().parse::<usize>().ok())
-            .map(|kb| kb * 1024)
-            .unwrap_or(4096)
-            .max(4096);
-        for cpu in tracefs::cpus(inst)? {
-            let pipe = inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
-            let file = std::fs::OpenOptions::new()
-                .read(true)
-                .custom_flags(libc::O_NONBLOCK)
-                .open(&pipe)
-                .map_err(|e| Error::Other(format!("{}: {e}", pipe.display())))?;
-            let out = self
-                .dir
-                .join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
-            let w = StreamWriter::create(&out, self.uuid, u64::from(channel << 16 | cpu), cpu)?;
-            let stop = self.stop.clone();
-            let dec = dec.clone();
-            let header = *header;
-            let h = std::thread::Builder::new()
-                .name(format!("hushtrace-k{cpu}"))
-                .spawn(move || read_cpu(file, pipe, w, &dec, &header, subbuf, &stop))
-                .map_err(|e| Error::Other(format!("starting a reader thread: {e}")))?;
-            self.readers.push(h);
+        let src = Source {
+            inst: inst.to_path_buf(),
+            header: *header,
+            dec,
+            channel,
+        };
+        if self.overwrite {
+            // ftrace's own ring keeps the newest events (`options/overwrite`, its default).
+            tracefs::write(&inst.join("options/overwrite"), "1")?;
+        } else {
+            let r = start_readers(&src, &self.dir, self.uuid, &self.stop)?;
+            self.readers.extend(r);
         }
+        self.sources.push(src);
         Ok(())
+    }
+
+    /// Reads everything the instances hold now into new stream files in `dir` (a snapshot):
+    /// the per-CPU statistics and the errors of the readers.
+    pub(crate) fn drain_to(&self, dir: &Path) -> Result<(Vec<CpuStats>, Vec<String>), Error> {
+        let stop = Arc::new(AtomicBool::new(true));
+        let mut readers = Vec::new();
+        for src in &self.sources {
+            readers.extend(start_readers(src, dir, self.uuid, &stop)?);
+        }
+        Ok(join_readers(readers))
+    }
+
+    /// The instances' directories.
+    pub(crate) fn instance_paths(&self) -> Vec<PathBuf> {
+        self.instances.iter().map(|i| i.path.clone()).collect()
     }
 
     /// The guard process's pid (never to be signalled by the recorder).
@@ -409,6 +452,13 @@ impl Capture {
             let _ = tracefs::write(&inst.file("tracing_on"), "0");
         }
         self.stop.store(true, Ordering::Release);
+        if self.overwrite {
+            // Nothing was read yet: the newest events the instances kept.
+            for src in &self.sources {
+                let r = start_readers(src, &self.dir, self.uuid, &self.stop)?;
+                self.readers.extend(r);
+            }
+        }
         let mut summary = Summary {
             dir: self.dir.clone(),
             stale_removed: std::mem::take(&mut self.stale),
@@ -416,20 +466,30 @@ impl Capture {
             trace_clock: self.trace_clock.as_str().into(),
             ..Summary::default()
         };
-        for h in self.readers.drain(..) {
-            match h.join() {
-                Ok(Ok(s)) => summary.cpus.push(s),
-                Ok(Err(e)) => summary.warnings.push(e),
-                Err(_) => summary
-                    .warnings
-                    .push("a kernel reader thread panicked".into()),
-            }
-        }
+        let (cpus, errors) = join_readers(std::mem::take(&mut self.readers));
+        summary.cpus = cpus;
+        summary.warnings.extend(errors);
         for inst in &mut self.instances {
             inst.remove();
         }
+        summary.clock_note = self.write_metadata(user_clock)?;
+        Ok(summary)
+    }
+
+    /// Writes (or atomically replaces) the metadata, with the clock `user_clock` gives when
+    /// it is the same clock; returns the clock's note.
+    fn write_metadata(&self, user_clock: Option<(ClockDesc, [u8; 16])>) -> Result<String, Error> {
+        self.write_metadata_in(&self.dir, user_clock)
+    }
+
+    /// [`Capture::write_metadata`] into kernel trace directory `dir` (a snapshot's).
+    pub(crate) fn write_metadata_in(
+        &self,
+        dir: &Path,
+        user_clock: Option<(ClockDesc, [u8; 16])>,
+    ) -> Result<String, Error> {
         let clock = self.kernel_clock(user_clock);
-        summary.clock_note = clock.note.clone();
+        let note = clock.note.clone();
         let meta = KernelMeta {
             uuid: self.uuid,
             clock,
@@ -443,16 +503,8 @@ impl Capture {
                 .collect::<Vec<_>>()
                 .join(","),
         };
-        let path = self.dir.join("metadata");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .and_then(|mut f| io::Write::write_all(&mut f, ctf::to_tsdl(&meta).as_bytes()))
-            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
-        Ok(summary)
+        recovery::write_metadata(dir, &ctf::to_tsdl(&meta))?;
+        Ok(note)
     }
 
     fn kernel_clock(&self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {
@@ -527,6 +579,58 @@ impl Drop for Capture {
             let _ = g.wait();
         }
     }
+}
+
+/// Starts one reader thread per CPU of `src`, writing `dir/channel<channel>_<cpu>`; they end
+/// when `stop` is set and the buffers are empty.
+fn start_readers(
+    src: &Source,
+    dir: &Path,
+    uuid: [u8; 16],
+    stop: &Arc<AtomicBool>,
+) -> Result<Vec<Reader>, Error> {
+    let inst = &src.inst;
+    let subbuf = tracefs::read(&inst.join("buffer_subbuf_size_kb"))
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+        .map(|kb| kb * 1024)
+        .unwrap_or(4096)
+        .max(4096);
+    let mut readers = Vec::new();
+    for cpu in tracefs::cpus(inst)? {
+        let pipe = inst.join(format!("per_cpu/cpu{cpu}/trace_pipe_raw"));
+        let file = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&pipe)
+            .map_err(|e| Error::Other(format!("{}: {e}", pipe.display())))?;
+        let channel = src.channel;
+        let out = dir.join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
+        let w = StreamWriter::create(&out, uuid, u64::from(channel << 16 | cpu), cpu)?;
+        let stop = stop.clone();
+        let dec = src.dec.clone();
+        let header = src.header;
+        let h = std::thread::Builder::new()
+            .name(format!("hushtrace-k{cpu}"))
+            .spawn(move || read_cpu(file, pipe, w, &dec, &header, subbuf, &stop))
+            .map_err(|e| Error::Other(format!("starting a reader thread: {e}")))?;
+        readers.push(h);
+    }
+    Ok(readers)
+}
+
+/// Waits for `readers`: their statistics, and their errors.
+fn join_readers(readers: Vec<Reader>) -> (Vec<CpuStats>, Vec<String>) {
+    let mut cpus = Vec::new();
+    let mut errors = Vec::new();
+    for h in readers {
+        match h.join() {
+            Ok(Ok(s)) => cpus.push(s),
+            Ok(Err(e)) => errors.push(e),
+            Err(_) => errors.push("a kernel reader thread panicked".into()),
+        }
+    }
+    (cpus, errors)
 }
 
 /// The guard process's `$0` (how the signal forwarder recognises it).

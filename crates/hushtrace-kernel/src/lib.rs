@@ -5,9 +5,10 @@
 //! whole machine, so that "why was this cycle late?" has an answer: preempted by whom, blocked
 //! how long, interrupted by what.
 //!
-//! * [`tracefs`]: a private ftrace instance (`instances/hushtrace-<pid>`), never the global
-//!   buffer; removed at the end, by a guard process if the recorder dies, and stale ones of
-//!   dead recorders by the next run or `hushtrace recover`.
+//! * [`tracefs`]: a private ftrace instance, never the global buffer, named after its
+//!   recorder's pid, PID namespace and start time ([`owner`]) so that recorders in different
+//!   containers never meet; removed at the end, by a guard process if the recorder dies, and
+//!   stale ones of provably gone recorders by the next run or `hushtrace recover`.
 //! * [`format`](mod@format), [`page`]: the kernel's event layouts (from tracefs, nothing hard-coded) and
 //!   its binary ring-buffer pages, read from `per_cpu/cpuN/trace_pipe_raw` by the recorder's
 //!   threads (the traced program is not touched).
@@ -16,6 +17,10 @@
 //! * [`ctf`]: the CTF 1.8 kernel trace under `DIR/kernel/`, with LTTng's kernel event names
 //!   and fields ([`schema`]) so babeltrace2 merges it with the user-space streams and Trace
 //!   Compass opens it as a kernel trace; and its reader.
+//! * [`flight`]: in overwrite mode, the kernel's rings written beside each snapshot of the
+//!   program (`<session>/snapshots/<n>/kernel/`).
+//! * [`recovery`]: a kernel trace whose recorder was killed, made readable (`hushtrace
+//!   recover`), and what readers say about a missing or unreadable kernel part.
 //! * [`analysis`]: thread states over time, and off-CPU intervals of a thread in a window.
 //!
 //! Why not libtracefs/libtraceevent or a crate: the crates on crates.io that read ftrace
@@ -28,8 +33,11 @@ pub mod analysis;
 pub mod capture;
 pub mod clock;
 pub mod ctf;
+pub mod flight;
 pub mod format;
+pub mod owner;
 pub mod page;
+pub mod recovery;
 pub mod schema;
 pub mod signals;
 pub mod tracefs;

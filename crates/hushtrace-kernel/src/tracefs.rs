@@ -1,10 +1,11 @@
 //! tracefs: finding (or mounting) it, and the private ftrace instances hushtrace records in.
 
+use crate::owner::{self, Liveness, Owner, ProcView};
 use std::io;
 use std::path::{Path, PathBuf};
 
-/// Prefix of hushtrace's instance names: `hushtrace-<recorder pid>[-<suffix>]`.
-pub const INSTANCE_PREFIX: &str = "hushtrace-";
+/// Prefix of hushtrace's instance names (see [`crate::owner`] for the rest).
+pub const INSTANCE_PREFIX: &str = owner::PREFIX;
 
 /// Why the kernel cannot be traced.
 #[derive(Debug)]
@@ -142,6 +143,29 @@ pub fn read(path: &Path) -> io::Result<String> {
     Ok(String::from_utf8_lossy(&out).into_owned())
 }
 
+/// Why an instance could not be created.
+#[derive(Debug)]
+pub enum CreateError {
+    /// No permission to create instances.
+    Access(AccessError),
+    /// An instance of that name exists: another recorder's (or a name clash). It was not
+    /// touched.
+    Exists(String),
+    /// Anything else (the kernel refused it: out of memory, no `instances` directory).
+    Other(String),
+}
+
+impl std::fmt::Display for CreateError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            CreateError::Access(e) => e.fmt(f),
+            CreateError::Exists(s) | CreateError::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+impl std::error::Error for CreateError {}
+
 /// A private ftrace instance, removed on drop.
 #[derive(Debug)]
 pub struct Instance {
@@ -151,24 +175,30 @@ pub struct Instance {
 }
 
 impl Instance {
-    /// Creates instance `name` under tracefs `root`.
-    pub fn create(root: &Path, name: &str) -> Result<Instance, AccessError> {
-        let path = root.join("instances").join(name);
-        if path.exists() {
-            remove_dir(&path);
-        }
-        std::fs::create_dir(&path).map_err(|e| {
-            let msg = format!(
-                "--kernel: cannot create the ftrace instance {}: {e}; run as root or give this \
-                 user write access to {}",
-                path.display(),
-                root.join("instances").display()
-            );
-            if e.kind() == io::ErrorKind::PermissionDenied {
-                AccessError::NoPermission(msg)
-            } else {
-                AccessError::NotMounted(msg)
+    /// Creates instance `name` under tracefs `root`. `mkdir` is atomic: if the name exists,
+    /// this fails and the existing instance is left exactly as it was (never reset, reused
+    /// or removed).
+    pub fn create(root: &Path, name: &str) -> Result<Instance, CreateError> {
+        let instances = root.join("instances");
+        let path = instances.join(name);
+        std::fs::create_dir(&path).map_err(|e| match e.kind() {
+            io::ErrorKind::AlreadyExists => CreateError::Exists(format!(
+                "--kernel: the ftrace instance {} exists already (another recorder's, left \
+                 untouched)",
+                path.display()
+            )),
+            io::ErrorKind::PermissionDenied => {
+                CreateError::Access(AccessError::NoPermission(format!(
+                    "--kernel: cannot create the ftrace instance {}: {e}; run as root or give \
+                     this user write access to {}",
+                    path.display(),
+                    instances.display()
+                )))
             }
+            _ => CreateError::Other(format!(
+                "--kernel: the kernel refused to create the ftrace instance {}: {e}",
+                path.display()
+            )),
         })?;
         Ok(Instance {
             path,
@@ -196,7 +226,8 @@ impl Drop for Instance {
     }
 }
 
-/// Turns an instance off and removes it; errors are ignored (it may be gone already).
+/// Turns an instance off and removes it; errors are ignored (it may be gone already). Only
+/// for this recorder's own instances and those of provably gone recorders.
 fn remove_dir(path: &Path) {
     let _ = std::fs::write(path.join("tracing_on"), "0");
     let _ = std::fs::write(path.join("events/enable"), "0");
@@ -204,58 +235,83 @@ fn remove_dir(path: &Path) {
     let _ = std::fs::remove_dir(path);
 }
 
-/// The recorder pid an instance name belongs to (`hushtrace-1234`, `hushtrace-1234-sys`).
-pub fn owner_pid(name: &str) -> Option<i32> {
-    let rest = name.strip_prefix(INSTANCE_PREFIX)?;
-    let pid = rest.split('-').next()?;
-    pid.parse().ok().filter(|&p| p > 0)
+/// What the stale-instance clean-up did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Cleanup {
+    /// Instances of provably gone recorders, removed.
+    pub removed: Vec<String>,
+    /// Instances left alone although no recorder here runs them, with the reason (a recorder
+    /// in a PID namespace not visible from here, an older name without the namespace, files
+    /// still open).
+    pub left: Vec<(String, String)>,
 }
 
-/// Whether process `pid` exists.
-pub fn alive(pid: i32) -> bool {
-    // SAFETY: kill with signal 0 sends nothing; it only checks that the process exists.
-    let r = unsafe { libc::kill(pid, 0) };
-    r == 0 || io::Error::last_os_error().raw_os_error() == Some(libc::EPERM)
-}
-
-/// Removes the hushtrace instances under tracefs `root` whose recorder is dead; returns their
-/// names.
-pub fn remove_stale(root: &Path) -> Vec<String> {
-    let mut out = Vec::new();
+/// Removes the hushtrace instances under tracefs `root` whose recorder is provably gone (see
+/// [`crate::owner`]); instances of live recorders, or of recorders that cannot be proven
+/// gone, are not touched (not even turned off).
+pub fn remove_stale(root: &Path) -> Cleanup {
+    let mut out = Cleanup::default();
     let Ok(rd) = std::fs::read_dir(root.join("instances")) else {
         return out;
     };
+    let mut view = None;
     for e in rd.flatten() {
         let name = e.file_name().to_string_lossy().into_owned();
-        if let Some(pid) = owner_pid(&name) {
-            // A recorder in another pid namespace looks dead from here but keeps its
-            // trace_pipe_raw files open: rmdir then fails with EBUSY, and its instance is left
-            // alone (not even turned off).
-            if !alive(pid) {
-                match std::fs::remove_dir(e.path()) {
-                    Ok(()) => out.push(name),
-                    Err(err) if err.raw_os_error() == Some(libc::EBUSY) => {}
-                    Err(_) => {
-                        remove_dir(&e.path());
-                        if !e.path().exists() {
-                            out.push(name);
-                        }
+        if !owner::is_hushtrace(&name) {
+            continue;
+        }
+        let Some(o) = Owner::parse(&name) else {
+            out.left.push((
+                name,
+                "named by an older hushtrace, without its recorder's PID namespace: not \
+                 provably unused (rmdir it if no recorder runs)"
+                    .into(),
+            ));
+            continue;
+        };
+        match view.get_or_insert_with(ProcView::read).liveness(&o) {
+            Liveness::Alive => {}
+            Liveness::Unknown => out.left.push((
+                name,
+                format!(
+                    "its recorder (pid {} in PID namespace {}) cannot be seen from here",
+                    o.pid, o.ns
+                ),
+            )),
+            Liveness::Gone => match std::fs::remove_dir(e.path()) {
+                Ok(()) => out.removed.push(name),
+                // Something still reads it (its guard, a tool): left as it is.
+                Err(err) if err.raw_os_error() == Some(libc::EBUSY) => out
+                    .left
+                    .push((name, "its recorder is gone but its files are open".into())),
+                Err(_) => {
+                    remove_dir(&e.path());
+                    if e.path().exists() {
+                        out.left.push((name, "rmdir failed".into()));
+                    } else {
+                        out.removed.push(name);
                     }
                 }
-            }
+            },
         }
     }
-    out.sort();
+    out.removed.sort();
+    out.left.sort();
     out
 }
 
-/// The stale instances on this machine, removed: tracefs found without mounting it.
-pub fn remove_stale_anywhere() -> Vec<String> {
-    CANDIDATES
+/// [`remove_stale`] on this machine's tracefs, found without mounting it.
+pub fn remove_stale_anywhere() -> Cleanup {
+    let mut all = Cleanup::default();
+    for c in CANDIDATES
         .iter()
         .filter(|c| Path::new(c).join("instances").is_dir())
-        .flat_map(|c| remove_stale(Path::new(c)))
-        .collect()
+    {
+        let one = remove_stale(Path::new(c));
+        all.removed.extend(one.removed);
+        all.left.extend(one.left);
+    }
+    all
 }
 
 /// The online CPUs: the `per_cpu/cpuN` directories of an instance.
@@ -273,18 +329,4 @@ pub fn cpus(instance: &Path) -> io::Result<Vec<u32>> {
         .collect();
     v.sort_unstable();
     Ok(v)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn instance_names() {
-        assert_eq!(owner_pid("hushtrace-123"), Some(123));
-        assert_eq!(owner_pid("hushtrace-123-sys"), Some(123));
-        assert_eq!(owner_pid("hushtrace-x"), None);
-        assert_eq!(owner_pid("other-123"), None);
-        assert!(alive(std::process::id() as i32));
-    }
 }

@@ -19,9 +19,8 @@ fn lock(test: &str) -> Option<std::fs::File> {
 
 fn instance_exists() -> bool {
     let root = hushtrace_kernel::tracefs::find_or_mount().unwrap();
-    root.join("instances")
-        .join(format!("hushtrace-{}", std::process::id()))
-        .exists()
+    let me = hushtrace_kernel::owner::Owner::current().unwrap();
+    root.join("instances").join(me.instance_name("")).exists()
 }
 
 #[test]
@@ -101,7 +100,8 @@ fn dropping_a_capture_removes_its_instance() {
     assert!(instance_exists());
     drop(cap);
     assert!(!instance_exists());
-    assert!(!tmp.path().join("kernel/metadata").exists());
+    // The metadata was written at the start: what was recorded still reads.
+    KernelTrace::open(&tmp.path().join("kernel")).unwrap();
 }
 
 #[test]
@@ -113,12 +113,16 @@ fn stale_instances_are_removed_unless_in_use() {
     let mut dead = Command::new("true").spawn().unwrap();
     let pid = dead.id();
     dead.wait().unwrap();
-    let name = format!("hushtrace-{pid}");
+    // Named as a recorder of this PID namespace that has exited.
+    let me = hushtrace_kernel::owner::Owner::current().unwrap();
+    let name = hushtrace_kernel::owner::Owner { pid, ..me }.instance_name("");
     let path = root.join("instances").join(&name);
     std::fs::create_dir(&path).unwrap();
     // In use (as by a recorder in another pid namespace): left alone, still on.
     let open = std::fs::File::open(path.join("per_cpu/cpu0/trace_pipe_raw")).unwrap();
-    assert!(!hushtrace_kernel::tracefs::remove_stale(&root).contains(&name));
+    assert!(!hushtrace_kernel::tracefs::remove_stale(&root)
+        .removed
+        .contains(&name));
     assert!(path.exists());
     assert_eq!(
         std::fs::read_to_string(path.join("tracing_on"))
@@ -127,6 +131,8 @@ fn stale_instances_are_removed_unless_in_use() {
         "1"
     );
     drop(open);
-    assert!(hushtrace_kernel::tracefs::remove_stale(&root).contains(&name));
+    assert!(hushtrace_kernel::tracefs::remove_stale(&root)
+        .removed
+        .contains(&name));
     assert!(!path.exists());
 }
