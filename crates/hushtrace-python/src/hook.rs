@@ -376,6 +376,11 @@ mod profile {
         what: c_int,
         arg: *mut ffi::PyObject,
     ) -> c_int {
+        if (what == PY_TRACE_C_RETURN || what == PY_TRACE_C_EXCEPTION)
+            && SWALLOW_C_END.with(|s| s.replace(false))
+        {
+            return 0; // the end of the `sys.setprofile` call that chained this function
+        }
         // SAFETY: GIL held; `obj` is the hook's capsule (caller). The chained function may
         // replace this thread's profile function and so release the capsule: its object is
         // kept alive across the call.
@@ -389,6 +394,116 @@ mod profile {
             let r = func(o, frame, what, arg);
             ffi::Py_XDECREF(o);
             r
+        }
+    }
+
+    std::thread_local! {
+        /// The next C return or exception event is that of the `sys.setprofile` call that
+        /// chained the profile function it set ([`setprofile`]): not forwarded to it, as
+        /// untraced it would not see it (profiling was off when the call began).
+        static SWALLOW_C_END: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// The interpreter's own `sys.setprofile` and `sys.getprofile`, while [`setprofile`] and
+    /// [`getprofile`] stand in for them (between [`set_all_threads`]`(true)` and `(false)`).
+    static REAL: GilCell<(usize, usize)> = GilCell::new((0, 0));
+
+    /// Stands in for `sys.setprofile` while tracing: sets the profile function as the real
+    /// one does, then takes the slot back with the new function chained, so a profiler set
+    /// with `sys.setprofile` (`profile.Profile`, line profilers, ...) after hushtrace started
+    /// and hushtrace both see every call. (A C-level profiler such as cProfile sets the slot
+    /// directly: it takes the thread over, see the module documentation.)
+    ///
+    /// # Safety
+    /// Called by CPython with the GIL held and `nargs` live arguments.
+    pub unsafe extern "C" fn setprofile(
+        _slf: *mut ffi::PyObject,
+        args: *mut *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+    ) -> *mut ffi::PyObject {
+        // SAFETY: GIL held, live arguments (CPython's contract); REAL holds live functions
+        // while this one is installed.
+        unsafe {
+            let real = REAL.get().0 as *mut ffi::PyObject;
+            if real.is_null() {
+                ffi::PyErr_SetString(ffi::PyExc_RuntimeError, c"hushtrace: not tracing".as_ptr());
+                return std::ptr::null_mut();
+            }
+            let ts = ffi::PyThreadState_Get();
+            let off = slot_offset();
+            let was_ours = off.is_some_and(|o| slot(ts, o).0 == hook_addr());
+            let r = ffi::PyObject_Vectorcall(real, args, nargs as usize, std::ptr::null_mut());
+            if r.is_null() || !was_ours {
+                return r;
+            }
+            if let Some(off) = off {
+                let chained = install(ts, off);
+                SWALLOW_C_END.with(|s| s.set(chained));
+            }
+            r
+        }
+    }
+
+    /// Stands in for `sys.getprofile` while tracing: the chained profile function's object
+    /// (what `sys.getprofile()` returns untraced), not the hook's.
+    ///
+    /// # Safety
+    /// Called by CPython with the GIL held and `nargs` live arguments.
+    pub unsafe extern "C" fn getprofile(
+        _slf: *mut ffi::PyObject,
+        args: *mut *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+    ) -> *mut ffi::PyObject {
+        // SAFETY: GIL held, live arguments (CPython's contract); REAL holds live functions
+        // while this one is installed; the returned object gets a new reference.
+        unsafe {
+            let real = REAL.get().1 as *mut ffi::PyObject;
+            let ts = ffi::PyThreadState_Get();
+            if let Some(off) = slot_offset() {
+                let (f, obj) = slot(ts, off);
+                if f == hook_addr() {
+                    let o = match (!obj.is_null()).then(|| chain_of(obj)).flatten() {
+                        Some(c) if !c.obj.is_null() => c.obj,
+                        _ => ffi::Py_None(),
+                    };
+                    ffi::Py_INCREF(o);
+                    return o;
+                }
+            }
+            if real.is_null() {
+                let n = ffi::Py_None();
+                ffi::Py_INCREF(n);
+                return n;
+            }
+            ffi::PyObject_Vectorcall(real, args, nargs as usize, std::ptr::null_mut())
+        }
+    }
+
+    /// Keeps (`on`) or drops the interpreter's `sys.setprofile` and `sys.getprofile`.
+    ///
+    /// # Safety
+    /// The GIL is held.
+    unsafe fn keep_real(on: bool) {
+        // SAFETY: GIL held (caller); new references kept in REAL, released when dropped.
+        unsafe {
+            let real = REAL.get();
+            for p in [real.0, real.1] {
+                ffi::Py_XDECREF(p as *mut ffi::PyObject);
+            }
+            *real = (0, 0);
+            if !on {
+                return;
+            }
+            let sys = ffi::PyImport_ImportModule(c"sys".as_ptr());
+            if sys.is_null() {
+                ffi::PyErr_Clear();
+                return;
+            }
+            let set = ffi::PyObject_GetAttrString(sys, c"setprofile".as_ptr());
+            let get = ffi::PyObject_GetAttrString(sys, c"getprofile".as_ptr());
+            ffi::PyErr_Clear();
+            ffi::Py_DECREF(sys);
+            *real = (set as usize, get as usize);
         }
     }
 
@@ -593,6 +708,7 @@ mod profile {
                 live.insert(ts as usize);
                 ts = ffi::PyThreadState_Next(ts);
             }
+            keep_real(on);
             let mut n = 0;
             if on {
                 for &ts in &live {

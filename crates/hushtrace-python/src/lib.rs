@@ -803,6 +803,8 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
         m.add("MONITORING", false)?;
         m.add_function(wrap_pyfunction!(_profile_all_threads, m)?)?;
         add_fastcall(m, c"_profile_thread_bootstrap", hook::thread_bootstrap)?;
+        add_fastcall(m, c"_setprofile", hook::setprofile)?;
+        add_fastcall(m, c"_getprofile", hook::getprofile)?;
     }
     Ok(())
 }

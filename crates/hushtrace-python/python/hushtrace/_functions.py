@@ -35,10 +35,16 @@ def _free_tool_id(mon):
     raise RuntimeError("hushtrace: no free sys.monitoring tool id (ids 3-5 are all in use)")
 
 
+# The interpreter's own; below 3.12, while tracing, sys.setprofile and sys.getprofile are the
+# extension's (the profile function set is chained behind the hook, see src/hook.rs).
+_real_setprofile = sys.setprofile
+_real_getprofile = sys.getprofile
+
+
 def _thread_bootstrap(frame, event, arg):
     # The first event of a thread started while tracing: give the thread the profile
     # function it would have had, then install the hook over it (chained).
-    sys.setprofile(_prev_thread_profile)
+    _real_setprofile(_prev_thread_profile)
     return _h._profile_thread_bootstrap(frame, event, arg)
 
 
@@ -82,6 +88,7 @@ def start(c_calls=False, include=(), exclude=(), max_depth=None):
         _prev_thread_profile = None if prev is _thread_bootstrap else prev
         _h._profile_all_threads(True)
         threading.setprofile(_thread_bootstrap)
+        sys.setprofile, sys.getprofile = _h._setprofile, _h._getprofile
     _active = True
     _asyncio_hook()
 
@@ -102,6 +109,8 @@ def stop():
             mon.free_tool_id(_tool)
             _tool = None
     else:
+        if sys.setprofile is _h._setprofile:
+            sys.setprofile, sys.getprofile = _real_setprofile, _real_getprofile
         if getattr(threading, "_profile_hook", None) is _thread_bootstrap:
             threading.setprofile(_prev_thread_profile)
         lost = _h._profile_all_threads(False)
