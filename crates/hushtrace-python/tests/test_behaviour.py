@@ -106,8 +106,12 @@ def make():
             (lambda: dict(seen))
     if tool.startswith("monitoring"):
         mon = sys.monitoring
-        tid = mon.PROFILER_ID if tool == "monitoring-profiler" else 3
+        tid = None
         def on():
+            nonlocal tid
+            # A tool of its own takes the first free id of 3-5, as hushtrace does.
+            tid = mon.PROFILER_ID if tool == "monitoring-profiler" else \
+                next(t for t in (3, 4, 5) if mon.get_tool(t) is None)
             mon.use_tool_id(tid, "other")
             mon.register_callback(tid, mon.events.PY_START, lambda code, off:
                                   seen.update([code.co_name]))
@@ -143,7 +147,7 @@ print(json.dumps(result(), sort_keys=True))
 
 TOOL_NAMES = ["cProfile", "profile", "coverage", "setprofile", "settrace"]
 if MONITORING:
-    TOOL_NAMES += ["coverage-sysmon", "monitoring-profiler", "monitoring-3"]
+    TOOL_NAMES += ["coverage-sysmon", "monitoring-profiler", "monitoring-free"]
 
 
 def run_tool(tmp_path, tool, order):
