@@ -741,17 +741,28 @@ mod profile {
                 ffi::PyErr_SetString(ffi::PyExc_RuntimeError, NO_SLOT.as_ptr());
                 return std::ptr::null_mut();
             };
-            install(ffi::PyThreadState_Get(), off);
+            let ts = ffi::PyThreadState_Get();
+            install(ts, off);
             if nargs >= 2 {
                 let frame = *args;
                 let event = funcs::str_of(*args.add(1));
                 if event.as_deref() == Some("call") && ffi::PyFrame_Check(frame) != 0 {
-                    hook(
-                        std::ptr::null_mut(),
+                    // The hook's own object: the chained function sees this call too.
+                    let (f, obj) = slot(ts, off);
+                    let obj = if f == hook_addr() {
+                        obj
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    let r = hook(
+                        obj,
                         frame as *mut ffi::PyFrameObject,
                         PY_TRACE_CALL,
                         std::ptr::null_mut(),
                     );
+                    if r < 0 {
+                        return std::ptr::null_mut();
+                    }
                 }
             }
             let n = ffi::Py_None();

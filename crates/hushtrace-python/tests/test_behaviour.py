@@ -185,6 +185,46 @@ def test_other_tools_keep_working(tmp_path, tool, order):
         assert "took over" not in traced.stderr
 
 
+THREAD_PROFILE = r"""
+import collections, json, sys, threading
+seen = collections.Counter()
+
+def counting(frame, event, arg):
+    seen[frame.f_code.co_name + ":" + event] += 1
+
+def leaf(i):
+    return i
+
+def work():
+    for i in range(500):
+        leaf(i)
+
+threading.setprofile(counting)
+if sys.argv[1] != "none":
+    import hushtrace
+    hushtrace.start(sys.argv[1], functions=True)
+t = threading.Thread(target=work)
+t.start(); t.join()
+if sys.argv[1] != "none":
+    hushtrace.stop()
+assert threading.getprofile() is counting, threading.getprofile()
+print(json.dumps({k: v for k, v in seen.items() if k.split(":")[0] in ("leaf", "work", "run")},
+                 sort_keys=True))
+"""
+
+
+def test_threading_setprofile_before_hushtrace_keeps_working_in_new_threads(tmp_path):
+    script = write_script(tmp_path, THREAD_PROFILE, name="threads.py")
+    untraced = run([sys.executable, str(script), "none"], tmp_path)
+    assert untraced.returncode == 0, untraced.stderr
+    traced = run([sys.executable, str(script), str(tmp_path / "t")], tmp_path)
+    assert traced.returncode == 0, traced.stderr
+    assert json.loads(traced.stdout) == json.loads(untraced.stdout)
+    events = chrome(tmp_path / "t", tmp_path)
+    check_balanced(events)
+    assert sum(calls(events, "leaf").values()) == 500
+
+
 def test_cprofile_after_hushtrace_on_monitoring_gets_the_profiler_id(tmp_path):
     if not MONITORING:
         pytest.skip("sys.monitoring tool ids exist on 3.12+ only")
