@@ -246,10 +246,14 @@ mod profile {
     //! There is one profile slot per thread. When a thread's slot is already taken (cProfile,
     //! `sys.setprofile`) as hushtrace starts, the hook takes the slot and calls the previous
     //! function after itself for every event (a [`Chain`]), and gives the slot back when
-    //! hushtrace stops: both tools see every call. A profiler set on a thread after hushtrace
-    //! started takes the slot over (and gives none back when it stops): hushtrace records
+    //! hushtrace stops: both tools see every call. While tracing, `sys.setprofile` is
+    //! [`setprofile`], which chains the function it sets the same way (`profile.Profile`,
+    //! `sys.setprofile` tools), and `threading.setprofile`'s function is chained on each new
+    //! thread. A C profiler that sets the slot directly after hushtrace started (cProfile's
+    //! `enable`) takes the slot over, and gives none back when it stops: hushtrace records
     //! nothing more on that thread, and [`set_all_threads`] counts such threads when it stops
-    //! so that the caller warns.
+    //! so that the caller warns. Threads started with `_thread.start_new_thread` (no
+    //! `threading` bootstrap) are not traced, as cProfile does not profile them either.
     //!
     //! The previous function is read from the thread state's `c_profilefunc`/`c_profileobj`
     //! fields (no API returns a thread's C profile function). Their offset is not hard-coded:
