@@ -207,7 +207,7 @@ t = threading.Thread(target=work)
 t.start(); t.join()
 if sys.argv[1] != "none":
     hushtrace.stop()
-assert threading.getprofile() is counting, threading.getprofile()
+assert threading._profile_hook is counting, threading._profile_hook  # getprofile(): 3.10+
 print(json.dumps({k: v for k, v in seen.items() if k.split(":")[0] in ("leaf", "work", "run")},
                  sort_keys=True))
 """
