@@ -99,8 +99,13 @@ def make():
             return {"lines": sorted(data.lines(__file__)), "arcs": sorted(data.arcs(__file__))}
         return cov.start, cov.stop, result
     if tool == "setprofile":
-        return (lambda: sys.setprofile(counting)), (lambda: sys.setprofile(None)), \
-            (lambda: dict(seen))
+        def on():
+            sys.setprofile(counting)
+            assert sys.getprofile() is counting, sys.getprofile()
+        def off():
+            sys.setprofile(None)
+            assert sys.getprofile() is None, sys.getprofile()
+        return on, off, lambda: dict(seen)
     if tool == "settrace":
         return (lambda: sys.settrace(counting)), (lambda: sys.settrace(None)), \
             (lambda: dict(seen))
