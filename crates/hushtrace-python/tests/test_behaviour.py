@@ -175,19 +175,48 @@ def test_other_tools_keep_working(tmp_path, tool, order):
     assert traced.returncode == 0, traced.stderr
     # The other tool saw exactly what it sees without hushtrace.
     assert json.loads(traced.stdout) == json.loads(untraced.stdout)
+    # hushtrace saw every call too (below 3.12 a profiler found in the slot, or set later,
+    # is chained behind the hook).
     events = chrome(tmp_path / f"trace-{order}", tmp_path)
-    if order == "before" and not MONITORING and tool == "cProfile":
-        # One profile slot per thread below 3.12: a C profiler set after hushtrace (cProfile
-        # sets the slot directly; sys.setprofile is chained) takes the thread over; hushtrace
-        # says so instead of leaving a partial trace silently.
-        assert "another profiler took over the profile hook of 1 thread" in traced.stderr, \
-            traced.stderr
-    else:
-        # hushtrace saw every call too (below 3.12 a profiler found in the slot is chained).
-        check_balanced(events)
-        n = sum(calls(events, "leaf", cat="__main__").values())
-        assert n == 500, (n, traced.stderr)
-        assert "took over" not in traced.stderr
+    check_balanced(events)
+    n = sum(calls(events, "leaf", cat="__main__").values())
+    assert n == 500, (n, traced.stderr)
+    assert "took over" not in traced.stderr
+
+
+TAKEOVER = r"""
+import cProfile, json, sys
+def leaf(i):
+    return i
+def tracer(frame, event, arg):
+    return None
+if sys.argv[1] != "none":
+    import hushtrace
+    hushtrace.start(sys.argv[1], functions=True)
+sys.settrace(tracer)  # the trace slot is taken: hushtrace cannot take the profile slot back
+p = cProfile.Profile()
+p.enable()
+for i in range(100):
+    leaf(i)
+p.disable()
+sys.settrace(None)
+if sys.argv[1] != "none":
+    hushtrace.stop()
+p.create_stats()
+print(json.dumps({k[2]: v[1] for k, v in p.stats.items() if k[2] == "leaf"}))
+"""
+
+
+def test_cprofile_taking_the_thread_over_is_warned_about(tmp_path):
+    if MONITORING:
+        pytest.skip("one profile slot per thread below 3.12 only")
+    script = write_script(tmp_path, TAKEOVER, name="takeover.py")
+    untraced = run([sys.executable, str(script), "none"], tmp_path)
+    traced = run([sys.executable, str(script), str(tmp_path / "t")], tmp_path)
+    assert untraced.returncode == traced.returncode == 0, traced.stderr
+    assert json.loads(traced.stdout) == json.loads(untraced.stdout) == {"leaf": 100}
+    assert "another profiler took over the profile hook of 1 thread" in traced.stderr, \
+        traced.stderr
 
 
 THREAD_PROFILE = r"""
