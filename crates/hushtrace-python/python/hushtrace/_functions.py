@@ -5,9 +5,9 @@ no other tool expects (3, 4 or 5: never the debugger's, coverage's or profiler's
 cProfile, coverage.py and debuggers started before or after keep theirs). Below 3.12: the C
 profile hook (the slot cProfile uses) on every running thread plus a ``threading.setprofile``
 bootstrap that installs it on threads started later; a profile function found in a thread's
-slot (cProfile, ``sys.setprofile``) is chained and given its slot back at stop, and a
-profiler that takes a thread's slot over later is counted and warned about at stop (see
-``src/hook.rs``). asyncio tasks become async slices (``py:task``) through a wrapper
+slot (cProfile, ``sys.setprofile``) is chained and given its slot back at stop, as is one set
+later through ``sys.setprofile`` (replaced while tracing) or cProfile; a profiler that takes a
+thread's slot over for good is counted and warned about at stop (see ``src/hook.rs``). asyncio tasks become async slices (``py:task``) through a wrapper
 of ``BaseEventLoop.create_task``, installed when asyncio is (or gets) imported.
 """
 
