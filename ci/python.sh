@@ -46,7 +46,10 @@ for py in "${pythons[@]}"; do
         rm -rf "$venv"
         "$py" -m venv "$venv"
     fi
-    "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest
+    # pytest; docutils (a real program the exactness tests trace, tests/test_exact.py) and
+    # coverage.py (a tool that must keep working beside hushtrace, tests/test_behaviour.py).
+    "$venv/bin/python" -m pip install -q --disable-pip-version-check pytest \
+        docutils==0.21.2 coverage==7.6.1
     # PYO3_PYTHON: build the extension for this interpreter.
     PYO3_PYTHON="$venv/bin/python" "$venv/bin/python" -m pip install -q \
         --disable-pip-version-check --force-reinstall --no-deps ./crates/hushtrace-python

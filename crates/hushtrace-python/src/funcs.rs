@@ -36,10 +36,6 @@ pub struct Func {
     pub id: u32,
     /// Not traced (`--include`/`--exclude`, or the tracer's own code).
     pub excluded: bool,
-    /// A generator, coroutine or async generator function (`co_flags`; read by the frame
-    /// evaluation function below 3.12).
-    #[cfg_attr(Py_3_12, allow(dead_code))]
-    pub generator: bool,
     /// The definition epoch in which its `py:function` event was last written.
     emitted: Cell<u32>,
     module: String,
@@ -242,13 +238,7 @@ fn excluded(filter: &Filter, module: &str, qualname: &str) -> bool {
         || filter.exclude.iter().any(hit)
 }
 
-fn new_func(
-    module: String,
-    qualname: String,
-    file: String,
-    line: u32,
-    generator: bool,
-) -> &'static Func {
+fn new_func(module: String, qualname: String, file: String, line: u32) -> &'static Func {
     // SAFETY: called from the hooks or API functions, GIL held; the borrow ends here.
     let t = unsafe { table() };
     let id = t.next_id;
@@ -257,7 +247,6 @@ fn new_func(
     let f: &'static Func = Box::leak(Box::new(Func {
         id,
         excluded,
-        generator,
         emitted: Cell::new(0),
         module,
         qualname,
@@ -363,36 +352,6 @@ pub unsafe fn of_code_in(code: *mut ffi::PyObject, module: Option<&str>) -> Opti
     unsafe { intern_code(code, idx, module) }
 }
 
-/// [`of_code`] for a frame that is not running yet (the frame evaluation function's), whose
-/// module is named by its `globals`.
-///
-/// # Safety
-/// As for [`of_code`]; `globals` is the frame's globals dict (borrowed) or NULL.
-#[cfg(not(Py_3_12))]
-#[inline]
-pub unsafe fn of_code_globals(
-    code: *mut ffi::PyObject,
-    globals: *mut ffi::PyObject,
-) -> Option<&'static Func> {
-    let idx = EXTRA_INDEX.load(Ordering::Relaxed);
-    let mut p: *mut c_void = std::ptr::null_mut();
-    // SAFETY: GIL held, live code object, reserved index (caller).
-    if unsafe { code_get_extra(code, idx, &mut p) } == 0 && !p.is_null() {
-        // SAFETY: the slot holds only pointers to leaked `Func`s.
-        return Some(unsafe { &*(p as *const Func) });
-    }
-    // SAFETY: GIL held; `globals` a dict or NULL; borrowed `__name__` or NULL.
-    let module = unsafe {
-        if globals.is_null() || ffi::PyDict_Check(globals) == 0 {
-            None
-        } else {
-            str_of(ffi::PyDict_GetItemString(globals, c"__name__".as_ptr()))
-        }
-    };
-    // SAFETY: forwarded contract.
-    unsafe { intern_code(code, idx, Some(module.as_deref().unwrap_or("?"))) }
-}
-
 #[cold]
 #[inline(never)]
 unsafe fn intern_code(
@@ -446,10 +405,7 @@ unsafe fn intern_code_inner(
         // hook sees it first), borrowed.
         None => unsafe { module_of_current_frame() },
     };
-    // CO_GENERATOR | CO_COROUTINE | CO_ITERABLE_COROUTINE | CO_ASYNC_GENERATOR.
-    // SAFETY: GIL held, live code object.
-    let generator = unsafe { attr_int(code, c"co_flags") } & (0x20 | 0x80 | 0x100 | 0x200) != 0;
-    let f = new_func(module, qualname, file, line, generator);
+    let f = new_func(module, qualname, file, line);
     // SAFETY: GIL held, live code object, reserved index; the pointer is to a leaked `Func`.
     if unsafe { code_set_extra(code, idx, f as *const Func as *mut c_void) } != 0 {
         // SAFETY: GIL held; a failed set leaves an exception to clear.
@@ -593,7 +549,7 @@ unsafe fn intern_c(callable: *mut ffi::PyObject, def: *mut ffi::PyMethodDef) -> 
                 CStr::from_ptr((*t).tp_name).to_string_lossy().into_owned()
             }
         };
-        new_func(owner, name, "<built-in>".into(), 0, false)
+        new_func(owner, name, "<built-in>".into(), 0)
     }
 }
 

@@ -215,115 +215,19 @@ mod monitoring {
     c_callback!(c_raise, exit);
 }
 
-#[cfg(not(Py_3_12))]
-pub use evalframe::set_eval_frame;
-
-#[cfg(not(Py_3_12))]
-mod evalframe {
-    //! Below 3.12, without C calls: a PEP 523 frame evaluation function. CPython calls it for
-    //! every frame it evaluates — a call, and each resumption of a generator or coroutine —
-    //! on every thread; it records the begin, evaluates the frame with the default evaluator,
-    //! and records the end when the evaluation returns, yields or raises. Unlike the profile
-    //! hook, it makes CPython allocate no frame object per call. (Setting it turns off 3.11's
-    //! inlining of Python-to-Python calls, as the profile hook does.)
-    use super::*;
-    use std::ffi::c_void;
-    use std::os::raw::c_int;
-
-    type EvalFn =
-        unsafe extern "C" fn(*mut ffi::PyThreadState, *mut c_void, c_int) -> *mut ffi::PyObject;
-
-    extern "C" {
-        fn _PyInterpreterState_SetEvalFrameFunc(interp: *mut ffi::PyInterpreterState, f: EvalFn);
-        fn _PyInterpreterState_GetEvalFrameFunc(interp: *mut ffi::PyInterpreterState) -> EvalFn;
-        fn _PyEval_EvalFrameDefault(
-            ts: *mut ffi::PyThreadState,
-            frame: *mut c_void,
-            throwflag: c_int,
-        ) -> *mut ffi::PyObject;
+/// Refuses an interpreter the hooks are not made for: a free-threaded build
+/// (`Py_GIL_DISABLED`, with or without `PYTHON_GIL=0`). The function table, the per-thread
+/// depth counters' reset and the profile-slot bookkeeping rely on the GIL serialising every
+/// call into the extension.
+pub fn check_interpreter() -> Result<(), String> {
+    if cfg!(Py_GIL_DISABLED) {
+        return Err(
+            "hushtrace does not support free-threaded CPython builds (Py_GIL_DISABLED, \
+                    e.g. python3.13t): its function hooks rely on the GIL; use a standard build"
+                .into(),
+        );
     }
-
-    /// The code object and globals of the frame being evaluated (borrowed).
-    ///
-    /// # Safety
-    /// `frame` is the frame CPython passes to the evaluation function.
-    #[inline]
-    unsafe fn code_and_globals(frame: *mut c_void) -> (*mut ffi::PyObject, *mut ffi::PyObject) {
-        let words = frame as *mut *mut ffi::PyObject;
-        // SAFETY: 3.11's `_PyInterpreterFrame` starts with f_func, f_globals, f_builtins,
-        // f_locals, f_code; 3.9's and 3.10's `PyFrameObject` with the variable-size object
-        // header (3 words), f_back, f_code, f_builtins, f_globals.
-        unsafe {
-            #[cfg(Py_3_11)]
-            return (*words.add(4), *words.add(1));
-            #[cfg(not(Py_3_11))]
-            return (*words.add(4), *words.add(6));
-        }
-    }
-
-    /// Whether this evaluation of a generator-like function's frame only creates the generator
-    /// (3.11 runs the frame up to `RETURN_GENERATOR` on the calling thread's stack; the
-    /// generator's own frames are owned by it). Not a call to show: 3.12's `sys.monitoring`
-    /// does not report it either; the generator's first resumption is its first slice.
-    #[inline]
-    unsafe fn creates_generator(frame: *mut c_void) -> bool {
-        #[cfg(Py_3_11)]
-        {
-            const FRAME_OWNED_BY_GENERATOR: u8 = 1;
-            // SAFETY: 3.11's `_PyInterpreterFrame`: 8 pointers, `int stacktop`, `bool
-            // is_entry`, then `char owner` at byte 69.
-            unsafe { *(frame as *const u8).add(69) != FRAME_OWNED_BY_GENERATOR }
-        }
-        #[cfg(not(Py_3_11))]
-        {
-            let _ = frame;
-            false // 3.9 and 3.10 create generators without evaluating their frame
-        }
-    }
-
-    unsafe extern "C" fn eval(
-        ts: *mut ffi::PyThreadState,
-        frame: *mut c_void,
-        throwflag: c_int,
-    ) -> *mut ffi::PyObject {
-        // SAFETY: called by CPython with the GIL held and a live frame.
-        unsafe {
-            let (code, globals) = code_and_globals(frame);
-            match funcs::of_code_globals(code, globals) {
-                Some(f) if !(f.excluded || f.generator && creates_generator(frame)) => {
-                    enter(f);
-                    let r = _PyEval_EvalFrameDefault(ts, frame, throwflag);
-                    exit(f);
-                    r
-                }
-                _ => _PyEval_EvalFrameDefault(ts, frame, throwflag),
-            }
-        }
-    }
-
-    /// Installs (`on`) or removes the evaluation function; returns false when another one
-    /// (a debugger's, a JIT's) is installed: the caller uses the profile hook then.
-    ///
-    /// # Safety
-    /// The GIL is held.
-    pub unsafe fn set_eval_frame(on: bool) -> bool {
-        // SAFETY: GIL held (caller).
-        unsafe {
-            let interp = ffi::PyInterpreterState_Get();
-            let cur = _PyInterpreterState_GetEvalFrameFunc(interp);
-            let default: EvalFn = _PyEval_EvalFrameDefault;
-            let ours: EvalFn = eval;
-            if on {
-                if cur as usize != default as usize && cur as usize != ours as usize {
-                    return false;
-                }
-                _PyInterpreterState_SetEvalFrameFunc(interp, ours);
-            } else if cur as usize == ours as usize {
-                _PyInterpreterState_SetEvalFrameFunc(interp, default);
-            }
-            true
-        }
-    }
+    Ok(())
 }
 
 #[cfg(not(Py_3_12))]
@@ -331,10 +235,36 @@ pub use profile::*;
 
 #[cfg(not(Py_3_12))]
 mod profile {
-    //! The C profile hook (`Py_tracefunc`), installed on every thread: on the running ones
-    //! through `_PyEval_SetProfile(tstate, ...)`, on threads started later by a
-    //! `threading.setprofile` bootstrap function that installs it on its own thread.
+    //! Below 3.12: the C profile hook (`Py_tracefunc`), the slot cProfile uses, installed on
+    //! every thread: on the running ones through `_PyEval_SetProfile(tstate, ...)`, on threads
+    //! started later by a `threading.setprofile` bootstrap function that installs it on its
+    //! own thread. CPython calls it for every Python frame it starts or resumes, whatever
+    //! path entered the frame (3.11 runs the generic form of its specialised instructions
+    //! while a profile function is set), and 3.11 still inlines Python-to-Python calls, so
+    //! a deep recursion uses no more C stack than untraced.
+    //!
+    //! There is one profile slot per thread. When a thread's slot is already taken (cProfile,
+    //! `sys.setprofile`) as hushtrace starts, the hook takes the slot and calls the previous
+    //! function after itself for every event (a [`Chain`]), and gives the slot back when
+    //! hushtrace stops: both tools see every call. While tracing, `sys.setprofile` is
+    //! [`setprofile`], which chains the function it sets the same way (`profile.Profile`,
+    //! `sys.setprofile` tools), and `threading.setprofile`'s function is chained on each new
+    //! thread; cProfile's `enable` and `disable`, which set the slot directly, are followed by
+    //! a one-shot trace function that takes it back ([`arm_retake`]). Another C profiler that
+    //! sets the slot directly (or cProfile while the trace slot is taken) takes the slot over,
+    //! and gives none back when it stops: hushtrace records nothing more on that thread, and
+    //! [`set_all_threads`] counts such threads when it stops so that the caller warns. Threads started with `_thread.start_new_thread` (no
+    //! `threading` bootstrap) are not traced, as cProfile does not profile them either.
+    //!
+    //! The previous function is read from the thread state's `c_profilefunc`/`c_profileobj`
+    //! fields (no API returns a thread's C profile function). Their offset is not hard-coded:
+    //! [`slot_offset`] finds it once by setting a probe function and object on a fresh thread
+    //! state and looking for that pair; an interpreter where it is not found is refused with
+    //! a clear error instead of guessed at.
     use super::*;
+    use crate::gil::GilCell;
+    use std::collections::HashSet;
+    use std::ffi::{c_void, CStr};
     use std::os::raw::c_int;
 
     const PY_TRACE_CALL: c_int = 0;
@@ -351,7 +281,6 @@ mod profile {
     ) -> c_int;
 
     extern "C" {
-        fn PyEval_SetProfile(f: Option<TraceFunc>, arg: *mut ffi::PyObject);
         fn _PyEval_SetProfile(
             ts: *mut ffi::PyThreadState,
             f: Option<TraceFunc>,
@@ -359,18 +288,57 @@ mod profile {
         ) -> c_int;
     }
 
+    /// The profile function a thread had before the hook took its slot; the hook's own
+    /// profile object is a capsule holding it (NULL when the slot was free).
+    struct Chain {
+        func: TraceFunc,
+        /// Owned reference (or NULL).
+        obj: *mut ffi::PyObject,
+    }
+
+    const CHAIN: &CStr = c"hushtrace._profile_chain";
+
+    /// The capsule destructor: releases the chained function's object.
+    unsafe extern "C" fn drop_chain(capsule: *mut ffi::PyObject) {
+        // SAFETY: called by CPython (GIL held) on our capsule, whose pointer is a boxed
+        // `Chain` made by `install`, freed only here.
+        unsafe {
+            let p = ffi::PyCapsule_GetPointer(capsule, CHAIN.as_ptr()) as *mut Chain;
+            if !p.is_null() {
+                let c = Box::from_raw(p);
+                ffi::Py_XDECREF(c.obj);
+            }
+        }
+    }
+
+    /// The chain held by the hook's profile object `obj` (not NULL).
+    ///
+    /// # Safety
+    /// GIL held; `obj` is the profile object the hook was installed with.
+    #[inline]
+    unsafe fn chain_of(obj: *mut ffi::PyObject) -> Option<&'static Chain> {
+        // SAFETY: forwarded; the hook is only ever installed with one of our capsules.
+        let p = unsafe { ffi::PyCapsule_GetPointer(obj, CHAIN.as_ptr()) } as *const Chain;
+        // SAFETY: alive as long as the capsule, which the thread state holds while the hook
+        // can be called with it.
+        (!p.is_null()).then(|| unsafe { &*p })
+    }
+
     /// The profile hook.
     ///
     /// # Safety
     /// Called by CPython with the GIL held and a live frame.
     pub unsafe extern "C" fn hook(
-        _obj: *mut ffi::PyObject,
+        obj: *mut ffi::PyObject,
         frame: *mut ffi::PyFrameObject,
         what: c_int,
         arg: *mut ffi::PyObject,
     ) -> c_int {
         // SAFETY: GIL held, live frame and argument (CPython's contract).
         unsafe {
+            if what == PY_TRACE_C_CALL && is_cprofile_switch(arg) {
+                arm_retake();
+            }
             match what {
                 PY_TRACE_CALL | PY_TRACE_RETURN => {
                     let code = ffi::PyFrame_GetCode(frame) as *mut ffi::PyObject;
@@ -400,31 +368,482 @@ mod profile {
                 }
                 _ => {}
             }
+            if obj.is_null() {
+                return 0;
+            }
+            chained(obj, frame, what, arg)
+        }
+    }
+
+    /// Calls the profile function the hook displaced (see the module documentation).
+    #[cold]
+    #[inline(never)]
+    unsafe fn chained(
+        obj: *mut ffi::PyObject,
+        frame: *mut ffi::PyFrameObject,
+        what: c_int,
+        arg: *mut ffi::PyObject,
+    ) -> c_int {
+        if (what == PY_TRACE_C_RETURN || what == PY_TRACE_C_EXCEPTION)
+            && SWALLOW_C_END.with(|s| s.replace(false))
+        {
+            return 0; // the end of the `sys.setprofile` call that chained this function
+        }
+        // SAFETY: GIL held; `obj` is the hook's capsule (caller). The chained function may
+        // replace this thread's profile function and so release the capsule: its object is
+        // kept alive across the call.
+        unsafe {
+            let Some(c) = chain_of(obj) else {
+                ffi::PyErr_Clear();
+                return 0;
+            };
+            let (func, o) = (c.func, c.obj);
+            ffi::Py_XINCREF(o);
+            let r = func(o, frame, what, arg);
+            ffi::Py_XDECREF(o);
+            r
+        }
+    }
+
+    std::thread_local! {
+        /// The next C return or exception event is that of the `sys.setprofile` call that
+        /// chained the profile function it set ([`setprofile`]): not forwarded to it, as
+        /// untraced it would not see it (profiling was off when the call began).
+        static SWALLOW_C_END: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+
+    /// The interpreter's own `sys.setprofile` and `sys.getprofile`, while [`setprofile`] and
+    /// [`getprofile`] stand in for them (between [`set_all_threads`]`(true)` and `(false)`).
+    static REAL: GilCell<(usize, usize)> = GilCell::new((0, 0));
+
+    /// Stands in for `sys.setprofile` while tracing: sets the profile function as the real
+    /// one does, then takes the slot back with the new function chained, so a profiler set
+    /// with `sys.setprofile` (`profile.Profile`, line profilers, ...) after hushtrace started
+    /// and hushtrace both see every call. (A C-level profiler such as cProfile sets the slot
+    /// directly: it takes the thread over, see the module documentation.)
+    ///
+    /// # Safety
+    /// Called by CPython with the GIL held and `nargs` live arguments.
+    pub unsafe extern "C" fn setprofile(
+        _slf: *mut ffi::PyObject,
+        args: *mut *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+    ) -> *mut ffi::PyObject {
+        // SAFETY: GIL held, live arguments (CPython's contract); REAL holds live functions
+        // while this one is installed.
+        unsafe {
+            let real = REAL.get().0 as *mut ffi::PyObject;
+            if real.is_null() {
+                ffi::PyErr_SetString(ffi::PyExc_RuntimeError, c"hushtrace: not tracing".as_ptr());
+                return std::ptr::null_mut();
+            }
+            let ts = ffi::PyThreadState_Get();
+            let off = slot_offset();
+            let was_ours = off.is_some_and(|o| slot(ts, o).0 == hook_addr());
+            let r = ffi::PyObject_Vectorcall(real, args, nargs as usize, std::ptr::null_mut());
+            if r.is_null() || !was_ours {
+                return r;
+            }
+            if let Some(off) = off {
+                let chained = install(ts, off);
+                SWALLOW_C_END.with(|s| s.set(chained));
+            }
+            r
+        }
+    }
+
+    /// Stands in for `sys.getprofile` while tracing: the chained profile function's object
+    /// (what `sys.getprofile()` returns untraced), not the hook's.
+    ///
+    /// # Safety
+    /// Called by CPython with the GIL held and `nargs` live arguments.
+    pub unsafe extern "C" fn getprofile(
+        _slf: *mut ffi::PyObject,
+        args: *mut *mut ffi::PyObject,
+        nargs: ffi::Py_ssize_t,
+    ) -> *mut ffi::PyObject {
+        // SAFETY: GIL held, live arguments (CPython's contract); REAL holds live functions
+        // while this one is installed; the returned object gets a new reference.
+        unsafe {
+            let real = REAL.get().1 as *mut ffi::PyObject;
+            let ts = ffi::PyThreadState_Get();
+            if let Some(off) = slot_offset() {
+                let (f, obj) = slot(ts, off);
+                if f == hook_addr() {
+                    let o = match (!obj.is_null()).then(|| chain_of(obj)).flatten() {
+                        Some(c) if !c.obj.is_null() => c.obj,
+                        _ => ffi::Py_None(),
+                    };
+                    ffi::Py_INCREF(o);
+                    return o;
+                }
+            }
+            if real.is_null() {
+                let n = ffi::Py_None();
+                ffi::Py_INCREF(n);
+                return n;
+            }
+            ffi::PyObject_Vectorcall(real, args, nargs as usize, std::ptr::null_mut())
+        }
+    }
+
+    /// Keeps (`on`) or drops the interpreter's `sys.setprofile` and `sys.getprofile`.
+    ///
+    /// # Safety
+    /// The GIL is held.
+    unsafe fn keep_real(on: bool) {
+        // SAFETY: GIL held (caller); new references kept in REAL, released when dropped.
+        unsafe {
+            let real = REAL.get();
+            for p in [real.0, real.1] {
+                ffi::Py_XDECREF(p as *mut ffi::PyObject);
+            }
+            *real = (0, 0);
+            if !on {
+                return;
+            }
+            let sys = ffi::PyImport_ImportModule(c"sys".as_ptr());
+            if sys.is_null() {
+                ffi::PyErr_Clear();
+                return;
+            }
+            let set = ffi::PyObject_GetAttrString(sys, c"setprofile".as_ptr());
+            let get = ffi::PyObject_GetAttrString(sys, c"getprofile".as_ptr());
+            ffi::PyErr_Clear();
+            ffi::Py_DECREF(sys);
+            *real = (set as usize, get as usize);
+        }
+    }
+
+    /// The method definitions of cProfile's `enable` and `disable` (`_lsprof.Profiler`),
+    /// which set this thread's profile slot directly (0: not found).
+    static LSPROF: GilCell<(usize, usize)> = GilCell::new((0, 0));
+
+    /// Finds [`LSPROF`] (once): `_lsprof` is a small C module of the standard library.
+    ///
+    /// # Safety
+    /// The GIL is held.
+    unsafe fn find_lsprof() {
+        // SAFETY: GIL held (caller); new references released; `d_method` of an exact method
+        // descriptor is its static `PyMethodDef`.
+        unsafe {
+            if LSPROF.get().0 != 0 {
+                return;
+            }
+            let m = ffi::PyImport_ImportModule(c"_lsprof".as_ptr());
+            if m.is_null() {
+                ffi::PyErr_Clear();
+                return;
+            }
+            let cls = ffi::PyObject_GetAttrString(m, c"Profiler".as_ptr());
+            ffi::Py_DECREF(m);
+            if cls.is_null() {
+                ffi::PyErr_Clear();
+                return;
+            }
+            let mut defs = [0usize; 2];
+            for (d, name) in defs.iter_mut().zip([c"enable", c"disable"]) {
+                let meth = ffi::PyObject_GetAttrString(cls, name.as_ptr());
+                if meth.is_null() {
+                    ffi::PyErr_Clear();
+                    continue;
+                }
+                if ffi::Py_TYPE(meth) == std::ptr::addr_of_mut!(ffi::PyMethodDescr_Type) {
+                    *d = (*(meth as *mut ffi::PyMethodDescrObject)).d_method as usize;
+                }
+                ffi::Py_DECREF(meth);
+            }
+            ffi::Py_DECREF(cls);
+            *LSPROF.get() = (defs[0], defs[1]);
+        }
+    }
+
+    /// Whether the C function about to be called is a cProfile `enable` or `disable` (a
+    /// bound builtin method: CPython binds method descriptors for the profile events).
+    ///
+    /// # Safety
+    /// GIL held; `arg` a live object or NULL.
+    #[inline]
+    unsafe fn is_cprofile_switch(arg: *mut ffi::PyObject) -> bool {
+        // SAFETY: GIL held; the `m_ml` read follows the PyCFunction type check.
+        unsafe {
+            let (enable, disable) = *LSPROF.get();
+            if arg.is_null() || enable == 0 || ffi::PyCFunction_Check(arg) == 0 {
+                return false;
+            }
+            let ml = (*(arg as *mut ffi::PyCFunctionObject)).m_ml as usize;
+            ml == enable || ml == disable
+        }
+    }
+
+    /// Before cProfile's `enable` or `disable` sets this thread's profile slot (to its own
+    /// function, or to none): sets a one-shot C trace function, if the trace slot is free,
+    /// that takes the profile slot back at the thread's next trace event (the next line,
+    /// call or return, which CPython reports to the trace function before the profile
+    /// function), chaining what cProfile left there. cProfile then sees every event it sees
+    /// untraced (the C return of its own `enable`, which it ignores, aside), and hushtrace
+    /// keeps the thread. With the trace slot taken (a debugger, coverage.py's tracer), cProfile
+    /// takes the thread over (see the module documentation).
+    ///
+    /// # Safety
+    /// The GIL is held.
+    #[cold]
+    #[inline(never)]
+    unsafe fn arm_retake() {
+        // SAFETY: GIL held (caller); the current thread's own slots.
+        unsafe {
+            let Some(off) = slot_offset() else { return };
+            let w = ffi::PyThreadState_Get() as *const usize;
+            if *w.add(off + 1) != 0 {
+                return; // the trace slot is taken
+            }
+            ffi::PyEval_SetTrace(Some(retake), std::ptr::null_mut());
+        }
+    }
+
+    /// The one-shot trace function of [`arm_retake`].
+    unsafe extern "C" fn retake(
+        _: *mut ffi::PyObject,
+        _: *mut ffi::PyFrameObject,
+        _: c_int,
+        _: *mut ffi::PyObject,
+    ) -> c_int {
+        // SAFETY: called by CPython with the GIL held, on the thread it armed.
+        unsafe {
+            ffi::PyEval_SetTrace(None, std::ptr::null_mut());
+            if REAL.get().0 != 0 {
+                // Still tracing (stop() drops REAL first).
+                if let Some(off) = slot_offset() {
+                    install(ffi::PyThreadState_Get(), off);
+                }
+            }
         }
         0
     }
 
-    /// Installs (or with `on == false` removes) the hook on every thread of the interpreter.
+    /// Never called: the function the slot probe installs on a scratch thread state.
+    unsafe extern "C" fn probe(
+        _: *mut ffi::PyObject,
+        _: *mut ffi::PyFrameObject,
+        _: c_int,
+        _: *mut ffi::PyObject,
+    ) -> c_int {
+        0
+    }
+
+    /// Words of `PyThreadState` the probe looks through (`c_profilefunc` is word 7 or 8 on
+    /// 3.9-3.11; the struct is far larger than this).
+    const PROBE_WORDS: usize = 16;
+
+    /// Word offset of `c_profilefunc` in `PyThreadState` (`c_tracefunc`, `c_profileobj`,
+    /// `c_traceobj` follow it), or `None`: found once per process (see the module docs).
+    static SLOT: GilCell<Option<Option<usize>>> = GilCell::new(None);
+
+    /// # Safety
+    /// The GIL is held.
+    unsafe fn slot_offset() -> Option<usize> {
+        // SAFETY: GIL held (caller); the borrow ends in this function.
+        let cached = unsafe { *SLOT.get() };
+        if let Some(off) = cached {
+            return off;
+        }
+        // SAFETY: GIL held.
+        let off = unsafe { find_slot() };
+        // SAFETY: GIL held.
+        unsafe { *SLOT.get() = Some(off) };
+        off
+    }
+
+    /// # Safety
+    /// The GIL is held.
+    unsafe fn find_slot() -> Option<usize> {
+        // SAFETY: GIL held (caller). A scratch thread state, never attached to a thread:
+        // created, given the probe pair, read within its first words (all inside the struct),
+        // cleared and deleted. The sentinel is a new object, so its address is unique.
+        unsafe {
+            let sentinel = ffi::PyList_New(0);
+            if sentinel.is_null() {
+                ffi::PyErr_Clear();
+                return None;
+            }
+            let ts = ffi::PyThreadState_New(ffi::PyInterpreterState_Get());
+            if ts.is_null() {
+                ffi::Py_DECREF(sentinel);
+                return None;
+            }
+            let mut found = None;
+            if _PyEval_SetProfile(ts, Some(probe), sentinel) == 0 {
+                let w = ts as *const usize;
+                let p = probe as TraceFunc as usize;
+                found = (0..PROBE_WORDS - 3).find(|&i| {
+                    *w.add(i) == p
+                        && *w.add(i + 1) == 0
+                        && *w.add(i + 2) == sentinel as usize
+                        && *w.add(i + 3) == 0
+                });
+                if _PyEval_SetProfile(ts, None, std::ptr::null_mut()) < 0 {
+                    ffi::PyErr_Clear();
+                }
+            } else {
+                ffi::PyErr_Clear();
+            }
+            ffi::PyThreadState_Clear(ts);
+            ffi::PyThreadState_Delete(ts);
+            ffi::Py_DECREF(sentinel);
+            found
+        }
+    }
+
+    /// A thread's profile function and object (borrowed).
+    ///
+    /// # Safety
+    /// GIL held; `ts` a live thread state; `off` from [`slot_offset`].
+    unsafe fn slot(ts: *mut ffi::PyThreadState, off: usize) -> (usize, *mut ffi::PyObject) {
+        let w = ts as *const usize;
+        // SAFETY: the probe found the fields at these words of every `PyThreadState` of this
+        // interpreter; the GIL keeps their thread from changing them meanwhile.
+        unsafe { (*w.add(off), *w.add(off + 2) as *mut ffi::PyObject) }
+    }
+
+    /// The thread states the hook was installed on (to count those whose slot was taken
+    /// over when it stops). Entries of threads gone are dropped at stop.
+    static INSTALLED: GilCell<Option<HashSet<usize>>> = GilCell::new(None);
+
+    fn hook_addr() -> usize {
+        hook as TraceFunc as usize
+    }
+
+    /// Sets `f`/`obj` as `ts`'s profile function, keeping `keep` alive across the swap
+    /// (3.9 and 3.10 release the old object before taking a reference to the new one).
+    ///
+    /// # Safety
+    /// GIL held, live thread state and objects (or NULL).
+    unsafe fn set(
+        ts: *mut ffi::PyThreadState,
+        f: Option<TraceFunc>,
+        obj: *mut ffi::PyObject,
+        keep: *mut ffi::PyObject,
+    ) {
+        // SAFETY: forwarded contract.
+        unsafe {
+            ffi::Py_XINCREF(keep);
+            if _PyEval_SetProfile(ts, f, obj) < 0 {
+                ffi::PyErr_Clear();
+            }
+            ffi::Py_XDECREF(keep);
+        }
+    }
+
+    /// Installs the hook on `ts`, chaining the profile function found there. Returns whether
+    /// one was chained.
+    ///
+    /// # Safety
+    /// GIL held, live thread state.
+    unsafe fn install(ts: *mut ffi::PyThreadState, off: usize) -> bool {
+        // SAFETY: GIL held, live thread state (caller).
+        unsafe {
+            // SAFETY: GIL held; the borrow ends before any call into Python.
+            INSTALLED
+                .get()
+                .get_or_insert_with(HashSet::new)
+                .insert(ts as usize);
+            let (prev, prev_obj) = slot(ts, off);
+            if prev == hook_addr() {
+                return false; // already ours (tracing restarted)
+            }
+            if prev == 0 {
+                set(ts, Some(hook), std::ptr::null_mut(), prev_obj);
+                return false;
+            }
+            // SAFETY: a non-null `c_profilefunc` is a `Py_tracefunc`.
+            let func = std::mem::transmute::<usize, TraceFunc>(prev);
+            ffi::Py_XINCREF(prev_obj);
+            let chain = Box::into_raw(Box::new(Chain {
+                func,
+                obj: prev_obj,
+            }));
+            let cap = ffi::PyCapsule_New(chain as *mut c_void, CHAIN.as_ptr(), Some(drop_chain));
+            if cap.is_null() {
+                // Out of memory: leave the other profiler alone on this thread.
+                ffi::PyErr_Clear();
+                drop(Box::from_raw(chain));
+                ffi::Py_XDECREF(prev_obj);
+                return false;
+            }
+            set(ts, Some(hook), cap, prev_obj);
+            ffi::Py_DECREF(cap); // the thread state holds it now
+            true
+        }
+    }
+
+    /// Removes the hook from `ts`, giving the slot back to the function it chained. Returns
+    /// false when the hook was no longer there (another profiler took the slot over).
+    ///
+    /// # Safety
+    /// GIL held, live thread state.
+    unsafe fn uninstall(ts: *mut ffi::PyThreadState, off: usize) -> bool {
+        // SAFETY: GIL held, live thread state (caller).
+        unsafe {
+            let (cur, obj) = slot(ts, off);
+            if cur != hook_addr() {
+                return false;
+            }
+            match (!obj.is_null()).then(|| chain_of(obj)).flatten() {
+                Some(c) => {
+                    let (func, o) = (c.func, c.obj);
+                    // `o` must outlive the capsule, which the swap releases.
+                    set(ts, Some(func), o, o);
+                }
+                None => set(ts, None, std::ptr::null_mut(), std::ptr::null_mut()),
+            }
+            true
+        }
+    }
+
+    /// The error when [`slot_offset`] finds no slot.
+    pub const NO_SLOT: &CStr = c"hushtrace: cannot locate the profile function fields of this \
+        interpreter's PyThreadState (unknown CPython build): function tracing is not supported \
+        on it";
+
+    /// Installs (`on`) the hook on every thread of the interpreter, chaining the profilers
+    /// found there; returns how many were chained. Or removes it (`!on`), giving each slot
+    /// back; returns on how many threads it had been displaced by another profiler.
     ///
     /// # Safety
     /// The GIL is held.
-    pub unsafe fn set_all_threads(on: bool) {
-        let f: Option<TraceFunc> = if on { Some(hook) } else { None };
+    pub unsafe fn set_all_threads(on: bool) -> Result<usize, &'static CStr> {
         // SAFETY: GIL held (caller): the thread-state list is stable while we walk it.
         unsafe {
+            let off = slot_offset().ok_or(NO_SLOT)?;
             let interp = ffi::PyInterpreterState_Get();
+            let mut live = HashSet::new();
             let mut ts = ffi::PyInterpreterState_ThreadHead(interp);
             while !ts.is_null() {
-                if _PyEval_SetProfile(ts, f, std::ptr::null_mut()) < 0 {
-                    ffi::PyErr_Clear();
-                }
+                live.insert(ts as usize);
                 ts = ffi::PyThreadState_Next(ts);
             }
+            keep_real(on);
+            if on {
+                find_lsprof();
+            }
+            let mut n = 0;
+            if on {
+                for &ts in &live {
+                    n += usize::from(install(ts as *mut ffi::PyThreadState, off));
+                }
+            } else {
+                let ours = INSTALLED.get().take().unwrap_or_default();
+                for &ts in ours.intersection(&live) {
+                    n += usize::from(!uninstall(ts as *mut ffi::PyThreadState, off));
+                }
+            }
+            Ok(n)
         }
     }
 
     /// `threading.setprofile` bootstrap for threads started later: `(frame, event, arg)`.
-    /// Installs the C hook on this thread and records the call it was called for.
+    /// Installs the C hook on this thread (chaining what the caller left in the slot) and
+    /// records the call it was called for.
     ///
     /// # Safety
     /// Called by CPython with the GIL held and `nargs` live arguments.
@@ -435,17 +854,32 @@ mod profile {
     ) -> *mut ffi::PyObject {
         // SAFETY: GIL held; arguments live (CPython's contract).
         unsafe {
-            PyEval_SetProfile(Some(hook), std::ptr::null_mut());
+            let Some(off) = slot_offset() else {
+                ffi::PyErr_SetString(ffi::PyExc_RuntimeError, NO_SLOT.as_ptr());
+                return std::ptr::null_mut();
+            };
+            let ts = ffi::PyThreadState_Get();
+            install(ts, off);
             if nargs >= 2 {
                 let frame = *args;
                 let event = funcs::str_of(*args.add(1));
                 if event.as_deref() == Some("call") && ffi::PyFrame_Check(frame) != 0 {
-                    hook(
-                        std::ptr::null_mut(),
+                    // The hook's own object: the chained function sees this call too.
+                    let (f, obj) = slot(ts, off);
+                    let obj = if f == hook_addr() {
+                        obj
+                    } else {
+                        std::ptr::null_mut()
+                    };
+                    let r = hook(
+                        obj,
                         frame as *mut ffi::PyFrameObject,
                         PY_TRACE_CALL,
                         std::ptr::null_mut(),
                     );
+                    if r < 0 {
+                        return std::ptr::null_mut();
+                    }
                 }
             }
             let n = ffi::Py_None();

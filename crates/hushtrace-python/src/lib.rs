@@ -747,24 +747,19 @@ fn _set_disable(obj: &Bound<'_, PyAny>) {
     unsafe { hook::set_disable(obj.as_ptr()) };
 }
 
-/// Installs or removes the frame evaluation function; returns false when another tool's is
-/// installed.
+/// Installs (`on`: returns how many other profilers it chained) or removes (returns on how
+/// many threads another profiler had taken the slot over) the profile hook on every thread.
 #[cfg(not(Py_3_12))]
 #[pyfunction]
-fn _eval_frame(_py: Python<'_>, on: bool) -> bool {
+fn _profile_all_threads(_py: Python<'_>, on: bool) -> PyResult<usize> {
     // SAFETY: GIL held (the `Python` token).
-    unsafe { hook::set_eval_frame(on) }
-}
-
-#[cfg(not(Py_3_12))]
-#[pyfunction]
-fn _profile_all_threads(_py: Python<'_>, on: bool) {
-    // SAFETY: GIL held (the `Python` token).
-    unsafe { hook::set_all_threads(on) };
+    unsafe { hook::set_all_threads(on) }
+        .map_err(|e| PyRuntimeError::new_err(e.to_string_lossy().into_owned()))
 }
 
 #[pymodule]
 fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    hook::check_interpreter().map_err(pyo3::exceptions::PyImportError::new_err)?;
     m.add_function(wrap_pyfunction!(start, m)?)?;
     m.add_function(wrap_pyfunction!(start_from_env, m)?)?;
     m.add_function(wrap_pyfunction!(stop, m)?)?;
@@ -807,8 +802,9 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     {
         m.add("MONITORING", false)?;
         m.add_function(wrap_pyfunction!(_profile_all_threads, m)?)?;
-        m.add_function(wrap_pyfunction!(_eval_frame, m)?)?;
         add_fastcall(m, c"_profile_thread_bootstrap", hook::thread_bootstrap)?;
+        add_fastcall(m, c"_setprofile", hook::setprofile)?;
+        add_fastcall(m, c"_getprofile", hook::getprofile)?;
     }
     Ok(())
 }
