@@ -10,14 +10,6 @@ use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
-/// Not a test of its own: the recording subprocess of [`common::record`] runs this.
-#[test]
-fn record_helper() {
-    if let Some(root) = std::env::var_os(RECORD_ENV) {
-        record_into(std::path::Path::new(&root));
-    }
-}
-
 fn opts(name: &str) -> SessionOptions {
     SessionOptions::new(name, "hushhost")
         .base_path(name)

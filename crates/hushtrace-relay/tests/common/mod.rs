@@ -5,7 +5,7 @@
 
 use hushtrace_relay::{split_packets, RelayClient, RelayUrl, StreamId};
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::process::Command;
 
 /// Events the recording emits, per process and thread.
@@ -13,9 +13,6 @@ pub const PARENT_MAIN: u64 = 3000;
 pub const PARENT_WORKER: u64 = 2000;
 pub const CHILD_MAIN: u64 = 1500;
 pub const CHILD_WORKER: u64 = 700;
-
-/// Environment variable that turns the `record_helper` test into the recorder.
-pub const RECORD_ENV: &str = "HUSHTRACE_RELAY_TEST_RECORD";
 
 pub use hushtrace_testsupport::{babeltrace, Relayd};
 
@@ -44,20 +41,20 @@ pub struct Recording {
     pub processes: Vec<Process>,
 }
 
-/// Records the trace in a subprocess (this test binary, running only `record_helper` with
-/// [`RECORD_ENV`] set): the parent emits from its main thread and a worker, then forks a child
+/// Records the trace in a subprocess (`examples/relay_fixture.rs`): the parent emits from its main thread and a worker, then forks a child
 /// that does the same with other counts. Prints `pids <parent> <child>`.
 pub fn record() -> Recording {
     let dir = tempfile::tempdir().unwrap();
     let root = dir.path().join("trace");
-    let out = Command::new(std::env::current_exe().unwrap())
-        .args([
-            "--exact",
-            "record_helper",
-            "--nocapture",
-            "--test-threads=1",
-        ])
-        .env(RECORD_ENV, &root)
+    let fixture = hushtrace_testsupport::cargo_build(
+        &hushtrace_testsupport::test_profile_dir(),
+        "hushtrace-relay",
+        hushtrace_testsupport::Artifact::Example("relay_fixture"),
+    );
+    let counts = [PARENT_MAIN, PARENT_WORKER, CHILD_MAIN, CHILD_WORKER].map(|n| n.to_string());
+    let out = Command::new(&fixture)
+        .arg(&root)
+        .args(&counts)
         .output()
         .expect("run the recorder");
     let stdout = String::from_utf8_lossy(&out.stdout);
@@ -104,39 +101,6 @@ pub fn record() -> Recording {
         child,
         processes,
     }
-}
-
-/// The recorder's body (runs in the subprocess).
-pub fn record_into(root: &Path) {
-    let session = hushtrace::Session::builder()
-        .output_dir(root)
-        .subbuf_size(16 * 1024)
-        .start()
-        .expect("start session");
-    let emit = |n: u64| {
-        for seq in 0..n {
-            hushtrace::event!("relaytest", "ev", seq = seq);
-        }
-    };
-    let worker = std::thread::spawn(move || emit(PARENT_WORKER));
-    emit(PARENT_MAIN);
-    worker.join().unwrap();
-    // SAFETY: fork in a process whose other threads are idle (test harness); the child
-    // traces, then leaves with exit(), whose handler flushes its trace.
-    let pid = unsafe { libc::fork() };
-    assert!(pid >= 0, "fork failed");
-    if pid == 0 {
-        let w = std::thread::spawn(move || emit(CHILD_WORKER));
-        emit(CHILD_MAIN);
-        w.join().unwrap();
-        std::process::exit(0);
-    }
-    let mut status = 0;
-    // SAFETY: waiting for our own child.
-    unsafe { libc::waitpid(pid, &mut status, 0) };
-    assert!(libc::WIFEXITED(status) && libc::WEXITSTATUS(status) == 0);
-    session.stop().expect("stop");
-    println!("\npids {} {}", std::process::id(), pid);
 }
 
 /// Announces one process (metadata stream and data streams under `path`), sends its metadata
