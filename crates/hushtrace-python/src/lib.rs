@@ -647,7 +647,11 @@ fn _prepare_functions(
 /// program, from its main module on ([`launch`]); `False` when the program has returned.
 #[pyfunction]
 fn _await_main(on: bool) {
-    let state = if on { launch::AWAITING_MAIN } else { launch::OFF };
+    let state = if on {
+        launch::AWAITING_MAIN
+    } else {
+        launch::OFF
+    };
     launch::STATE.store(state, Ordering::Relaxed);
 }
 

@@ -10,7 +10,8 @@
 //!   remembered by address, with a weak reference.
 //! * It **ends** when that coroutine's outermost frame finally returns or unwinds (not when it
 //!   yields or awaits): `PY_RETURN`/`PY_UNWIND` on 3.12+; below, the frame evaluation or the
-//!   profile hook returning while the coroutine is not suspended (3.11; see [`Role`]). A task
+//!   profile hook returning while the coroutine is not suspended (3.11: `cr_suspended`; 3.9
+//!   and 3.10: the frame stopped at its `RETURN_VALUE`, or raised). A task
 //!   cancelled before it ever ran ends there too: asyncio throws `CancelledError` into its
 //!   coroutine, whose frame starts and unwinds at once.
 //! * A coroutine freed without having finished (its task was never run: the loop closed
@@ -20,8 +21,7 @@
 //! Not followed: tasks not created through `BaseEventLoop.create_task` (`asyncio.Task(...)`
 //! called directly, other event loops such as uvloop), and coroutines that are not Python
 //! code (no code object). A task whose coroutine finished inside `create_task` (3.12's eager
-//! tasks) is an empty slice at the return of `create_task`. On 3.9 and 3.10 the end is found
-//! only when the coroutine is freed (later than the coroutine's last return).
+//! tasks) is an empty slice at the return of `create_task`.
 
 use crate::funcs::{self, Func};
 use crate::gil::GilCell;
@@ -66,9 +66,9 @@ struct Open {
 
 #[derive(Default)]
 struct State {
-    /// Coroutine address → its open task.
+    /// Coroutine key ([`key_of`]) → its open task.
     by_coro: HashMap<usize, Open>,
-    /// Weak reference address → coroutine address.
+    /// Weak reference address → coroutine key.
     by_weak: HashMap<usize, usize>,
 }
 
@@ -184,7 +184,7 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
         }
         func.task.set(Role::Coroutine as u8);
         let st = state();
-        let key = coro as usize;
+        let key = key_of(coro);
         if let Some(old) = st.by_coro.remove(&key) {
             // Only possible if the same coroutine is given to two tasks (asyncio refuses):
             // keep the newest.
@@ -201,6 +201,32 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
                 generation: crate::hook::GENERATION.load(Ordering::Relaxed),
             },
         );
+    }
+}
+
+/// The key of a coroutine in [`State`]: its address on 3.11+; before, the address of its
+/// frame object (the frame evaluation function and the profile hook get the frame, which
+/// the coroutine keeps for its whole life on those versions, and cannot reach the coroutine).
+///
+/// # Safety
+/// The GIL is held; `coro` is live.
+unsafe fn key_of(coro: *mut ffi::PyObject) -> usize {
+    #[cfg(Py_3_11)]
+    return coro as usize;
+    #[cfg(not(Py_3_11))]
+    // SAFETY: GIL held (caller); the frame is kept alive by the coroutine, the reference
+    // taken here is released.
+    unsafe {
+        let mut frame = attr(coro, c"cr_frame");
+        if frame.is_null() {
+            frame = attr(coro, c"gi_frame");
+        }
+        if frame.is_null() {
+            return coro as usize; // never matches a frame: the weak reference ends the task
+        }
+        let key = frame as usize;
+        ffi::Py_DECREF(frame);
+        key
     }
 }
 
@@ -267,7 +293,7 @@ unsafe fn end(open: Open) {
     unsafe { ffi::Py_DECREF(open.weak) };
 }
 
-/// The coroutine at `coro` (of function `f`) finished: ends its task, if it has one open.
+/// The coroutine of key `coro` (of function `f`) finished: ends its task, if it has one open.
 ///
 /// # Safety
 /// The GIL is held.
@@ -324,7 +350,9 @@ unsafe fn freed_callback() -> *mut ffi::PyObject {
         if cb.is_null() {
             let def = Box::leak(Box::new(ffi::PyMethodDef {
                 ml_name: c"_task_coroutine_freed".as_ptr(),
-                ml_meth: ffi::PyMethodDefPointer { PyCFunction: on_freed },
+                ml_meth: ffi::PyMethodDefPointer {
+                    PyCFunction: on_freed,
+                },
                 ml_flags: ffi::METH_O,
                 ml_doc: std::ptr::null(),
             }));
@@ -447,6 +475,15 @@ pub unsafe fn evaluated(f: &Func, frame: *mut std::ffi::c_void, r: *mut ffi::PyO
                     }
                 }
             }
+            #[cfg(not(Py_3_11))]
+            x if x == Role::Coroutine as u8 => {
+                let key = frame as usize;
+                if state().by_coro.contains_key(&key)
+                    && (r.is_null() || returned(frame as *mut ffi::PyObject))
+                {
+                    keeping_error(|| finished(f, key));
+                }
+            }
             _ => {}
         }
         let _ = frame;
@@ -463,9 +500,7 @@ pub unsafe fn profile_return(f: &Func, frame: *mut ffi::PyFrameObject, arg: *mut
     // SAFETY: forwarded contract.
     unsafe {
         match f.task.get() {
-            x if x == Role::CreateTask as u8 && !arg.is_null() => {
-                keeping_error(|| created(arg))
-            }
+            x if x == Role::CreateTask as u8 && !arg.is_null() => keeping_error(|| created(arg)),
             #[cfg(Py_3_11)]
             x if x == Role::Coroutine as u8 => {
                 let gen = ffi::PyFrame_GetGenerator(frame);
@@ -474,6 +509,16 @@ pub unsafe fn profile_return(f: &Func, frame: *mut ffi::PyFrameObject, arg: *mut
                         keeping_error(|| finished(f, gen as usize));
                     }
                     ffi::Py_DECREF(gen);
+                }
+            }
+            // A frame that raised returns NULL to the hook; a yield never does.
+            #[cfg(not(Py_3_11))]
+            x if x == Role::Coroutine as u8 => {
+                let key = frame as usize;
+                if state().by_coro.contains_key(&key)
+                    && (arg.is_null() || returned(frame as *mut ffi::PyObject))
+                {
+                    keeping_error(|| finished(f, key));
                 }
             }
             _ => {}
@@ -502,6 +547,44 @@ unsafe fn suspended(coro: *mut ffi::PyObject) -> bool {
             let b = ffi::PyObject_IsTrue(s) == 1;
             ffi::Py_DECREF(s);
             b
+        })
+    }
+}
+
+/// 3.9 and 3.10: whether the frame (of a coroutine or generator) stopped at its
+/// `RETURN_VALUE` instruction, rather than at a yield or an await (`f_lasti`, as Python
+/// shows it, is a byte offset into `co_code`; a suspended `await` points before its
+/// `YIELD_FROM`).
+///
+/// # Safety
+/// The GIL is held; `frame` is a live frame object.
+#[cfg(not(Py_3_11))]
+unsafe fn returned(frame: *mut ffi::PyObject) -> bool {
+    const RETURN_VALUE: u8 = 83;
+    // SAFETY: GIL held (caller); owned references released; the bytes read are within the
+    // code's `co_code` (index checked).
+    unsafe {
+        keeping_error(|| {
+            let lasti = attr(frame, c"f_lasti");
+            let code = attr(frame, c"f_code");
+            let bytes = if code.is_null() {
+                std::ptr::null_mut()
+            } else {
+                attr(code, c"co_code")
+            };
+            let mut ret = false;
+            if !lasti.is_null() && !bytes.is_null() && ffi::PyBytes_Check(bytes) != 0 {
+                let i = ffi::PyLong_AsSsize_t(lasti);
+                let n = ffi::PyBytes_Size(bytes);
+                if i >= 0 && i < n {
+                    ret = *(ffi::PyBytes_AsString(bytes) as *const u8).offset(i) == RETURN_VALUE;
+                }
+                ffi::PyErr_Clear();
+            }
+            for o in [lasti, code, bytes] {
+                ffi::Py_XDECREF(o);
+            }
+            ret
         })
     }
 }
