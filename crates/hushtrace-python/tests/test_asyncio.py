@@ -161,8 +161,13 @@ def test_every_task_is_one_async_slice_ending_with_its_coroutine(tmp_path, run_a
     assert begins["sleeper"] == 2  # one cancelled before it ever ran: it ends too
     assert begins["fails"] == 1 and begins["producer"] == 1 and begins["consumer"] == 1
     assert begins["main"] == 1
-    # A task's slice spans its coroutine's frames (the task ends when its coroutine's
-    # outermost frame returns or unwinds), and ends at the last of them.
+    # A task ends as its coroutine's outermost frame returns or unwinds for the last time
+    # (not later, from a done callback the loop runs): right after that frame's end.
+    timeline = [e for e in events if e.get("ph") in ("B", "E", "b", "e")]
+    for prev, e in zip(timeline, timeline[1:]):
+        if e["ph"] == "e":
+            assert (prev["ph"], prev["name"]) == ("E", e["name"]), (prev, e)
+    # A task's slice spans its coroutine's frames.
     ts = {(e["ph"], e["name"]): e["ts"] for e in events
           if e.get("ph") in ("b", "e") and e["name"] in ("fails", "main")}
     for name in ("fails", "main"):
