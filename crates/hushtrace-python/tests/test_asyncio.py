@@ -148,8 +148,9 @@ def test_calls_equal_cprofiles_of_the_untraced_program(tmp_path):
 
 
 # Below 3.12 --c-calls follows calls with the profile hook instead of the frame evaluation
-# function: tasks are followed from either.
-@pytest.mark.parametrize("run_args", [[], ["--c-calls"]], ids=["calls", "c-calls"])
+# function: tasks are followed from either; and with asyncio itself not traced (--include).
+@pytest.mark.parametrize("run_args", [[], ["--c-calls"], ["--include", "__main__"]],
+                         ids=["calls", "c-calls", "include"])
 def test_every_task_is_one_async_slice_ending_with_its_coroutine(tmp_path, run_args):
     trace = run_traced_only(tmp_path, run_args)
     events = chrome(trace, tmp_path)
