@@ -1,4 +1,4 @@
-//! `python -m hushtrace run`: the trace holds the program's frames, not the launcher's.
+//! The trace holds the program's frames, not those of whatever started tracing before it.
 //!
 //! The launcher switches function tracing on before it hands over to the program through
 //! `runpy`, and switches it off after `runpy` returns; the frames it runs before the program
@@ -9,6 +9,11 @@
 //! nothing is counted or recorded; that frame is depth 1 (as cProfile shows it, under the
 //! `exec` that runs it), and once it has returned, nothing more on its thread is. Threads
 //! the program starts, and fork children, are the program's.
+//!
+//! At interpreter start-up (`hushtrace record`, the children of a traced program: the
+//! package's `.pth` hook), tracing starts while the interpreter imports the hook and still has
+//! `site`'s work to finish: the same wait for the main module ([`AWAITING_MAIN_ONLY`]) keeps
+//! those frames out; what runs after the main module (`atexit` callbacks) is recorded.
 
 use crate::funcs::Func;
 use std::cell::Cell;
@@ -20,8 +25,11 @@ pub const OFF: u8 = 0;
 pub const AWAITING_MAIN: u8 = 1;
 /// The program's main module has started.
 pub const MAIN_STARTED: u8 = 2;
+/// Interpreter start-up: nothing is the program's until its main module starts, everything
+/// after.
+pub const AWAITING_MAIN_ONLY: u8 = 3;
 
-/// [`OFF`], [`AWAITING_MAIN`] or [`MAIN_STARTED`]; set by the launcher
+/// [`OFF`], [`AWAITING_MAIN`], [`MAIN_STARTED`] or [`AWAITING_MAIN_ONLY`]; set by the launcher
 /// (`hushtrace._hushtrace._await_main`).
 pub static STATE: AtomicU8 = AtomicU8::new(OFF);
 /// `hook::GENERATION` when the main module started (a fork child has another).
@@ -46,6 +54,13 @@ pub fn admit(f: &Func, generation: u32) -> bool {
             let _ = MAIN_THREAD.try_with(|m| m.set(true));
             STATE.store(MAIN_STARTED, Ordering::Relaxed);
             true
+        }
+        AWAITING_MAIN_ONLY => {
+            let main = f.is_main_module();
+            if main {
+                STATE.store(OFF, Ordering::Relaxed);
+            }
+            main
         }
         MAIN_STARTED => {
             // On the main module's thread, depth 0 again: the main module has returned.

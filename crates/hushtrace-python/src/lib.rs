@@ -643,14 +643,17 @@ fn _prepare_functions(
     Ok(())
 }
 
-/// `python -m hushtrace run`: with `on`, function tracing records only the frames of the
-/// program, from its main module on ([`launch`]); `False` when the program has returned.
+/// With `on`, function tracing records nothing before the program's main module starts
+/// ([`launch`]): `python -m hushtrace run` (`launcher`: nor on its thread after it returned),
+/// and interpreter start-up (`hushtrace record`, traced children). `False` when the program
+/// has returned.
 #[pyfunction]
-fn _await_main(on: bool) {
-    let state = if on {
-        launch::AWAITING_MAIN
-    } else {
-        launch::OFF
+#[pyo3(signature = (on, launcher = true))]
+fn _await_main(on: bool, launcher: bool) {
+    let state = match (on, launcher) {
+        (false, _) => launch::OFF,
+        (true, true) => launch::AWAITING_MAIN,
+        (true, false) => launch::AWAITING_MAIN_ONLY,
     };
     launch::STATE.store(state, Ordering::Relaxed);
 }

@@ -5,7 +5,7 @@ as cProfile counts it (under the `exec` that runs it)."""
 import subprocess
 import sys
 
-from conftest import check_balanced, chrome, clean_env, run_traced
+from conftest import check_balanced, chrome, clean_env, cli, run_traced
 
 PROGRAM = """
 import json
@@ -75,3 +75,19 @@ def test_module_mode_starts_at_the_modules_frame(tmp_path):
     assert r.returncode == 0, r.stderr
     # runpy imports the package to find the module: the launcher's doing, not recorded.
     assert main_thread_slices(chrome(out, tmp_path)) == [("__main__", "<module>", 1)]
+
+
+def test_record_starts_at_the_main_module(tmp_path):
+    # `hushtrace record` starts tracing from the package's .pth hook, while the interpreter
+    # imports it and before site.py has finished: none of that is the program's.
+    script = tmp_path / "prog.py"
+    script.write_text(PROGRAM)
+    out = tmp_path / "trace"
+    r = subprocess.run([cli(), "record", "-o", str(out), "--", sys.executable, str(script)],
+                       capture_output=True, text=True, env=clean_env(), timeout=120)
+    assert r.returncode == 0, r.stderr
+    events = chrome(out, tmp_path)
+    check_balanced(events)
+    slices = main_thread_slices(events)
+    assert slices[0] == ("__main__", "<module>", 1), slices[:5]
+    assert not [s for s in slices if s[0].split(".")[0] in ("site", "hushtrace")]
