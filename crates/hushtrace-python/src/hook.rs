@@ -38,7 +38,7 @@ pub fn enter(f: &Func) {
             && crate::launch::STATE.load(Ordering::Relaxed) != 0
             && !crate::launch::admit(f, generation)
         {
-            return; // the launcher's frame (`python -m hushtrace run`): not counted
+            return; // not the program's frame (before its main module): not counted
         }
         d.set((generation, n + 1));
         if n < MAX_DEPTH.load(Ordering::Relaxed) {

@@ -20,8 +20,9 @@
 //!
 //! Not followed: tasks not created through `BaseEventLoop.create_task` (`asyncio.Task(...)`
 //! called directly, other event loops such as uvloop), and coroutines that are not Python
-//! code (no code object). A task whose coroutine finished inside `create_task` (3.12's eager
-//! tasks) is an empty slice at the return of `create_task`.
+//! code (no code object). A task whose coroutine finished inside `create_task` (3.12+'s eager
+//! tasks) is an empty slice at the return of `create_task`; an eager task that awaits begins
+//! there too, after its coroutine's first steps.
 
 use crate::funcs::{self, Func};
 use crate::gil::GilCell;
@@ -128,13 +129,44 @@ unsafe fn keeping_error<R>(f: impl FnOnce() -> R) -> R {
 unsafe fn created(task: *mut ffi::PyObject) {
     // SAFETY: GIL held (caller); references taken here are released here.
     unsafe {
-        let coro = attr(task, c"_coro");
+        let mut coro = attr(task, c"_coro");
         if coro.is_null() {
             return; // not an asyncio task (a custom task factory's object)
+        }
+        if coro == ffi::Py_None() {
+            // A task that finished inside create_task (3.12+'s eager tasks) has let go of its
+            // coroutine: create_task's argument, in its frame (the running one at PY_RETURN).
+            ffi::Py_DECREF(coro);
+            coro = create_task_argument();
+            if coro.is_null() {
+                return;
+            }
         }
         begin(task, coro);
         ffi::Py_DECREF(coro);
     }
+}
+
+/// The `coro` argument of the running `create_task` frame (new reference), or NULL.
+///
+/// # Safety
+/// The GIL is held.
+unsafe fn create_task_argument() -> *mut ffi::PyObject {
+    #[cfg(Py_3_12)]
+    // SAFETY: GIL held (caller); borrowed frame; a failed lookup's exception is cleared.
+    unsafe {
+        let frame = ffi::PyEval_GetFrame();
+        if frame.is_null() {
+            return std::ptr::null_mut();
+        }
+        let v = ffi::PyFrame_GetVarString(frame, c"coro".as_ptr().cast_mut());
+        if v.is_null() {
+            ffi::PyErr_Clear();
+        }
+        v
+    }
+    #[cfg(not(Py_3_12))]
+    std::ptr::null_mut() // no eager tasks before 3.12
 }
 
 /// # Safety

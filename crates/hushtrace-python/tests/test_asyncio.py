@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import check_balanced, chrome, clean_env, last_json, write_script
+from conftest import check_balanced, chrome, clean_env, last_json, run_traced, write_script
 
 PROGRAM = """
 import asyncio, json
@@ -188,3 +188,35 @@ def run_traced_only(tmp_path, run_args):
     assert r.returncode == 0, r.stderr
     assert last_json(r.stdout) == {"produced": 500, "consumed": 500, "total": 50005000}
     return trace
+
+
+EAGER = """
+import asyncio
+
+async def quick(i):
+    return i
+
+async def slow(i):
+    await asyncio.sleep(0)
+    return i
+
+async def main():
+    asyncio.get_running_loop().set_task_factory(asyncio.eager_task_factory)
+    done = [asyncio.create_task(quick(i)) for i in range(3)]     # finish inside create_task
+    waiting = [asyncio.create_task(slow(i)) for i in range(3)]   # start inside it, then wait
+    return sum(await asyncio.gather(*done, *waiting))
+
+print(asyncio.run(main()))
+"""
+
+
+@pytest.mark.skipif(sys.version_info < (3, 12), reason="eager tasks are new in Python 3.12")
+def test_eager_tasks_are_slices_too(tmp_path):
+    trace, out = run_traced(tmp_path, EAGER)
+    assert out.split() == ["6"]
+    events = chrome(trace, tmp_path)
+    check_balanced(events)
+    begins = collections.Counter(e["name"] for e in events if e.get("ph") == "b")
+    ends = collections.Counter(e["name"] for e in events if e.get("ph") == "e")
+    assert begins == ends
+    assert (begins["quick"], begins["slow"]) == (3, 3), begins
