@@ -9,7 +9,9 @@
 //! spans after their event class would call every one `py:call`: [`PyFuncs`] keeps the
 //! definitions seen so far (per process trace) and gives `py:call` and `py:task` events the
 //! name `"<module>:<qualname>"`, which splits into category and name like any other; the
-//! definitions themselves are not shown as events.
+//! definitions themselves are not shown as events. A coroutine's calls (`py:call`, one per
+//! resumption) and its task's lifetime (`py:task`) share that name: readers keep them apart
+//! by kind (the report's rows: [`is_task`]).
 //!
 //! [`PyFuncs::of_session`] reads a session's definitions first, wherever they are in it.
 //!
@@ -67,6 +69,13 @@ pub fn is_definition(ev: &MergedEvent<'_>) -> bool {
     class.kind == Kind::Instant && class.name == "py:function"
 }
 
+/// Whether `ev` is a `py:task` begin or end (an asyncio task's async slice: its lifetime, not
+/// a call of its coroutine's function, although both are named after that function).
+pub fn is_task(ev: &MergedEvent<'_>) -> bool {
+    let class = ev.event.class;
+    matches!(class.kind, Kind::AsyncBegin | Kind::AsyncEnd) && class.name == "py:task"
+}
+
 impl PyFuncs {
     /// Every definition in `session`, read in a first pass over its events, so that calls
     /// recorded before their function's definition are named too (overwrite mode's state dump
@@ -116,7 +125,7 @@ impl PyFuncs {
         let class = ev.event.class;
         let ours = match class.kind {
             Kind::SpanBegin | Kind::SpanEnd => class.name == "py:call",
-            Kind::AsyncBegin | Kind::AsyncEnd => class.name == "py:task",
+            Kind::AsyncBegin | Kind::AsyncEnd => is_task(ev),
             _ => false,
         };
         if !ours {

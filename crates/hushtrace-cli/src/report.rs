@@ -9,7 +9,7 @@ use crate::spans::{AsyncSpans, Names, SpanStacks};
 use hushtrace_ctf::reader::{Error, Origin, Session};
 use hushtrace_ctf::Kind;
 use serde::Serialize;
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::fmt::Write as _;
 
 /// The whole report.
@@ -32,7 +32,7 @@ pub struct Report {
     pub events: u64,
     /// Per process, ordered by pid.
     pub processes: Vec<ProcessReport>,
-    /// Per span name, by total time descending.
+    /// Per span name and kind, by total time descending.
     pub spans: Vec<SpanReport>,
     /// Per instant event name.
     pub instants: Vec<InstantReport>,
@@ -94,11 +94,40 @@ pub struct ThreadReport {
     pub lost_packets: u64,
 }
 
-/// Durations of one span name, in ns.
+/// What a span row measures: spans of one name and kind are one row, so a name used both by
+/// thread spans and async spans (a Python coroutine's resumptions and its asyncio task's
+/// lifetime) gives two rows, each with its own count and durations.
+#[derive(Clone, Copy, Debug, Serialize, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[serde(rename_all = "lowercase")]
+pub enum SpanKind {
+    /// Thread spans (begin and end on one thread, nested): also a traced Python function's
+    /// calls, each resumption of a generator or coroutine one span.
+    Span,
+    /// Async spans (matched by id, on any thread).
+    Async,
+    /// Python asyncio tasks (`py:task` async spans, named after their coroutine's
+    /// function): creation to the coroutine's end.
+    Task,
+}
+
+impl SpanKind {
+    /// The suffix of the row's name in the text report (none for thread spans).
+    pub fn suffix(self) -> &'static str {
+        match self {
+            SpanKind::Span => "",
+            SpanKind::Async => " (async)",
+            SpanKind::Task => " (task)",
+        }
+    }
+}
+
+/// Durations of one span name and kind, in ns.
 #[derive(Clone, Debug, Serialize, PartialEq)]
 pub struct SpanReport {
     /// `"category:name"`.
     pub name: String,
+    /// Thread spans, async spans or Python tasks.
+    pub kind: SpanKind,
     /// Spans closed.
     pub count: u64,
     /// Sum of durations.
@@ -241,7 +270,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     let mut names = Names::for_session(session)?;
     let mut stacks = SpanStacks::default();
     let mut asyncs = AsyncSpans::default();
-    let mut durations: Vec<Option<SpanAcc>> = Vec::new();
+    let mut durations: HashMap<(u32, SpanKind), SpanAcc> = HashMap::new();
     let mut instants: BTreeMap<u32, u64> = BTreeMap::new();
     let mut counters: BTreeMap<u32, CounterReport> = BTreeMap::new();
     let mut threads: BTreeMap<(u32, u32), ThreadAcc> = BTreeMap::new();
@@ -296,17 +325,17 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
             }
             Kind::SpanBegin | Kind::SpanEnd | Kind::AsyncBegin | Kind::AsyncEnd => {
                 // Thread spans nest per thread; async spans match by id (counted once).
-                let closed = match ev.event.class.kind {
-                    Kind::AsyncBegin | Kind::AsyncEnd => asyncs.feed(&ev, name),
-                    _ => stacks.feed(&ev, name),
+                let (closed, kind) = match ev.event.class.kind {
+                    Kind::AsyncBegin | Kind::AsyncEnd if crate::pyfuncs::is_task(&ev) => {
+                        (asyncs.feed(&ev, name), SpanKind::Task)
+                    }
+                    Kind::AsyncBegin | Kind::AsyncEnd => (asyncs.feed(&ev, name), SpanKind::Async),
+                    _ => (stacks.feed(&ev, name), SpanKind::Span),
                 };
                 if let Some(closed) = closed {
-                    let i = closed.name as usize;
-                    if durations.len() <= i {
-                        durations.resize_with(i + 1, || None);
-                    }
-                    durations[i]
-                        .get_or_insert_with(SpanAcc::new)
+                    durations
+                        .entry((closed.name, kind))
+                        .or_insert_with(SpanAcc::new)
                         .record(clamp(closed.duration_ns));
                 }
             }
@@ -378,10 +407,9 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
 
     let mut spans: Vec<SpanReport> = durations
         .into_iter()
-        .enumerate()
-        .filter_map(|(i, d)| Some((i, d?)))
-        .map(|(i, d)| SpanReport {
-            name: names.name(i as u32).to_string(),
+        .map(|((i, kind), d)| SpanReport {
+            name: names.name(i).to_string(),
+            kind,
             count: d.count,
             total_ns: clamp(d.total),
             mean_ns: clamp(d.total / d.count.max(1) as i128),
@@ -397,6 +425,7 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         b.total_ns
             .cmp(&a.total_ns)
             .then_with(|| natural_cmp(&a.name, &b.name))
+            .then_with(|| a.kind.cmp(&b.kind))
     });
     let mut instants: Vec<InstantReport> = instants
         .into_iter()
@@ -693,7 +722,7 @@ impl Report {
                 .iter()
                 .map(|r| {
                     vec![
-                        r.name.clone(),
+                        format!("{}{}", r.name, r.kind.suffix()),
                         r.count.to_string(),
                         fmt_duration(r.total_ns),
                         fmt_duration(r.mean_ns),

@@ -36,6 +36,9 @@ pub struct Func {
     pub id: u32,
     /// Not traced (`--include`/`--exclude`, or the tracer's own code).
     pub excluded: bool,
+    /// Its part in following asyncio tasks: a [`crate::tasks::Role`] (set when interned, and
+    /// when a task's coroutine of this function is first seen).
+    pub task: Cell<u8>,
     /// The definition epoch in which its `py:function` event was last written.
     emitted: Cell<u32>,
     module: String,
@@ -247,6 +250,7 @@ fn new_func(module: String, qualname: String, file: String, line: u32) -> &'stat
     let f: &'static Func = Box::leak(Box::new(Func {
         id,
         excluded,
+        task: Cell::new(crate::tasks::role_of(&module, &qualname) as u8),
         emitted: Cell::new(0),
         module,
         qualname,
@@ -257,6 +261,13 @@ fn new_func(module: String, qualname: String, file: String, line: u32) -> &'stat
         t.funcs.push(f);
     }
     f
+}
+
+impl Func {
+    /// Whether this is the code of the program's main module (`<module>` run as `__main__`).
+    pub fn is_main_module(&self) -> bool {
+        self.qualname == "<module>" && self.module == "__main__"
+    }
 }
 
 // ---- code objects ----
@@ -332,6 +343,22 @@ pub unsafe fn init_code_extra() -> bool {
 pub unsafe fn of_code(code: *mut ffi::PyObject) -> Option<&'static Func> {
     // SAFETY: forwarded contract.
     unsafe { of_code_in(code, None) }
+}
+
+/// The function of code object `code` if it was interned already (no interning).
+///
+/// # Safety
+/// As for [`of_code`].
+#[inline]
+pub unsafe fn known(code: *mut ffi::PyObject) -> Option<&'static Func> {
+    let idx = EXTRA_INDEX.load(Ordering::Relaxed);
+    let mut p: *mut c_void = std::ptr::null_mut();
+    // SAFETY: GIL held, live code object, reserved index (caller).
+    if unsafe { code_get_extra(code, idx, &mut p) } == 0 && !p.is_null() {
+        // SAFETY: the slot holds only pointers to leaked `Func`s.
+        return Some(unsafe { &*(p as *const Func) });
+    }
+    None
 }
 
 /// [`of_code`], with the module named by the caller when the code is not the running frame's

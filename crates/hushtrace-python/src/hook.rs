@@ -34,6 +34,12 @@ pub fn enter(f: &Func) {
     let _ = DEPTH.try_with(|d| {
         let (g, n) = d.get();
         let n = if g == generation { n } else { 0 };
+        if n == 0
+            && crate::launch::STATE.load(Ordering::Relaxed) != 0
+            && !crate::launch::admit(f, generation)
+        {
+            return; // not the program's frame (before its main module): not counted
+        }
         d.set((generation, n + 1));
         if n < MAX_DEPTH.load(Ordering::Relaxed) {
             funcs::ensure_defined(f);
@@ -153,6 +159,11 @@ mod monitoring {
 
     macro_rules! code_callback {
         ($name:ident, $act:ident, $can_disable:expr) => {
+            code_callback!($name, $act, $can_disable, no_tasks);
+        };
+        // `$tasks(f, args, nargs)` after `$act` for a function with a part in following asyncio
+        // tasks (`crate::tasks`), traced or not (such a function is never disabled).
+        ($name:ident, $act:ident, $can_disable:expr, $tasks:expr) => {
             /// A `sys.monitoring` callback (see the module docs).
             ///
             /// # Safety
@@ -167,6 +178,13 @@ mod monitoring {
                     match code_func(args, nargs) {
                         Some(f) if !f.excluded => {
                             $act(f);
+                            if f.task.get() != 0 {
+                                $tasks(f, args, nargs);
+                            }
+                            none()
+                        }
+                        Some(f) if f.task.get() != 0 => {
+                            $tasks(f, args, nargs);
                             none()
                         }
                         Some(_) if $can_disable => disable(),
@@ -177,12 +195,15 @@ mod monitoring {
         };
     }
 
+    #[inline]
+    unsafe fn no_tasks(_: &Func, _: *mut *mut ffi::PyObject, _: ffi::Py_ssize_t) {}
+
     code_callback!(py_start, enter, true);
     code_callback!(py_resume, enter, true);
     code_callback!(py_throw, enter, false);
-    code_callback!(py_return, exit, true);
+    code_callback!(py_return, exit, true, crate::tasks::on_return);
     code_callback!(py_yield, exit, true);
-    code_callback!(py_unwind, exit, false);
+    code_callback!(py_unwind, exit, false, crate::tasks::on_unwind);
 
     macro_rules! c_callback {
         ($name:ident, $act:ident) => {
@@ -349,6 +370,9 @@ mod profile {
                             } else {
                                 exit(f)
                             }
+                        }
+                        if what == PY_TRACE_RETURN && f.task.get() != 0 {
+                            crate::tasks::profile_return(f, frame, arg);
                         }
                     }
                     ffi::Py_DECREF(code);

@@ -4,7 +4,8 @@
 //! * inline tracepoints (`event`, `counter`, `span`, and the span pairs of `@trace`), each a
 //!   runtime-registered callsite cached per (category, name, field names and types);
 //! * whole-program function tracing: the hooks of [`hook`] over the interned functions of
-//!   [`funcs`], switched on and off by `hushtrace._functions`.
+//!   [`funcs`], switched on and off by `hushtrace._functions`; asyncio tasks followed from
+//!   those hooks ([`tasks`]); the launcher's frames left out ([`launch`]).
 //!
 //! Everything runs with the GIL held; the per-call hooks do no Python-level work.
 
@@ -22,6 +23,8 @@ mod capi;
 mod funcs;
 mod gil;
 mod hook;
+mod launch;
+mod tasks;
 mod term;
 
 use gil::GilCell;
@@ -640,46 +643,19 @@ fn _prepare_functions(
     Ok(())
 }
 
-/// Records the begin of an asyncio task's async slice (`py:task`, id `task_id`, named after
-/// the coroutine's code object).
+/// With `on`, function tracing records nothing before the program's main module starts
+/// ([`launch`]): `python -m hushtrace run` (`launcher`: nor on its thread after it returned),
+/// and interpreter start-up (`hushtrace record`, traced children). `False` when the program
+/// has returned.
 #[pyfunction]
-fn _task_begin(code: &Bound<'_, PyAny>, task_id: u64, module: Option<&str>) -> bool {
-    let Some(cs) = funcs_ready() else {
-        return false;
+#[pyo3(signature = (on, launcher = true))]
+fn _await_main(on: bool, launcher: bool) {
+    let state = match (on, launcher) {
+        (false, _) => launch::OFF,
+        (true, true) => launch::AWAITING_MAIN,
+        (true, false) => launch::AWAITING_MAIN_ONLY,
     };
-    // SAFETY: GIL held (a `Bound`); only code objects are passed through.
-    let f = unsafe {
-        if ffi::PyCode_Check(code.as_ptr()) == 0 {
-            return false;
-        }
-        funcs::of_code_in(code.as_ptr(), module)
-    };
-    match f {
-        Some(f) if !f.excluded => {
-            funcs::ensure_defined(f);
-            cs.task_begin.record_typed((task_id, f.id))
-        }
-        _ => false,
-    }
-}
-
-/// Records the end of an asyncio task's async slice.
-#[pyfunction]
-fn _task_end(code: &Bound<'_, PyAny>, task_id: u64) -> bool {
-    let Some(cs) = funcs_ready() else {
-        return false;
-    };
-    // SAFETY: GIL held (a `Bound`); only code objects are passed through.
-    let f = unsafe {
-        if ffi::PyCode_Check(code.as_ptr()) == 0 {
-            return false;
-        }
-        funcs::of_code(code.as_ptr())
-    };
-    match f {
-        Some(f) if !f.excluded => cs.task_end.record_typed((task_id, f.id)),
-        _ => false,
-    }
+    launch::STATE.store(state, Ordering::Relaxed);
 }
 
 /// Stops recording C calls (before the hooks are removed: the call that removes them would
@@ -778,8 +754,7 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<Span>()?;
     m.add_class::<SpanPair>()?;
     m.add_function(wrap_pyfunction!(_prepare_functions, m)?)?;
-    m.add_function(wrap_pyfunction!(_task_begin, m)?)?;
-    m.add_function(wrap_pyfunction!(_task_end, m)?)?;
+    m.add_function(wrap_pyfunction!(_await_main, m)?)?;
     m.add_function(wrap_pyfunction!(_close_open_frames, m)?)?;
     m.add_function(wrap_pyfunction!(_sigterm_net, m)?)?;
     m.add_function(wrap_pyfunction!(_sigterm_handler_started, m)?)?;

@@ -75,6 +75,9 @@ def main(argv=None):
         sys.argv = list(args.target)
         sys.path[0] = os.path.dirname(os.path.abspath(script))
 
+    # The trace starts at the program's main module: runpy's frames (and the imports that find
+    # a -m module) are the launcher's, not recorded nor counted by --max-stack-depth.
+    _h._await_main(True)
     _functions.start(
         c_calls=args.c_calls,
         include=args.include,
@@ -91,6 +94,7 @@ def main(argv=None):
         code = e.code
     finally:
         _functions.stop()
+        _h._await_main(False)
         stats = _h.stop()
         if stats is not None:
             print(

@@ -7,11 +7,10 @@ profile hook (the slot cProfile uses) on every running thread plus a ``threading
 bootstrap that installs it on threads started later; a profile function found in a thread's
 slot (cProfile, ``sys.setprofile``) is chained and given its slot back at stop, as is one set
 later through ``sys.setprofile`` (replaced while tracing) or cProfile; a profiler that takes a
-thread's slot over for good is counted and warned about at stop (see ``src/hook.rs``). asyncio tasks become async slices (``py:task``) through a wrapper
-of ``BaseEventLoop.create_task``, installed when asyncio is (or gets) imported.
+thread's slot over for good is counted and warned about at stop (see ``src/hook.rs``). asyncio tasks become async slices (``py:task``), followed by
+those same hooks (see the extension's ``tasks`` module): nothing in asyncio is patched.
 """
 
-import functools
 import sys
 import threading
 import warnings
@@ -90,7 +89,6 @@ def start(c_calls=False, include=(), exclude=(), max_depth=None):
         threading.setprofile(_thread_bootstrap)
         sys.setprofile, sys.getprofile = _h._setprofile, _h._getprofile
     _active = True
-    _asyncio_hook()
 
 
 def stop():
@@ -125,62 +123,3 @@ def stop():
 def active():
     return _active
 
-
-# ---- asyncio tasks as async slices ----
-
-_patched = False
-
-
-def _end_task(code, task):
-    _h._task_end(code, id(task))
-
-
-def _patch(base_events):
-    global _patched
-    if _patched:
-        return
-    _patched = True
-    cls = base_events.BaseEventLoop
-    orig = cls.create_task
-
-    def create_task(self, coro, *args, **kwargs):
-        task = orig(self, coro, *args, **kwargs)
-        if _active:
-            code = getattr(coro, "cr_code", None) or getattr(coro, "gi_code", None)
-            frame = getattr(coro, "cr_frame", None) or getattr(coro, "gi_frame", None)
-            module = frame.f_globals.get("__name__") if frame is not None else None
-            if code is not None and _h._task_begin(code, id(task), module):
-                task.add_done_callback(functools.partial(_end_task, code))
-        return task
-
-    create_task.__wrapped__ = orig
-    cls.create_task = create_task
-
-
-class _AsyncioFinder:
-    """Patches asyncio.base_events right after it is imported (no import of asyncio here)."""
-
-    def find_spec(self, name, path=None, target=None):
-        if name != "asyncio.base_events":
-            return None
-        import importlib.machinery
-
-        spec = importlib.machinery.PathFinder.find_spec(name, path)
-        if spec is None or spec.loader is None:
-            return None
-        loader = spec.loader
-        exec_module = loader.exec_module
-
-        def exec_and_patch(module):
-            exec_module(module)
-            _patch(module)
-
-        loader.exec_module = exec_and_patch
-        return spec
-
-
-def _asyncio_hook():
-    if "asyncio.base_events" in sys.modules:
-        _patch(sys.modules["asyncio.base_events"])
-    elif not any(isinstance(f, _AsyncioFinder) for f in sys.meta_path):
-        sys.meta_path.insert(0, _AsyncioFinder())

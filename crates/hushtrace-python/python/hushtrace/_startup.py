@@ -24,6 +24,8 @@ def autostart():
         _process.install(sigterm=True)
         if env.get("HUSHTRACE_PY_FUNCTIONS", "1") != "0":
             depth = env.get("HUSHTRACE_PY_MAX_DEPTH")
+            # Nothing before the main module is the program's (site's work, this import).
+            _h._await_main(True, launcher=False)
             _functions.start(
                 c_calls=env.get("HUSHTRACE_PY_C_CALLS") == "1",
                 include=_globs("HUSHTRACE_PY_INCLUDE"),
