@@ -48,6 +48,11 @@ pub struct Func {
     line: u32,
 }
 
+// SAFETY: `emitted`, the one field with interior mutability, is read and written only with
+// the GIL held (every hook and API function of this module holds it), which serializes the
+// threads that share a `Func`.
+unsafe impl Sync for Func {}
+
 /// The runtime callsites of function tracing.
 #[derive(Debug)]
 pub struct Callsites {
