@@ -76,6 +76,7 @@ def test_bad_run_arguments(tmp_path):
         (["-o", "t"], "give a script or -m MODULE"),
         (["-o", "t", "-m"], "expected one argument"),
         (["-o", "t", "missing.py"], "no such script"),
+        (["-o", "t", "-m", "no_such_module_here"], "no module named 'no_such_module_here'"),
     ]:
         r = run(tmp_path, *args)
         assert r.returncode == 2 and want in r.stderr, (args, r.stderr)

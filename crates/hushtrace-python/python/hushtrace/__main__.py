@@ -116,6 +116,20 @@ def _remove_trace(d, parts):
             os.remove(p)
 
 
+def _find_module(name):
+    """The spec of module ``name`` as ``python -m`` would find it (from the working
+    directory first), or None."""
+    import importlib.util
+
+    sys.path.insert(0, os.getcwd())
+    try:
+        return importlib.util.find_spec(name)
+    except (ImportError, ValueError):
+        return None
+    finally:
+        sys.path.pop(0)
+
+
 def _usage_error(msg):
     print(f"{USAGE}\npython -m hushtrace run: error: {msg}", file=sys.stderr)
     return 2
@@ -151,8 +165,11 @@ def main(argv=None):
     out = os.path.abspath(args.output)
     if os.path.exists(out) and not os.path.isdir(out):
         parser.error(f"-o: {out} exists and is not a directory")
-    if module is None and not os.path.isfile(program[0]):
+    if module is None and not os.path.exists(program[0]):
         print(f"hushtrace: no such script: {program[0]}", file=sys.stderr)
+        return 2
+    if module is not None and _find_module(module) is None:
+        print(f"hushtrace: no module named {module!r}", file=sys.stderr)
         return 2
     existing = existing_trace(out)
     if existing and not args.append:
