@@ -56,6 +56,7 @@ fn sample(clock: fn() -> u64) -> (u64, u64) {
 /// description. Children created by `fork()` inherit it. `HUSHTRACE_CLOCK=monotonic` forces the
 /// `clock_gettime` fallback (used to test the no-syscall policies), and so does a counter that
 /// is not invariant or that measures below 1 MHz (no platform counter, or a broken one).
+#[allow(clippy::disallowed_methods)] // calibrates once per process (session start, first use)
 pub fn calibrate() -> &'static ClockDesc {
     CALIBRATION.get_or_init(|| {
         let forced = std::env::var(crate::env::CLOCK).ok();

@@ -159,6 +159,14 @@ pub const MAX_CLIENTS: usize = 16;
 /// Time a client has from its connection to the end of its request line.
 pub const REQUEST_DEADLINE: Duration = Duration::from_secs(1);
 
+/// A served client that has made no progress (no byte read or written) for this long is
+/// dropped when a new client of the same user arrives and all [`MAX_CLIENTS`] places are taken:
+/// the one idle longest makes room, so idle connections never lock the owner out.
+pub const EVICT_IDLE: Duration = Duration::from_millis(100);
+
+/// How long [`request`] keeps retrying a "busy" answer before it returns it.
+pub const RETRY_BUSY_FOR: Duration = Duration::from_secs(5);
+
 /// Time a client has to read its answer once it is ready.
 pub const ANSWER_DEADLINE: Duration = Duration::from_secs(5);
 
@@ -212,6 +220,8 @@ struct Client {
     conn: UnixStream,
     /// End of the current phase: the request's deadline, then the answer's.
     deadline: Instant,
+    /// When it last made progress (connected, or a byte read or written).
+    active: Instant,
     phase: Phase,
     /// Why this client is refused (its request gets this error whatever it asks).
     refuse: Option<String>,
@@ -322,7 +332,29 @@ impl Server {
         }
     }
 
-    /// Accepts pending connections: checks the peer, refuses clients beyond the cap.
+    /// Drops the served client idle longest, if it has been idle for [`EVICT_IDLE`] at least,
+    /// telling it why when it is still sending its request. Returns whether one was dropped.
+    fn evict_idlest(&mut self, now: Instant) -> bool {
+        let idlest = (self.clients.iter().enumerate())
+            .filter(|(_, c)| c.refuse.is_none() && now.duration_since(c.active) >= EVICT_IDLE)
+            .min_by_key(|(_, c)| c.active)
+            .map(|(i, _)| i);
+        let Some(i) = idlest else { return false };
+        let c = self.clients.swap_remove(i);
+        match &c.phase {
+            Phase::Writing(b, _) => self.pending_output -= b.len(),
+            _ => {
+                let ms = now.duration_since(c.active).as_millis();
+                let why = format!("dropped: idle for {ms} ms while another client waited");
+                // One non-blocking write into a connection that has been sent nothing yet.
+                let _ = (&c.conn).write(format!("{}\n", error_answer(&why)).as_bytes());
+            }
+        }
+        true
+    }
+
+    /// Accepts pending connections: checks the peer, makes room by dropping the client idle
+    /// longest (or else refuses) when the cap is reached.
     fn accept(&mut self) {
         for _ in 0..ACCEPTS_PER_PASS {
             let conn = match self.listener.accept() {
@@ -333,12 +365,13 @@ impl Server {
                 continue;
             }
             let served = self.clients.iter().filter(|c| c.refuse.is_none()).count();
+            let now = Instant::now();
             let refuse = match platform::peer_uid(std::os::fd::AsFd::as_fd(&conn)) {
                 Err(e) => Some(format!("cannot identify the peer: {e}")),
                 Ok(uid) if uid != platform::geteuid() => Some(format!(
                     "refused: the peer (uid {uid}) is not this process's user"
                 )),
-                Ok(_) if served >= MAX_CLIENTS => Some(format!(
+                Ok(_) if served >= MAX_CLIENTS && !self.evict_idlest(now) => Some(format!(
                     "busy: {MAX_CLIENTS} control clients are being served; try again"
                 )),
                 Ok(_) => None,
@@ -354,7 +387,8 @@ impl Server {
             // unread input resets it, and the client would not see why).
             self.clients.push(Client {
                 conn,
-                deadline: Instant::now() + REQUEST_DEADLINE,
+                deadline: now + REQUEST_DEADLINE,
+                active: now,
                 phase: Phase::Reading(Vec::with_capacity(256)),
                 refuse,
             });
@@ -371,6 +405,7 @@ impl Client {
                 match (&self.conn).read(&mut chunk) {
                     Ok(0) => return Step::Request(parse_request(buf)),
                     Ok(n) => {
+                        self.active = now;
                         buf.extend_from_slice(&chunk[..n]);
                         if buf.len() > MAX_REQUEST {
                             self.phase = Phase::Discarding(DISCARD_MAX);
@@ -417,7 +452,10 @@ impl Client {
                 }
                 match (&self.conn).write(&bytes[*done..]) {
                     Ok(0) => return Step::Close,
-                    Ok(n) => *done += n,
+                    Ok(n) => {
+                        self.active = now;
+                        *done += n;
+                    }
                     Err(e) if e.kind() == io::ErrorKind::Interrupted => {}
                     // The client does not read: dropped once its time is up.
                     Err(e) if e.kind() == io::ErrorKind::WouldBlock && now < self.deadline => {
@@ -453,6 +491,22 @@ pub(crate) fn remove_socket_if(path: &Path, id: (u64, u64)) {
 /// # Ok::<(), std::io::Error>(())
 /// ```
 pub fn request(pid: u32, line: &str) -> io::Result<String> {
+    // A "busy" answer (every place taken by clients still working, or too many answers
+    // waiting to be read) is retried, with a growing pause, for up to RETRY_BUSY_FOR.
+    let give_up = Instant::now() + RETRY_BUSY_FOR;
+    let mut pause = Duration::from_millis(10);
+    loop {
+        let answer = request_once(pid, line)?;
+        if !answer.starts_with("{\"ok\":false,\"error\":\"busy") || Instant::now() >= give_up {
+            return Ok(answer);
+        }
+        std::thread::sleep(pause);
+        pause = (pause * 2).min(Duration::from_millis(200));
+    }
+}
+
+/// One request and its answer line (see [`request`]).
+fn request_once(pid: u32, line: &str) -> io::Result<String> {
     let path = socket_path(pid)?;
     let mut conn = UnixStream::connect(&path).map_err(|e| {
         let alive = Path::new(&format!("/proc/{pid}")).exists();

@@ -1,3 +1,4 @@
+#![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 //! The packet hand-over of one ring: the only part of a buffer two threads write.
 //!
 //! Packets are numbered per stream; packet `s` lives in slot `s % n`. The producer owns

@@ -260,7 +260,7 @@ unsafe impl Sync for Buffer {}
 /// is published to its thread, and by the fork child handler for the forking thread's buffer.
 /// Zero-sized, neither `Send` nor `Sync`: a key stays on the thread that minted it, and only
 /// `unsafe` code can mint one ([`ProducerKey::new`]); the consumer never holds one. Minted only
-/// in the thread-side modules (`write.rs`, `state.rs`, `nosyscall.rs`; `ci/layers.py` checks).
+/// in the modules ARCHITECTURE.md's "Who mints the ring's keys" lists (`ci/layers.py` checks).
 ///
 /// A key names a role, not a buffer: it proves the caller is *a* producer, and the mint's
 /// `// SAFETY:` comment argues it is the producer of the buffer it is used on.
@@ -293,8 +293,9 @@ impl ProducerKey {
 /// The right to call a ring's consumer methods (drain, finish, recycle, the live reads of the
 /// flush and the snapshot): held by the session's one consumer. Zero-sized and `Send` (it moves
 /// to the consumer thread with the consumer) but not `Sync`, so it is never shared between
-/// threads; only `unsafe` code can mint one ([`ConsumerKey::new`]). Minted only in the consumer
-/// module (`ci/layers.py` checks); producers never hold one.
+/// threads; only `unsafe` code can mint one ([`ConsumerKey::new`]). Minted only in the modules
+/// ARCHITECTURE.md's "Who mints the ring's keys" lists (`ci/layers.py` checks); producers never
+/// hold one.
 #[derive(Clone, Copy, Debug)]
 pub struct ConsumerKey(core::marker::PhantomData<core::cell::Cell<()>>);
 
@@ -898,6 +899,17 @@ impl Buffer {
         // SAFETY: the key holder is the producer, the single writer.
         unsafe { self.producer.discarded.add(1) };
         self.mirror_discarded();
+    }
+
+    /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
+    /// packet now if it holds events, so a snapshot requested by this thread includes its
+    /// newest events. No system call (the consumer is not woken).
+    pub(crate) fn close_open_packet(&self, _key: &ProducerKey, now: impl Fn() -> u64) {
+        let p = &*self.producer;
+        if p.open.get() && p.events.get() > 0 {
+            self.finalize(&now);
+            self.open_next(&now);
+        }
     }
 
     /// Events dropped in this stream so far (discarded plus overwritten).

@@ -1,3 +1,4 @@
+#![deny(clippy::disallowed_methods)] // hot path (with_current): no alloc, lock, sleep, syscall
 //! The thread life cycle: the thread-local pointer to a thread's [`ThreadCtx`], registration
 //! (on a thread's first tracepoint or `init_thread()`), and thread exit, which hands the
 //! thread's buffer to the consumer.
@@ -73,6 +74,7 @@ pub(crate) fn current() -> Option<Arc<ThreadCtx>> {
 
 /// Registers the calling thread: context, TLS destructor, registry entry, and a buffer if a
 /// session runs. `None` when the thread is exiting or already registering.
+#[allow(clippy::disallowed_methods)] // a thread's first tracepoint: allocates and locks once
 pub(crate) fn register() -> Option<Arc<ThreadCtx>> {
     if CTX.with(|c| c.get()) as usize == DEAD || REGISTERING.with(|r| r.replace(true)) {
         return None;

@@ -16,7 +16,7 @@
 
 #![allow(clippy::disallowed_methods)] // the consumer side: not the hot path
 
-use super::{Buffer, ConsumerKey, Ident, ProducerKey};
+use super::{Buffer, ConsumerKey, Ident};
 use crate::primitive::{fence, load_byte, Ordering};
 use hushtrace_ctf::layout::{PacketEnd, PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::metadata::TraceDesc;
@@ -45,17 +45,6 @@ impl Buffer {
         self.hdr_word(OFF_FLUSH_EXTRA)
             .store(extra, Ordering::Relaxed);
         self.hdr_word(OFF_FLUSH_SEQ).store(seq1, Ordering::Release);
-    }
-
-    /// Owner, outside any tracepoint of its own (`depth == 1` for this call): closes the open
-    /// packet now if it holds events, so a snapshot requested by this thread includes its
-    /// newest events. No system call (the consumer is not woken).
-    pub(crate) fn close_open_packet(&self, _key: &ProducerKey, now: impl Fn() -> u64) {
-        let p = &*self.producer;
-        if p.open.get() && p.events.get() > 0 {
-            self.finalize(&now);
-            self.open_next(&now);
-        }
     }
 
     /// Consumer, live overwrite-mode ring: calls `write` with each of the newest committed
