@@ -562,10 +562,7 @@ impl Buffer {
                 // (PACKET_HEADER_LEN > OFF_PROCNAME + 16 bytes); we are its producer (the key).
                 // Relaxed byte stores, as a snapshot may read the open packet at the same time
                 // (byte loads, `primitive::load_byte`).
-                unsafe {
-                    std::sync::atomic::AtomicU8::from_ptr(base.add(OFF_PROCNAME + i))
-                        .store(*b, Ordering::Relaxed)
-                };
+                unsafe { crate::primitive::store_byte(base.add(OFF_PROCNAME + i), *b) };
             }
         }
     }
