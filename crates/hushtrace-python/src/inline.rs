@@ -347,8 +347,8 @@ fn resolve(
     }
 }
 
-/// `event`'s fast path: `Some(false)` when the cache knows the pair `cat`, `name` (object
-/// addresses) and its group records nothing; `None`: take the slow path.
+/// `event`'s fast path: true when the cache knows the pair `cat`, `name` (object addresses)
+/// and its group records nothing (return `False` at once); false: take the slow path.
 pub fn event_cached_disabled(
     py: Python<'_>,
     cat: *mut ffi::PyObject,

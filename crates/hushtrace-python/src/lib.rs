@@ -374,6 +374,7 @@ fn span(
 ) -> PyResult<Span> {
     let cat = inline::text_arg(cat, "category")?;
     let name = inline::text_arg(name, "name")?;
+    // The field types are checked now (a TypeError here, not at `with`).
     let mut checked = inline::Fields::none();
     let mut kept = Vec::new();
     if let Some(d) = &fields {
