@@ -128,14 +128,18 @@ def test_consumer_sched_and_cpus_place_the_consumer_thread(tmp_path):
     hushtrace.start(sys.argv[1], consumer_sched=f"nice:{want}", consumer_cpus=[0])
     for i in range(5000):
         hushtrace.event("app", "tick", i=i)
-    tid = None
-    for t in os.listdir("/proc/self/task"):
-        with open(f"/proc/self/task/{t}/comm") as f:
-            if f.read().strip() == "hushtrace-consu":
-                tid = t
-    assert tid, "no consumer thread"
-    # The thread has its name before it applies its settings: look again for up to 5 s.
+    # The consumer names itself once running (a raw pthread that may not have run yet), and
+    # has its name before it applies its settings: look again for up to 5 s for each.
     import time
+    deadline = time.monotonic() + 5
+    tid = None
+    while tid is None and time.monotonic() < deadline:
+        for t in os.listdir("/proc/self/task"):
+            with open(f"/proc/self/task/{t}/comm") as f:
+                if f.read().strip() == "hushtrace-consu":
+                    tid = t
+        time.sleep(0.002)
+    assert tid, "no consumer thread"
     deadline = time.monotonic() + 5
     while True:
         with open(f"/proc/self/task/{tid}/stat") as f:
