@@ -74,6 +74,8 @@ struct StreamState {
     vpid: u32,
     vtid: u32,
     seen: bool,
+    /// The offset of the packet of the last event (a new packet may carry a new thread name).
+    packet: Option<u64>,
     depth: u64,
     ids: Vec<u8>,
 }
@@ -195,7 +197,8 @@ pub fn convert_with<W: Write>(
     let mut classes = ClassCache::default();
     let mut py = PyFuncs::of_session(session)?;
     let mut processes: HashSet<u32> = HashSet::new();
-    let mut threads: HashSet<(u32, u32)> = HashSet::new();
+    // Per thread, the name its last `thread_name` event gave it.
+    let mut threads: HashMap<(u32, u32), String> = HashMap::new();
     let mut async_roots: HashMap<(u32, u64), AsyncRoot> = HashMap::new();
     let mut first = true;
     let mut line = Vec::with_capacity(256);
@@ -222,6 +225,7 @@ pub fn convert_with<W: Write>(
                 vpid: p.vpid,
                 vtid: p.vtid,
                 seen: true,
+                packet: None,
                 depth: 0,
                 ids,
             };
@@ -233,8 +237,14 @@ pub fn convert_with<W: Write>(
                 };
                 metadata_event(&mut line, "process_name", p.vpid, 0, name);
             }
-            if threads.insert((p.vpid, p.vtid)) {
+        }
+        if st.packet != Some(p.offset) {
+            // A thread renamed while traced gets its `thread_name` event again (readers take
+            // the last one).
+            st.packet = Some(p.offset);
+            if threads.get(&(p.vpid, p.vtid)) != Some(&p.procname) {
                 metadata_event(&mut line, "thread_name", p.vpid, p.vtid, &p.procname);
+                threads.insert((p.vpid, p.vtid), p.procname.clone());
             }
         }
         if py.observe(&ev) {

@@ -403,8 +403,10 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 k.finish(&opts.output);
             }
             let status = status?;
-            print_record_summary(&opts, status);
-            Ok(ExitCode::from(record::exit_code(status).clamp(0, 255) as u8))
+            let traced = print_record_summary(&opts, status);
+            let code = record::exit_code(status).clamp(0, 255) as u8;
+            // A Python program that could not start tracing is an error, even if it exited 0.
+            Ok(ExitCode::from(if traced || code != 0 { code } else { 1 }))
         }
         Cmd::Convert {
             dir,
@@ -529,7 +531,9 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) {
+/// Prints what the command wrote; false when it was a Python program that could not start
+/// tracing (the package is not importable by its interpreter).
+fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) -> bool {
     let dir = &opts.output;
     let prog = opts
         .command
@@ -557,6 +561,10 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
     if stats.is_empty() && incomplete.is_empty() {
         if killed.is_some() {
             println!("  no trace: the program was killed before it wrote any");
+        } else if let Some(why) = record::python_without_package(&opts.command) {
+            println!("  no trace");
+            eprintln!("hushtrace: error: {why}");
+            return false;
         } else {
             println!("  no trace (did the program call hushtrace::start_from_env()?)");
         }
@@ -587,6 +595,7 @@ fn print_record_summary(opts: &RecordOptions, status: std::process::ExitStatus) 
             }
         );
     }
+    true
 }
 
 /// Writes `path` through a temporary file renamed on success, so a failure never leaves a

@@ -153,6 +153,9 @@ struct ClassInfo {
 struct Sequence {
     id: u32,
     pid: u32,
+    /// The thread's track and the name its descriptor gave it last.
+    track: u64,
+    thread_name: String,
     /// Absolute time (ns since the epoch) of the sequence clock's current value.
     clock_ns: i128,
     /// Interned names already written on this sequence, by iid - 1, per space.
@@ -223,6 +226,28 @@ impl<W: Write> Writer<W> {
         })
     }
 
+    /// The descriptor of thread track `uuid` (again when the thread was renamed: readers take
+    /// the last name).
+    fn thread_descriptor(
+        &mut self,
+        uuid: u64,
+        parent: u64,
+        pid: u32,
+        tid: u32,
+        name: &str,
+    ) -> io::Result<()> {
+        self.descriptor(TrackDescriptor {
+            uuid: Some(uuid),
+            parent_uuid: Some(parent),
+            thread: Some(ThreadDescriptor {
+                pid: Some(pid as i32),
+                tid: Some(tid as i32),
+                thread_name: Some(name.to_string()),
+            }),
+            ..Default::default()
+        })
+    }
+
     fn process_uuid(&mut self, pid: u32, name: &str) -> io::Result<u64> {
         if let Some(&u) = self.processes.get(&pid) {
             return Ok(u);
@@ -244,6 +269,12 @@ impl<W: Write> Writer<W> {
     fn sequence(&mut self, ev: &MergedEvent<'_>) -> io::Result<usize> {
         let p = ev.event.packet;
         if let Some(&s) = self.threads.get(&(p.vpid, p.vtid)) {
+            if self.sequences[s].thread_name != p.procname {
+                // The thread was renamed: its track's descriptor again, with the new name.
+                self.sequences[s].thread_name = p.procname.clone();
+                let (track, parent) = (self.sequences[s].track, self.processes[&p.vpid]);
+                self.thread_descriptor(track, parent, p.vpid, p.vtid, &p.procname)?;
+            }
             return Ok(s);
         }
         let pname = if ev.desc.vpid == p.vpid {
@@ -253,16 +284,7 @@ impl<W: Write> Writer<W> {
         };
         let parent = self.process_uuid(p.vpid, pname)?;
         let uuid = self.uuid();
-        self.descriptor(TrackDescriptor {
-            uuid: Some(uuid),
-            parent_uuid: Some(parent),
-            thread: Some(ThreadDescriptor {
-                pid: Some(p.vpid as i32),
-                tid: Some(p.vtid as i32),
-                thread_name: Some(p.procname.clone()),
-            }),
-            ..Default::default()
-        })?;
+        self.thread_descriptor(uuid, parent, p.vpid, p.vtid, &p.procname)?;
         let id = DESCRIPTOR_SEQUENCE + 1 + self.sequences.len() as u32;
         self.packet(&TracePacket {
             trusted_packet_sequence_id: Some(id),
@@ -300,6 +322,8 @@ impl<W: Write> Writer<W> {
         self.sequences.push(Sequence {
             id,
             pid: p.vpid,
+            track: uuid,
+            thread_name: p.procname.clone(),
             clock_ns: t as i128,
             names_sent: Vec::new(),
             cats_sent: Vec::new(),

@@ -223,6 +223,62 @@ impl RecordOptions {
     }
 }
 
+/// Whether `program` names a Python interpreter (`python`, `python3`, `python3.12`, a venv's
+/// `bin/python`...).
+///
+/// ```
+/// use hushtrace_cli::record::is_python;
+/// assert!(is_python("/venv/bin/python3.12".as_ref()) && is_python("python".as_ref()));
+/// assert!(!is_python("./app".as_ref()) && !is_python("pythonista-tool".as_ref()));
+/// ```
+pub fn is_python(program: &std::ffi::OsStr) -> bool {
+    let name = Path::new(program)
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    name.strip_prefix("python").is_some_and(|v| {
+        v.chars()
+            .all(|c| c.is_ascii_digit() || c == '.' || c == 't')
+    })
+}
+
+/// When `command` runs a Python interpreter that cannot import the `hushtrace` package (so its
+/// start-up hook never started tracing), says so and how to fix it; `None` otherwise. Asks
+/// the interpreter itself (`-c "import hushtrace"`, without the `HUSHTRACE_*` environment).
+pub fn python_without_package(command: &[OsString]) -> Option<String> {
+    let prog = command.first().filter(|p| is_python(p))?;
+    let mut probe = Command::new(prog);
+    probe.args([
+        "-c",
+        "import sys; print(sys.executable, flush=True); import hushtrace",
+    ]);
+    for (k, _) in std::env::vars_os() {
+        if k.to_string_lossy().starts_with("HUSHTRACE_") {
+            probe.env_remove(k);
+        }
+    }
+    let out = probe.output().ok()?;
+    if out.status.success() {
+        return None;
+    }
+    let exe = String::from_utf8_lossy(&out.stdout).trim().to_string();
+    let exe = if exe.is_empty() {
+        prog.to_string_lossy().into_owned()
+    } else {
+        exe
+    };
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    let why = stderr.lines().last().unwrap_or("import failed").trim();
+    Some(format!(
+        "{prog} was not traced: its interpreter ({exe}) cannot import the hushtrace Python \
+         package ({why}), whose start-up hook starts tracing. Install the package for that \
+         interpreter ({exe} -m pip install hushtrace, or ./crates/hushtrace-python from the \
+         source tree), or run the program with the python of the virtual environment that \
+         has it: hushtrace record -o DIR -- /path/to/venv/bin/python ...",
+        prog = prog.to_string_lossy()
+    ))
+}
+
 /// Runs the command and returns its exit status.
 pub fn run_status(opts: &RecordOptions) -> std::io::Result<ExitStatus> {
     let (prog, args) = opts

@@ -291,6 +291,9 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
         let sa = &mut streams[ev.stream];
         if sa.packet_offset != Some(p.offset) {
             sa.packet_offset = Some(p.offset);
+            if th.name != p.procname {
+                th.name.clone_from(&p.procname); // renamed while traced: the last name
+            }
             th.discarded = th
                 .discarded
                 .saturating_add(p.events_discarded.saturating_sub(sa.discarded));

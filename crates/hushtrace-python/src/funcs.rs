@@ -47,6 +47,11 @@ pub struct Func {
     line: u32,
 }
 
+// SAFETY: `emitted`, the one field with interior mutability, is read and written only with
+// the GIL held (every hook and API function of this module holds it), which serializes the
+// threads that share a `Func`.
+unsafe impl Sync for Func {}
+
 /// The runtime callsites of function tracing.
 #[derive(Debug)]
 pub struct Callsites {
@@ -379,6 +384,31 @@ pub unsafe fn of_code_in(code: *mut ffi::PyObject, module: Option<&str>) -> Opti
     unsafe { intern_code(code, idx, module) }
 }
 
+/// Keeps the exception being raised (if any) across `f`, which may clear it.
+///
+/// # Safety
+/// The GIL is held.
+pub(crate) unsafe fn keeping_error<R>(f: impl FnOnce() -> R) -> R {
+    let (mut t, mut v, mut tb) = (
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+        std::ptr::null_mut(),
+    );
+    // SAFETY: GIL held (caller); takes the pending exception and gives it back. (Fetch and
+    // Restore exist on every supported version; their 3.12 replacements do not on 3.9-3.11.)
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Fetch(&mut t, &mut v, &mut tb)
+    };
+    let r = f();
+    // SAFETY: as above.
+    #[allow(deprecated)]
+    unsafe {
+        ffi::PyErr_Restore(t, v, tb)
+    };
+    r
+}
+
 #[cold]
 #[inline(never)]
 unsafe fn intern_code(
@@ -388,25 +418,8 @@ unsafe fn intern_code(
 ) -> Option<&'static Func> {
     // The reads below may fail and clear the error indicator: keep the pending exception (a
     // generator resumed by `throw()` has one) and put it back.
-    let (mut t, mut v, mut tb) = (
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-    );
-    // SAFETY: GIL held (caller); takes ownership of the pending exception, if any. (Fetch and
-    // Restore exist on every supported version; their 3.12 replacements do not on 3.9-3.11.)
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Fetch(&mut t, &mut v, &mut tb)
-    };
-    // SAFETY: forwarded contract.
-    let f = unsafe { intern_code_inner(code, idx, module) };
-    // SAFETY: GIL held; gives the references back.
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Restore(t, v, tb)
-    };
-    f
+    // SAFETY: GIL held (caller); forwarded contract.
+    unsafe { keeping_error(|| intern_code_inner(code, idx, module)) }
 }
 
 unsafe fn intern_code_inner(

@@ -105,9 +105,10 @@ mod monitoring {
     //! `sys.monitoring.DISABLE` where the event allows it, so CPython stops calling it for that
     //! code location: an excluded function costs nothing after its first call.
     use super::*;
-    use crate::gil::GilCell;
+    use std::sync::atomic::AtomicPtr;
 
-    static DISABLE: GilCell<*mut ffi::PyObject> = GilCell::new(std::ptr::null_mut());
+    /// `sys.monitoring.DISABLE` (written once, under the GIL, before any callback runs).
+    static DISABLE: AtomicPtr<ffi::PyObject> = AtomicPtr::new(std::ptr::null_mut());
 
     /// Keeps `sys.monitoring.DISABLE` (a strong reference, for the life of the process).
     ///
@@ -117,7 +118,7 @@ mod monitoring {
         // SAFETY: GIL held, live object (caller).
         unsafe {
             ffi::Py_INCREF(obj);
-            *DISABLE.get() = obj;
+            DISABLE.store(obj, std::sync::atomic::Ordering::Relaxed);
         }
     }
 
@@ -135,7 +136,7 @@ mod monitoring {
     unsafe fn disable() -> *mut ffi::PyObject {
         // SAFETY: GIL held (callback); set before the callbacks are registered.
         unsafe {
-            let d = *DISABLE.get();
+            let d = DISABLE.load(std::sync::atomic::Ordering::Relaxed);
             if d.is_null() {
                 return none();
             }

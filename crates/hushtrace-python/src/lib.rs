@@ -2,7 +2,8 @@
 //!
 //! * session control (`start`, `start_from_env`, `stop`, `snapshot`, `enable`, `disable`);
 //! * inline tracepoints (`event`, `counter`, `span`, and the span pairs of `@trace`), each a
-//!   runtime-registered callsite cached per (category, name, field names and types);
+//!   runtime-registered callsite found by its text ([`inline`]);
+//! * thread and process names for the trace (`_set_thread_name`, `_set_process_name`);
 //! * whole-program function tracing: the hooks of [`hook`] over the interned functions of
 //!   [`funcs`], switched on and off by `hushtrace._functions`; asyncio tasks followed from
 //!   those hooks ([`tasks`]); the launcher's frames left out ([`launch`]).
@@ -23,17 +24,16 @@ mod capi;
 mod funcs;
 mod gil;
 mod hook;
+mod inline;
 mod launch;
 mod tasks;
 mod term;
 
-use gil::GilCell;
-use hushtrace::{FieldType, Kind, Registered, Session, Value};
+use hushtrace::{Kind, Registered, Session};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::ffi;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyInt, PyString};
-use std::collections::HashMap;
+use pyo3::types::{PyDict, PyString};
 use std::sync::atomic::Ordering;
 use std::sync::Mutex;
 use std::time::Duration;
@@ -182,224 +182,60 @@ fn disable(glob: &str) -> usize {
 /// tracing, first records every traced function's definition (`py:function`) again on this
 /// thread, so the snapshot describes every function id its `py:call` events hold. A snapshot
 /// taken from another process (`hushtrace ctl snapshot`) cannot call into Python: it may
-/// hold calls whose definition the ring overwrote.
+/// hold calls whose definition the ring overwrote. `timeout`: seconds to wait for it, a
+/// finite number at least 0 (default 10).
 #[pyfunction]
-#[pyo3(signature = (timeout = 10.0))]
-fn snapshot(py: Python<'_>, timeout: f64) -> PyResult<String> {
+#[pyo3(signature = (timeout = None))]
+fn snapshot(py: Python<'_>, timeout: Option<&Bound<'_, PyAny>>) -> PyResult<String> {
+    let wait = match timeout {
+        None => Duration::from_secs(10),
+        Some(t) => snapshot_timeout(t)?,
+    };
     dump_definitions(py);
-    py.detach(|| {
-        let s = hushtrace::snapshot()?;
-        s.wait(Duration::from_secs_f64(timeout.max(0.0)))
+    py.detach(|| hushtrace::snapshot()?.wait(wait))
+        .map(|p| p.display().to_string())
+        .map_err(err)
+}
+
+/// `snapshot`'s timeout as a duration: an int or float (not a bool), finite, at least 0.
+fn snapshot_timeout(timeout: &Bound<'_, PyAny>) -> PyResult<Duration> {
+    if timeout.is_instance_of::<pyo3::types::PyBool>()
+        || !(timeout.is_instance_of::<pyo3::types::PyInt>()
+            || timeout.is_instance_of::<pyo3::types::PyFloat>())
+    {
+        return Err(PyTypeError::new_err(format!(
+            "snapshot(): timeout must be a number of seconds, not {}",
+            timeout.get_type().name()?
+        )));
+    }
+    let secs: f64 = timeout.extract()?;
+    Duration::try_from_secs_f64(secs).map_err(|_| {
+        PyValueError::new_err(format!(
+            "snapshot(): timeout must be a finite number of seconds, at least 0, not {secs}"
+        ))
     })
-    .map(|p| p.display().to_string())
-    .map_err(err)
+}
+
+/// Names the calling thread in the trace (its packets' thread name; its kernel name is left
+/// alone): Python thread names, set by `hushtrace._names`.
+#[pyfunction]
+fn _set_thread_name(name: &str) {
+    hushtrace::set_thread_trace_name(name);
+}
+
+/// Names this process in its trace (the metadata's process name) instead of the
+/// interpreter's kernel name.
+#[pyfunction]
+fn _set_process_name(name: &str) {
+    hushtrace::set_process_name(name);
 }
 
 // ---- inline tracepoints ----
 
-const T_INT: u8 = 0;
-const T_FLOAT: u8 = 1;
-const T_BOOL: u8 = 2;
-const T_STR: u8 = 3;
-
-/// One registered variant of a (category, name): its field names (held, compared by
-/// identity: keyword names are interned strings) and types.
-struct Variant {
-    names: Vec<Py<PyString>>,
-    types: Vec<u8>,
-    cs: Registered,
-}
-
-/// Every variant of one (category, name) pair, keyed by the two string objects' addresses
-/// (held here, so the addresses stay theirs).
-struct Group {
-    _cat: Py<PyString>,
-    _name: Py<PyString>,
-    kind: Kind,
-    variants: Vec<Variant>,
-    /// The end callsite of a span group.
-    end: Option<Registered>,
-}
-
-impl Group {
-    fn any_enabled(&self) -> bool {
-        self.variants.iter().any(|v| v.cs.is_enabled())
-    }
-}
-
-type GroupKey = (usize, usize, u8);
-static GROUPS: GilCell<Option<HashMap<GroupKey, Box<Group>>>> = GilCell::new(None);
-
-fn type_code(v: &Bound<'_, PyAny>, field: &str) -> PyResult<u8> {
-    if v.is_instance_of::<PyBool>() {
-        Ok(T_BOOL)
-    } else if v.is_instance_of::<PyInt>() {
-        Ok(T_INT)
-    } else if v.is_instance_of::<PyFloat>() {
-        Ok(T_FLOAT)
-    } else if v.is_instance_of::<PyString>() {
-        Ok(T_STR)
-    } else {
-        Err(PyTypeError::new_err(format!(
-            "field {field:?}: hushtrace records int, float, bool and str, not {}",
-            v.get_type().name()?
-        )))
-    }
-}
-
-fn field_type(t: u8) -> FieldType {
-    match t {
-        T_INT => FieldType::I64,
-        T_FLOAT => FieldType::F64,
-        T_BOOL => FieldType::Bool,
-        _ => FieldType::Str,
-    }
-}
-
-/// The group of (cat, name, kind), created on first use. The returned pointer stays valid
-/// (boxed, never removed).
-fn group(
-    cat: &Bound<'_, PyString>,
-    name: &Bound<'_, PyString>,
-    kind: Kind,
-) -> PyResult<&'static mut Group> {
-    let key = (cat.as_ptr() as usize, name.as_ptr() as usize, kind as u8);
-    // SAFETY: GIL held (a `Bound` proves it); the borrow ends before any call into Python.
-    let groups = unsafe { GROUPS.get() }.get_or_insert_with(HashMap::new);
-    if let Some(g) = groups.get_mut(&key) {
-        // SAFETY: boxed and never removed: the address is stable for the process.
-        return Ok(unsafe { &mut *(g.as_mut() as *mut Group) });
-    }
-    let (c, n) = (cat.to_str()?, name.to_str()?);
-    let end = if kind == Kind::SpanBegin {
-        Some(hushtrace::register_callsite(c, n, Kind::SpanEnd, &[]).map_err(err)?)
-    } else {
-        None
-    };
-    let g = Box::new(Group {
-        _cat: cat.clone().unbind(),
-        _name: name.clone().unbind(),
-        kind,
-        variants: Vec::new(),
-        end,
-    });
-    // SAFETY: as above; no other borrow of GROUPS is alive.
-    let groups = unsafe { GROUPS.get() }.get_or_insert_with(HashMap::new);
-    let g = groups.entry(key).or_insert(g);
-    // SAFETY: boxed and never removed.
-    Ok(unsafe { &mut *(g.as_mut() as *mut Group) })
-}
-
-/// Records `fields` on the group's variant for their names and types (registered on first
-/// use). Returns whether written.
-fn record_fields(
-    cat: &Bound<'_, PyString>,
-    name: &Bound<'_, PyString>,
-    g: &mut Group,
-    fields: Option<&Bound<'_, PyDict>>,
-) -> PyResult<bool> {
-    let mut names: Vec<Bound<'_, PyString>> = Vec::new();
-    let mut vals: Vec<Bound<'_, PyAny>> = Vec::new();
-    let mut types: Vec<u8> = Vec::new();
-    if let Some(d) = fields {
-        for (k, v) in d.iter() {
-            let k = k.cast_into::<PyString>()?;
-            types.push(type_code(&v, k.to_str()?)?);
-            names.push(k);
-            vals.push(v);
-        }
-    }
-    let found = g.variants.iter().position(|v| {
-        v.types == types
-            && v.names.len() == names.len()
-            && v.names.iter().zip(&names).all(|(a, b)| {
-                a.as_ptr() == b.as_ptr() || a.bind(cat.py()).to_str().ok() == b.to_str().ok()
-            })
-    });
-    let cs = match found {
-        Some(i) => g.variants[i].cs,
-        None => {
-            let desc: Vec<(String, FieldType)> = names
-                .iter()
-                .zip(&types)
-                .map(|(n, t)| Ok((n.to_str()?.to_owned(), field_type(*t))))
-                .collect::<PyResult<_>>()?;
-            let desc: Vec<(&str, FieldType)> = desc.iter().map(|(n, t)| (n.as_str(), *t)).collect();
-            let cs = hushtrace::register_callsite(cat.to_str()?, name.to_str()?, g.kind, &desc)
-                .map_err(err)?;
-            g.variants.push(Variant {
-                names: names.iter().map(|n| n.clone().unbind()).collect(),
-                types: types.clone(),
-                cs,
-            });
-            cs
-        }
-    };
-    if !cs.is_enabled() {
-        return Ok(false);
-    }
-    let mut owned: Vec<std::borrow::Cow<'_, str>> = Vec::new();
-    for (v, t) in vals.iter().zip(&types) {
-        if *t == T_STR {
-            owned.push(v.cast::<PyString>()?.to_cow()?);
-        }
-    }
-    let mut strs = owned.iter();
-    let mut values: Vec<Value<'_>> = Vec::with_capacity(vals.len());
-    for (v, t) in vals.iter().zip(&types) {
-        values.push(match *t {
-            T_BOOL => Value::Bool(v.is_truthy()?),
-            T_INT => match v.extract::<i64>() {
-                Ok(i) => Value::I64(i),
-                Err(_) => {
-                    return Err(PyValueError::new_err(
-                        "an int field must fit in 64 bits (signed)",
-                    ))
-                }
-            },
-            T_FLOAT => Value::F64(v.extract::<f64>()?),
-            _ => Value::Str(strs.next().map(|s| s.as_ref()).unwrap_or("")),
-        });
-    }
-    Ok(cs.record(&values))
-}
-
-/// The slow path of `event`: look the group up (or create it), record.
-fn event_slow(
-    cat: &Bound<'_, PyString>,
-    name: &Bound<'_, PyString>,
-    fields: Option<&Bound<'_, PyDict>>,
-) -> PyResult<bool> {
-    let g = group(cat, name, Kind::Instant)?;
-    remember_event_group(cat, name, g);
-    if !g.variants.is_empty() && !g.any_enabled() {
-        return Ok(false);
-    }
-    record_fields(cat, name, g, fields)
-}
-
-/// A direct-mapped cache in front of the group map for `event`: (category object, name
-/// object) → group. The groups hold references to both strings, so a matching pair of
-/// addresses is that very pair of objects.
-type EventCacheSlot = (usize, usize, *const Group);
-static EVENT_CACHE: GilCell<[EventCacheSlot; 256]> = GilCell::new([(0, 0, std::ptr::null()); 256]);
-
-#[inline]
-fn event_slot(cat: usize, name: usize) -> usize {
-    ((cat >> 4) ^ (name >> 3)).wrapping_mul(0x9E37_79B9) >> 8 & 255
-}
-
-fn remember_event_group(cat: &Bound<'_, PyString>, name: &Bound<'_, PyString>, g: &Group) {
-    let (c, n) = (cat.as_ptr() as usize, name.as_ptr() as usize);
-    // SAFETY: GIL held (a `Bound`); the borrow ends here.
-    let cache = unsafe { EVENT_CACHE.get() };
-    cache[event_slot(c, n)] = (c, n, g as *const Group);
-}
-
 /// `event(cat, name, **fields)`: records an instant event with keyword fields (int, float,
 /// bool, str). A raw `METH_FASTCALL | METH_KEYWORDS` function: when the tracepoint is
 /// disabled it returns `False` after one cache probe and the interest loads, before any
-/// argument is converted or any dict is built.
+/// argument is converted.
 ///
 /// # Safety
 /// Called by CPython with the GIL held, `nargs` positional arguments in `args` followed by
@@ -410,41 +246,33 @@ unsafe extern "C" fn event_fast(
     nargs: ffi::Py_ssize_t,
     kwnames: *mut ffi::PyObject,
 ) -> *mut ffi::PyObject {
-    // SAFETY: CPython's contract (above); the cache holds pointers to boxed groups that are
-    // never freed.
+    // SAFETY: CPython's contract (above): the GIL is held and `args` holds `nargs` positional
+    // arguments then one per keyword name, all borrowed for the call.
     unsafe {
-        if nargs == 2 {
-            let (c, n) = (*args as usize, *args.add(1) as usize);
-            let (sc, sn, g) = EVENT_CACHE.get()[event_slot(c, n)];
-            if sc == c && sn == n && !g.is_null() {
-                let g = &*g;
-                if !g.variants.is_empty() && !g.any_enabled() {
-                    let f = ffi::Py_False();
-                    ffi::Py_INCREF(f);
-                    return f;
-                }
-            }
-        }
         let py = Python::assume_attached();
+        if nargs == 2 && inline::event_cached_disabled(py, *args, *args.add(1)) {
+            let f = ffi::Py_False();
+            ffi::Py_INCREF(f);
+            return f;
+        }
         let r = (|| -> PyResult<bool> {
             if nargs != 2 {
-                return Err(PyTypeError::new_err(
-                    "event() takes the category and the name, then keyword fields",
-                ));
+                return Err(PyTypeError::new_err(format!(
+                    "event() takes the category and the name ({nargs} positional arguments \
+                     given), then keyword fields"
+                )));
             }
-            let cat = Bound::from_borrowed_ptr(py, *args).cast_into::<PyString>()?;
-            let name = Bound::from_borrowed_ptr(py, *args.add(1)).cast_into::<PyString>()?;
-            let fields = if kwnames.is_null() {
-                None
-            } else {
+            let cat = inline::text_arg(Bound::from_borrowed_ptr(py, *args), "category")?;
+            let name = inline::text_arg(Bound::from_borrowed_ptr(py, *args.add(1)), "name")?;
+            let mut fields = inline::Fields::none();
+            if !kwnames.is_null() {
                 let names = Bound::from_borrowed_ptr(py, kwnames);
-                let d = PyDict::new(py);
                 for (i, k) in names.try_iter()?.enumerate() {
-                    d.set_item(k?, Bound::from_borrowed_ptr(py, *args.add(2 + i)))?;
+                    let v = Bound::from_borrowed_ptr(py, *args.add(2 + i));
+                    fields.push(k?.cast_into::<PyString>()?, v)?;
                 }
-                Some(d)
-            };
-            event_slow(&cat, &name, fields.as_ref())
+            }
+            inline::event(py, &cat, &name, &fields)
         })();
         match r {
             Ok(b) => {
@@ -482,106 +310,89 @@ fn add_fastcall_keywords(
     m.add(name.to_str().expect("ASCII name"), obj)
 }
 
-/// Records a counter sample `cat:name` (an int or a float).
+/// Records a counter sample `cat:name` (an int or a float); returns whether it was written.
 #[pyfunction]
 fn counter(
-    cat: &Bound<'_, PyString>,
-    name: &Bound<'_, PyString>,
+    py: Python<'_>,
+    cat: Bound<'_, PyAny>,
+    name: Bound<'_, PyAny>,
     value: &Bound<'_, PyAny>,
 ) -> PyResult<bool> {
-    let g = group(cat, name, Kind::Counter)?;
-    if !g.variants.is_empty() && !g.any_enabled() {
-        return Ok(false);
-    }
-    let t = type_code(value, "value")?;
-    let ty = match t {
-        T_INT => FieldType::I64,
-        T_FLOAT => FieldType::F64,
-        _ => {
-            return Err(PyTypeError::new_err(
-                "a counter's value is an int or a float",
-            ))
-        }
-    };
-    let cs = match g.variants.iter().find(|v| v.types[0] == t) {
-        Some(v) => v.cs,
-        None => {
-            let cs = hushtrace::register_callsite(
-                cat.to_str()?,
-                name.to_str()?,
-                Kind::Counter,
-                &[("value", ty)],
-            )
-            .map_err(err)?;
-            g.variants.push(Variant {
-                names: vec![PyString::intern(cat.py(), "value").unbind()],
-                types: vec![t],
-                cs,
-            });
-            cs
-        }
-    };
-    if !cs.is_enabled() {
-        return Ok(false);
-    }
-    Ok(if t == T_INT {
-        cs.record_typed((value.extract::<i64>()?,))
-    } else {
-        cs.record_typed((value.extract::<f64>()?,))
-    })
+    let cat = inline::text_arg(cat, "category")?;
+    let name = inline::text_arg(name, "name")?;
+    inline::counter(py, &cat, &name, value)
 }
 
-/// `with hushtrace.span(cat, name, **fields):` — begins on entry, ends on exit.
-#[pyclass(unsendable, module = "hushtrace")]
+/// `with hushtrace.span(cat, name, **fields):` — begins on entry, ends on exit. One object
+/// may be entered again before it is exited (recursion, or several threads): the spans nest,
+/// each exit ends the innermost one its own thread entered.
+#[pyclass(module = "hushtrace")]
 struct Span {
     cat: Py<PyString>,
     name: Py<PyString>,
-    fields: Option<Py<PyDict>>,
-    end: Option<Registered>,
+    /// The fields, checked when the span was made: (name, value).
+    fields: Vec<(Py<PyString>, Py<PyAny>)>,
+    /// The entries not exited yet: (thread, end callsite if the begin was written).
+    open: Vec<(libc::pthread_t, Option<Registered>)>,
 }
 
 #[pymethods]
 impl Span {
-    fn __enter__(slf: Bound<'_, Self>) -> PyResult<Bound<'_, Self>> {
+    fn __enter__(mut slf: PyRefMut<'_, Self>) -> PyResult<PyRefMut<'_, Self>> {
         let py = slf.py();
-        {
-            let mut me = slf.borrow_mut();
-            let (cat, name) = (me.cat.bind(py).clone(), me.name.bind(py).clone());
-            let g = group(&cat, &name, Kind::SpanBegin)?;
-            if g.variants.is_empty() || g.any_enabled() {
-                let fields = me.fields.as_ref().map(|f| f.bind(py).clone());
-                if record_fields(&cat, &name, g, fields.as_ref())? {
-                    me.end = g.end;
-                }
-            }
+        let (cat, name) = (slf.cat.bind(py).clone(), slf.name.bind(py).clone());
+        let mut fields = inline::Fields::none();
+        for (k, v) in &slf.fields {
+            fields.push(k.bind(py).clone(), v.bind(py).clone())?;
         }
+        let end = inline::span_begin(py, &cat, &name, &fields)?;
+        // SAFETY: pthread_self has no preconditions.
+        slf.open.push((unsafe { libc::pthread_self() }, end));
         Ok(slf)
     }
 
     #[pyo3(signature = (*_exc))]
-    fn __exit__(&mut self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> bool {
-        if let Some(end) = self.end.take() {
+    fn __exit__(&mut self, _exc: &Bound<'_, pyo3::types::PyTuple>) -> PyResult<bool> {
+        // SAFETY: pthread_self has no preconditions.
+        let me = unsafe { libc::pthread_self() };
+        let Some(i) = self.open.iter().rposition(|(t, _)| *t == me) else {
+            return Err(PyRuntimeError::new_err(
+                "span exited on a thread that did not enter it",
+            ));
+        };
+        if let (_, Some(end)) = self.open.remove(i) {
             end.record_typed(());
         }
-        false
+        Ok(false)
     }
 }
 
-/// A span whose begin and end the caller records (the `@trace` decorator): `begin()` returns
-/// whether the begin was written; call `end()` exactly when it was.
+/// `span(cat, name, **fields)`: a context manager recording a span (see [`Span`]).
 #[pyfunction]
 #[pyo3(signature = (cat, name, **fields))]
 fn span(
-    cat: Bound<'_, PyString>,
-    name: Bound<'_, PyString>,
+    cat: Bound<'_, PyAny>,
+    name: Bound<'_, PyAny>,
     fields: Option<Bound<'_, PyDict>>,
-) -> Span {
-    Span {
+) -> PyResult<Span> {
+    let cat = inline::text_arg(cat, "category")?;
+    let name = inline::text_arg(name, "name")?;
+    // The field types are checked now (a TypeError here, not at `with`).
+    let mut checked = inline::Fields::none();
+    let mut kept = Vec::new();
+    if let Some(d) = &fields {
+        for (k, v) in d.iter() {
+            let k = k.cast_into::<PyString>()?;
+            checked.push(k.clone(), v.clone())?;
+            kept.push((k.unbind(), v.unbind()));
+        }
+    }
+    Ok(Span {
         cat: cat.unbind(),
         name: name.unbind(),
-        fields: fields.map(|f| f.unbind()),
-        end: None,
-    }
+        fields: kept,
+        open: Vec::new(),
+    })
 }
 
 /// A begin/end pair registered once (for `@trace`): no lookup per call.
@@ -610,6 +421,18 @@ impl SpanPair {
     fn end(&self) {
         self.end.record_typed(());
     }
+}
+
+/// The inline API's counters: `callsites` registered, their `limit`, and `discarded`: the
+/// records not written because their callsite was past the limit.
+#[pyfunction]
+fn _inline_stats(py: Python<'_>) -> PyResult<Py<PyDict>> {
+    let (n, limit, discarded) = inline::stats(py)?;
+    let d = PyDict::new(py);
+    d.set_item("callsites", n)?;
+    d.set_item("limit", limit)?;
+    d.set_item("discarded", discarded)?;
+    Ok(d.unbind())
 }
 
 // ---- function tracing ----
@@ -751,6 +574,9 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_function(wrap_pyfunction!(counter, m)?)?;
     m.add_function(wrap_pyfunction!(span, m)?)?;
+    m.add_function(wrap_pyfunction!(_inline_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_thread_name, m)?)?;
+    m.add_function(wrap_pyfunction!(_set_process_name, m)?)?;
     m.add_class::<Span>()?;
     m.add_class::<SpanPair>()?;
     m.add_function(wrap_pyfunction!(_prepare_functions, m)?)?;

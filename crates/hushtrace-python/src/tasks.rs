@@ -23,7 +23,7 @@
 //! tasks) is an empty slice at the return of `create_task`; an eager task that awaits begins
 //! there too, after its coroutine's first steps.
 
-use crate::funcs::{self, Func};
+use crate::funcs::{self, keeping_error, Func};
 use crate::gil::GilCell;
 use pyo3::ffi;
 use std::collections::HashMap;
@@ -58,11 +58,18 @@ struct Open {
     task: u64,
     func: &'static Func,
     /// The weak reference to the coroutine (owned).
-    weak: *mut ffi::PyObject,
+    weak: Owned,
     /// `hook::GENERATION` at the begin: an end in another generation (a fork child, a new
     /// start of function tracing) belongs to a trace that holds no begin.
     generation: u32,
 }
+
+/// A strong reference to a Python object, touched only with the GIL held.
+struct Owned(*mut ffi::PyObject);
+
+// SAFETY: the reference is used (read, released) only by code holding the GIL, whichever thread
+// that is, as with pyo3's `Py<T>`, which is `Send` for the same reason.
+unsafe impl Send for Owned {}
 
 #[derive(Default)]
 struct State {
@@ -94,31 +101,6 @@ unsafe fn attr(o: *mut ffi::PyObject, name: &std::ffi::CStr) -> *mut ffi::PyObje
         }
         v
     }
-}
-
-/// Keeps the exception being raised (if any) across `f`, which may clear it.
-///
-/// # Safety
-/// The GIL is held.
-unsafe fn keeping_error<R>(f: impl FnOnce() -> R) -> R {
-    let (mut t, mut v, mut tb) = (
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-        std::ptr::null_mut(),
-    );
-    // SAFETY: GIL held (caller); takes the pending exception and gives it back (Fetch and
-    // Restore exist on every supported version).
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Fetch(&mut t, &mut v, &mut tb)
-    };
-    let r = f();
-    // SAFETY: as above.
-    #[allow(deprecated)]
-    unsafe {
-        ffi::PyErr_Restore(t, v, tb)
-    };
-    r
 }
 
 /// `BaseEventLoop.create_task` returned `task`: begins its slice and remembers its coroutine.
@@ -218,7 +200,7 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
         if let Some(old) = st.by_coro.remove(&key) {
             // Only possible if the same coroutine is given to two tasks (asyncio refuses):
             // keep the newest.
-            st.by_weak.remove(&(old.weak as usize));
+            st.by_weak.remove(&(old.weak.0 as usize));
             end(old);
         }
         st.by_weak.insert(weak as usize, key);
@@ -227,7 +209,7 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
             Open {
                 task: id,
                 func,
-                weak,
+                weak: Owned(weak),
                 generation: crate::hook::GENERATION.load(Ordering::Relaxed),
             },
         );
@@ -320,7 +302,7 @@ unsafe fn end(open: Open) {
     }
     // SAFETY: GIL held (caller); the reference taken by `PyWeakref_NewRef`. Freeing the weak
     // reference unregisters its callback.
-    unsafe { ffi::Py_DECREF(open.weak) };
+    unsafe { ffi::Py_DECREF(open.weak.0) };
 }
 
 /// The coroutine of key `coro` (of function `f`) finished: ends its task, if it has one open.
@@ -338,7 +320,7 @@ unsafe fn finished(f: &Func, coro: usize) {
         }
         let o = st.by_coro.remove(&coro);
         if let Some(o) = &o {
-            st.by_weak.remove(&(o.weak as usize));
+            st.by_weak.remove(&(o.weak.0 as usize));
         }
         o
     };
@@ -372,11 +354,12 @@ unsafe extern "C" fn on_freed(
 /// # Safety
 /// The GIL is held.
 unsafe fn freed_callback() -> *mut ffi::PyObject {
-    static CALLBACK: GilCell<*mut ffi::PyObject> = GilCell::new(std::ptr::null_mut());
+    static CALLBACK: std::sync::atomic::AtomicPtr<ffi::PyObject> =
+        std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
     // SAFETY: GIL held (caller); the method definition is leaked ('static) as CPython
     // requires, and the function object is kept for the life of the process.
     unsafe {
-        let cb = CALLBACK.get();
+        let mut cb = CALLBACK.load(Ordering::Relaxed);
         if cb.is_null() {
             let def = Box::leak(Box::new(ffi::PyMethodDef {
                 ml_name: c"_task_coroutine_freed".as_ptr(),
@@ -386,12 +369,13 @@ unsafe fn freed_callback() -> *mut ffi::PyObject {
                 ml_flags: ffi::METH_O,
                 ml_doc: std::ptr::null(),
             }));
-            *cb = ffi::PyCFunction_NewEx(def, std::ptr::null_mut(), std::ptr::null_mut());
+            cb = ffi::PyCFunction_NewEx(def, std::ptr::null_mut(), std::ptr::null_mut());
             if cb.is_null() {
                 ffi::PyErr_Clear();
             }
+            CALLBACK.store(cb, Ordering::Relaxed);
         }
-        *cb // NULL: no callback (a coroutine freed unfinished then leaves its slice open)
+        cb // NULL: no callback (a coroutine freed unfinished then leaves its slice open)
     }
 }
 

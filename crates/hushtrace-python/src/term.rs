@@ -103,9 +103,10 @@ pub fn install() -> std::io::Result<()> {
         }
     }
     let watch_fd = fds[0];
-    std::thread::Builder::new()
-        .name("hushtrace-sigterm".into())
-        .spawn(move || watch(watch_fd))?;
+    // Not `std::thread::spawn`: this runs in fork children too, where the standard library's
+    // thread start can block forever on a lock a vanished parent thread held (the runtime's
+    // fork protocol, ARCHITECTURE.md "Fork").
+    hushtrace::spawn_fork_safe(Box::new(move || watch(watch_fd)))?;
     if current != ours {
         // SAFETY: a zeroed `sigaction` then filled: our plain handler with CPython's mask and
         // flags (not SA_SIGINFO, checked above).
@@ -124,6 +125,17 @@ pub fn install() -> std::io::Result<()> {
 /// The watcher: after each SIGTERM, waits up to [`GRACE`] for the Python handler to start;
 /// if it did not, the default action and SIGTERM again.
 fn watch(fd: c_int) {
+    // Named for `ps -L` and debuggers, with the kernel call (no std thread API on this thread).
+    // SAFETY: a NUL-terminated name of at most 16 bytes, read by the call only.
+    unsafe {
+        libc::prctl(
+            libc::PR_SET_NAME,
+            c"hushtrace-sigte".as_ptr() as libc::c_ulong,
+            0,
+            0,
+            0,
+        )
+    };
     // This thread takes SIGTERM like any other (the final one included).
     // SAFETY: a zeroed set, then SIGTERM added, unblocked for this thread only.
     unsafe {

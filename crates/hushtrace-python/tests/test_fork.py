@@ -198,3 +198,78 @@ def test_sigterm_ends_a_process_whose_main_thread_cannot_run_the_handler(tmp_pat
         if p.poll() is None:
             os.killpg(p.pid, signal.SIGKILL)
             p.wait()
+
+
+BUSY_FORK = """
+import hushtrace, os, signal, sys, threading, time
+
+stop = threading.Event()
+def churn():
+    # Threads starting and ending, and events, while the main thread forks.
+    while not stop.is_set():
+        hushtrace.event("parent", "busy")
+        t = threading.Thread(target=hushtrace.event, args=("parent", "short"))
+        t.start()
+        t.join()
+threads = [threading.Thread(target=churn) for _ in range(3)]
+for t in threads:
+    t.start()
+for i in range(20):
+    pid = os.fork()
+    if pid == 0:
+        if i < 19:
+            hushtrace.event("child", "early", i=i)
+            os._exit(0)
+        break
+    if i < 19:
+        os.waitpid(pid, 0)
+if pid != 0:
+    stop.set()
+    for t in threads:
+        t.join()
+    os.waitpid(pid, 0)
+    sys.exit(0)
+# The last child: events, then a main thread that cannot run the Python SIGTERM handler.
+for i in range(1000):
+    hushtrace.event("child", "work", i=i)
+threading.Thread(target=time.sleep, args=(120,), daemon=True).start()
+signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGTERM})
+print("ready", os.getpid(), flush=True)
+time.sleep(60)
+"""
+
+
+def test_fork_child_of_a_busy_program_has_a_working_sigterm_watcher(tmp_path):
+    # The package starts the child's SIGTERM watcher the way the runtime's fork protocol
+    # requires (a raw pthread_create, no std::thread in a fork child); the watcher then ends
+    # the child whose main thread cannot run the Python handler, and the session stays
+    # readable. 19 earlier children exit on their own (each starts a watcher too).
+    script = write_script(tmp_path, BUSY_FORK)
+    out = tmp_path / "trace"
+    p = subprocess.Popen(
+        [sys.executable, "-m", "hushtrace", "run", "-o", str(out), str(script)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=clean_env(), cwd=tmp_path,
+        start_new_session=True,
+    )
+    try:
+        line = p.stdout.readline().split()
+        assert line[:1] == ["ready"], p.stderr.read()
+        child = int(line[1])
+        os.kill(child, signal.SIGTERM)
+        rc = p.wait(timeout=60)
+        assert rc == 0, (rc, p.stderr.read())
+    finally:
+        if p.poll() is None:
+            os.killpg(p.pid, signal.SIGKILL)
+            p.wait()
+    # Readable: the child died of the signal (its trace has no statistics file), `recover`
+    # runs, the session converts and babeltrace2 reads it. (What a killed process's rings give
+    # back is the runtime's crash recovery, checked by its own tests.)
+    assert (out / str(child) / "metadata").is_file()
+    assert not (out / f"{child}.stats.json").exists()
+    r = subprocess.run([cli(), "recover", str(out)], capture_output=True, text=True)
+    assert r.returncode == 0, r.stdout + r.stderr
+    events = chrome(out, tmp_path)
+    check_balanced(events)
+    assert sum(1 for e in events if e.get("name") == "early") == 19
+    babeltrace_clean(out)

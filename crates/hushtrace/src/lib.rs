@@ -88,11 +88,13 @@ pub use consumer::sink::relay_default_names;
 pub use hushtrace_core::{FieldType, Kind, STR_CAP};
 pub use nosyscall::{
     clear_thread_no_syscall, init_thread, load_policy as load_no_syscall_policy, set_thread_name,
-    set_thread_no_syscall, thread_in_no_syscall, try_set_thread_no_syscall, NoSyscallGuard,
+    set_thread_no_syscall, set_thread_trace_name, thread_in_no_syscall, try_set_thread_no_syscall,
+    NoSyscallGuard,
 };
 pub use ring::Mode;
 pub use session::{start_from_env, Session, SessionBuilder};
 pub use snapshot::{snapshot, Snapshot};
+pub use state::set_process_name;
 pub use write::Value;
 
 use std::marker::PhantomData;
@@ -117,6 +119,21 @@ pub fn enable(pattern: &str) -> usize {
 /// ```
 pub fn disable(pattern: &str) -> usize {
     hushtrace_core::set_enabled(pattern, false)
+}
+
+/// Starts `f` on a new detached thread, the way the runtime starts its own consumer thread
+/// (`pthread_create` directly, no lock of the standard library's thread machinery): usable in
+/// the child of a `fork()`, where `std::thread::spawn` can block forever on a lock a vanished
+/// parent thread held. `f` must not use `std::thread::current()`, `park` or other std thread
+/// APIs; a panic in it ends the thread.
+///
+/// ```
+/// let (tx, rx) = std::sync::mpsc::channel();
+/// hushtrace::spawn_fork_safe(Box::new(move || tx.send(7).unwrap())).unwrap();
+/// assert_eq!(rx.recv().unwrap(), 7);
+/// ```
+pub fn spawn_fork_safe(f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
+    platform::spawn_raw(f).map(platform::RawThread::detach)
 }
 
 /// Ends a span when dropped (see [`span!`]). Not `Send`: the end is recorded on the thread that

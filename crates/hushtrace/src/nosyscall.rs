@@ -56,7 +56,32 @@ pub fn init_thread() {
 /// std::thread::spawn(|| hushtrace::set_thread_name("worker-1")).join().unwrap();
 /// ```
 pub fn set_thread_name(name: &str) {
-    let procname = platform::set_thread_name(name);
+    set_ident_name(platform::set_thread_name(name));
+}
+
+/// Names the calling thread in the trace only (the packets' `procname`, which converters show
+/// as the thread's name), leaving its kernel name alone: for a runtime with thread names of
+/// its own (Python's `threading`), whose kernel names the program may rely on. `name` is cut
+/// to 15 bytes on a character boundary, and at its first NUL.
+///
+/// ```
+/// std::thread::spawn(|| hushtrace::set_thread_trace_name("worker-1")).join().unwrap();
+/// ```
+pub fn set_thread_trace_name(name: &str) {
+    let name = name.split('\0').next().unwrap_or("");
+    let mut n = name.len().min(15);
+    while !name.is_char_boundary(n) {
+        n -= 1;
+    }
+    let mut procname = [0u8; 16];
+    procname[..n].copy_from_slice(&name.as_bytes()[..n]);
+    // Registered now: a thread registering later would take its kernel name.
+    let _ = thread::current();
+    set_ident_name(procname);
+}
+
+/// Puts `procname` in the calling thread's identity (and its attached buffer's).
+fn set_ident_name(procname: [u8; 16]) {
     let sig = SignalBlock::new();
     // Under the registry lock: a session start reads `ident` (attach) and a stop detaches the
     // buffer under it, so neither races with this update.

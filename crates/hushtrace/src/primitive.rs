@@ -48,6 +48,17 @@ pub(crate) unsafe fn load_byte(ptr: *mut u8) -> u8 {
     unsafe { std::sync::atomic::AtomicU8::from_ptr(ptr) }.load(Ordering::Relaxed)
 }
 
+/// Writes the packet byte at `ptr` (a relaxed atomic store), for a byte a reader may load at
+/// the same time with [`load_byte`] (the open packet's thread name, rewritten on a rename).
+///
+/// # Safety
+/// `ptr` is valid for writes.
+#[inline(always)]
+pub(crate) unsafe fn store_byte(ptr: *mut u8, v: u8) {
+    // SAFETY: valid (caller), and every byte is a valid `AtomicU8`.
+    unsafe { std::sync::atomic::AtomicU8::from_ptr(ptr) }.store(v, Ordering::Relaxed);
+}
+
 /// Writes the packet byte at `ptr` without changing it (an atomic add of 0): faults the page
 /// in and breaks copy-on-write while packets in it may be written or read (`prefault`).
 ///

@@ -668,9 +668,21 @@ impl Buffer {
         self.locked.get()
     }
 
-    /// Sets the identity used for the next packets (owner, or before publication).
+    /// Sets the identity used for the next packets (owner, or before publication), and the
+    /// thread name of the open packet: a thread renamed just after it started (before its
+    /// first packet was handed over) is never seen under its old name.
     fn set_ident(&self, ident: Ident) {
         self.producer.ident.set(ident);
+        if self.producer.open.get() {
+            let base = self.producer.base.get();
+            for (i, b) in ident.procname.iter().enumerate() {
+                // SAFETY: a packet is open, so `base` is its slot, which starts with its header
+                // (PACKET_HEADER_LEN > OFF_PROCNAME + 16 bytes); we are its producer (the key).
+                // Relaxed byte stores, as a snapshot may read the open packet at the same time
+                // (byte loads, `primitive::load_byte`).
+                unsafe { crate::primitive::store_byte(base.add(OFF_PROCNAME + i), *b) };
+            }
+        }
     }
 
     /// Reserves an event of class `id` with `body` bytes of fields, reads its timestamp and

@@ -267,6 +267,33 @@ fn boot_clock_uuid() -> [u8; 16] {
 }
 
 // ---------------------------------------------------------------------------------------------
+// The process name
+
+/// The name [`set_process_name`] gave this process's trace (a leaked `String`), or null: the
+/// kernel's name (`/proc/self/comm`). A pointer, not a lock: a fork child reads it in its
+/// consumer whatever another thread of the parent was doing at the fork.
+static PROCESS_NAME: std::sync::atomic::AtomicPtr<String> =
+    std::sync::atomic::AtomicPtr::new(std::ptr::null_mut());
+
+/// Names this process in its trace (the metadata's `procname`, which converters show as the
+/// process's name) instead of the kernel's name. Each call leaks the previous name (a few
+/// bytes; a process is renamed a handful of times).
+pub fn set_process_name(name: &str) {
+    let p = Box::into_raw(Box::new(name.to_string()));
+    PROCESS_NAME.store(p, Ordering::Release);
+}
+
+/// The process name for the trace: [`set_process_name`]'s, else the kernel's.
+pub(crate) fn process_name() -> String {
+    let p = PROCESS_NAME.load(Ordering::Acquire);
+    if p.is_null() {
+        return platform::process_name();
+    }
+    // SAFETY: a `String` leaked by `set_process_name`, never freed.
+    unsafe { (*p).clone() }
+}
+
+// ---------------------------------------------------------------------------------------------
 // Process-wide flags and counters (lock-free)
 
 /// Whether a session is running in this process (a hint for cold paths).

@@ -31,7 +31,7 @@ try:
     from . import _hushtrace as _h
 finally:
     _sys.setdlopenflags(_flags)
-from . import _functions, _process
+from . import _check, _functions, _names, _process
 from ._hushtrace import counter, disable, enable, event, snapshot, span
 
 __all__ = [
@@ -72,20 +72,38 @@ def start(
     ``"rr:N"``, ``"nice:N"``; default: as the calling thread) and ``consumer_cpus`` (a list of
     CPU numbers) place the tracer's consumer thread, as ``HUSHTRACE_CONSUMER_SCHED`` and
     ``HUSHTRACE_CONSUMER_CPUS`` do. Returns this process's trace directory.
+
+    Every argument is checked before anything starts: ``dir`` is a ``str`` or
+    ``os.PathLike`` (else ``TypeError``), not empty and not an existing file (else
+    ``ValueError``); ``include``/``exclude`` are a glob or a list of globs;
+    ``max_stack_depth``, ``subbuf_size`` and ``num_subbufs`` are positive ints. If function
+    tracing cannot start, the session is stopped again and the error raised.
+
+    The trace names this process after its program (the script's file name) and each thread
+    after its ``threading`` name (see ``hushtrace._names``).
     """
-    path = _h.start(
-        str(dir),
-        mode,
-        subbuf_size,
-        num_subbufs,
-        consumer_sched,
-        None if consumer_cpus is None else list(consumer_cpus),
-    )
-    _process.install()
-    if functions:
-        trace_functions(
-            c_calls=c_calls, include=include, exclude=exclude, max_stack_depth=max_stack_depth
-        )
+    dir = _check.directory(dir)
+    _check.choice(mode, "mode", ("discard", "overwrite"))
+    _check.flag(functions, "functions")
+    _check.flag(c_calls, "c_calls")
+    include = _check.globs(include, "include")
+    exclude = _check.globs(exclude, "exclude")
+    _check.count(max_stack_depth, "max_stack_depth")
+    _check.count(subbuf_size, "subbuf_size")
+    _check.count(num_subbufs, "num_subbufs")
+    _check.optional_str(consumer_sched, "consumer_sched")
+    consumer_cpus = _check.cpus(consumer_cpus)
+    _names.install()
+    path = _h.start(dir, mode, subbuf_size, num_subbufs, consumer_sched, consumer_cpus)
+    try:
+        _process.install()
+        if functions:
+            trace_functions(
+                c_calls=c_calls, include=include, exclude=exclude, max_stack_depth=max_stack_depth
+            )
+    except BaseException:
+        stop()
+        raise
     return path
 
 
@@ -106,7 +124,13 @@ def is_running():
 def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None):
     """Records every Python function call and return on every thread (also threads started
     before), as ``py:call`` spans named after the function. ``include``/``exclude``: globs on
-    the module or ``module.qualname``; ``c_calls``: builtin (C) functions too."""
+    the module or ``module.qualname`` (one str is one glob); ``c_calls``: builtin (C)
+    functions too; ``max_stack_depth``: record calls only up to this depth (an int, at least
+    1). The arguments are checked before anything changes."""
+    _check.flag(c_calls, "c_calls")
+    include = _check.globs(include, "include")
+    exclude = _check.globs(exclude, "exclude")
+    _check.count(max_stack_depth, "max_stack_depth")
     _functions.start(
         c_calls=c_calls, include=include, exclude=exclude, max_depth=max_stack_depth
     )

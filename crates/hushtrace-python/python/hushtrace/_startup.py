@@ -17,9 +17,12 @@ def autostart():
     if not env.get("HUSHTRACE_OUTPUT") or env.get("HUSHTRACE_PY") == "0":
         return
     try:
-        from . import _hushtrace as _h, _functions, _process
+        from . import _hushtrace as _h, _functions, _names, _process
 
-        if _h.is_running() or not _h.start_from_env():
+        if _h.is_running():
+            return
+        _names.install()
+        if not _h.start_from_env():
             return
         _process.install(sigterm=True)
         if env.get("HUSHTRACE_PY_FUNCTIONS", "1") != "0":

@@ -145,7 +145,7 @@ impl Consumer {
             clock_uuid: self.shared.clock_uuid,
             clock: crate::clock::calibrate().clone(),
             vpid: self.shared.pid.load(Ordering::Relaxed),
-            procname: platform::process_name(),
+            procname: state::process_name(),
             hostname: platform::hostname(),
             events,
         }

@@ -142,6 +142,11 @@ pub fn spawn_raw(f: Box<dyn FnOnce() + Send>) -> io::Result<RawThread> {
 }
 
 impl RawThread {
+    /// Lets the thread run on its own (dropping a std handle detaches it).
+    pub fn detach(self) {
+        drop(self.0);
+    }
+
     /// Waits for the thread to end.
     pub fn join(self) {
         let _ = self.0.join();

@@ -460,6 +460,13 @@ pub fn spawn_raw(f: Box<dyn FnOnce() + Send>) -> io::Result<RawThread> {
 }
 
 impl RawThread {
+    /// Lets the thread run on its own: its resources go when it ends, nobody joins it.
+    pub fn detach(self) {
+        // SAFETY: a joinable thread we started, neither joined nor detached (consumes the
+        // handle).
+        unsafe { libc::pthread_detach(self.0) };
+    }
+
     /// Waits for the thread to end.
     pub fn join(self) {
         // SAFETY: a joinable thread we started and have not joined (join consumes the handle).

@@ -39,7 +39,7 @@
 //! | [`mlock`] | yes | raw | `Err(errno)` (EPERM/ENOMEM under `RLIMIT_MEMLOCK`); fallback `Err(Unsupported)` |
 //! | [`munlock`] | yes | raw | ignored |
 //! | [`membarrier`] | yes (`MEMBARRIER_CMD_PRIVATE_EXPEDITED`, registering first) | raw | `false` (caller sleeps instead); fallback always `false` |
-//! | [`spawn_raw`], [`RawThread::join`] | yes (`pthread_create`/`pthread_join`; fallback: a std thread) | no, but takes no std lock (usable in a fork child) | `Err(errno)` |
+//! | [`spawn_raw`], [`RawThread::join`], [`RawThread::detach`] | yes (`pthread_create`/`pthread_join`/`pthread_detach`; fallback: a std thread) | no, but takes no std lock (usable in a fork child) | `Err(errno)` |
 //! | [`geteuid`] | yes | raw | cannot fail (fallback: 0) |
 //! | [`peer_uid`] | yes (`getsockopt(SO_PEERCRED)`) | raw | `Err(errno)`; fallback `Err(Unsupported)` |
 //! | [`futex_wait`], [`futex_wake`] | yes (`futex`; fallback: 1 ms polling) | raw | spurious wake-ups |
