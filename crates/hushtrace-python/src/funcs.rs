@@ -29,6 +29,35 @@ use std::os::raw::c_int;
 use std::sync::atomic::{AtomicIsize, AtomicU32, Ordering};
 use std::sync::OnceLock;
 
+/// Bumped whenever the per-thread depth counters must restart from 0 (each start of function
+/// tracing, and in a fork child: the frames open at the fork began in the parent's trace).
+/// Read by the hooks, the launcher filter and the task follower.
+pub static GENERATION: std::sync::atomic::AtomicU32 = std::sync::atomic::AtomicU32::new(1);
+
+/// A function's part in following tasks ([`Func::task`]; used by `crate::tasks`).
+#[repr(u8)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// None: the hooks do nothing more.
+    None = 0,
+    /// `BaseEventLoop.create_task`: its return value is a new task.
+    CreateTask = 1,
+    /// The function of a task's coroutine: its final return or unwind may end a task.
+    Coroutine = 2,
+}
+
+/// The role of a function when it is interned.
+pub fn role_of(module: &str, qualname: &str) -> Role {
+    // Before 3.11 code objects have no qualified name: `create_task` is unique in the module.
+    if module == "asyncio.base_events"
+        && (qualname == "BaseEventLoop.create_task" || qualname == "create_task")
+    {
+        Role::CreateTask
+    } else {
+        Role::None
+    }
+}
+
 /// One interned function.
 #[derive(Debug)]
 pub struct Func {
@@ -36,7 +65,7 @@ pub struct Func {
     pub id: u32,
     /// Not traced (`--include`/`--exclude`, or the tracer's own code).
     pub excluded: bool,
-    /// Its part in following asyncio tasks: a [`crate::tasks::Role`] (set when interned, and
+    /// Its part in following asyncio tasks: a [`Role`] (set when interned, and
     /// when a task's coroutine of this function is first seen).
     pub task: Cell<u8>,
     /// The definition epoch in which its `py:function` event was last written.
@@ -255,7 +284,7 @@ fn new_func(module: String, qualname: String, file: String, line: u32) -> &'stat
     let f: &'static Func = Box::leak(Box::new(Func {
         id,
         excluded,
-        task: Cell::new(crate::tasks::role_of(&module, &qualname) as u8),
+        task: Cell::new(role_of(&module, &qualname) as u8),
         emitted: Cell::new(0),
         module,
         qualname,

@@ -14,9 +14,7 @@ use pyo3::ffi;
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
-/// Bumped whenever the per-thread depth counters must restart from 0 (each start of function
-/// tracing, and in a fork child: the frames open at the fork began in the parent's trace).
-pub static GENERATION: AtomicU32 = AtomicU32::new(1);
+pub use crate::funcs::GENERATION;
 /// `--max-stack-depth` (u32::MAX: none).
 pub static MAX_DEPTH: AtomicU32 = AtomicU32::new(u32::MAX);
 /// Record C function calls (`--c-calls`).

@@ -32,7 +32,7 @@ pub const AWAITING_MAIN_ONLY: u8 = 3;
 /// [`OFF`], [`AWAITING_MAIN`], [`MAIN_STARTED`] or [`AWAITING_MAIN_ONLY`]; set by the launcher
 /// (`hushtrace._hushtrace._await_main`).
 pub static STATE: AtomicU8 = AtomicU8::new(OFF);
-/// `hook::GENERATION` when the main module started (a fork child has another).
+/// `funcs::GENERATION` when the main module started (a fork child has another).
 static MAIN_GENERATION: AtomicU32 = AtomicU32::new(0);
 
 std::thread_local! {

@@ -23,35 +23,11 @@
 //! tasks) is an empty slice at the return of `create_task`; an eager task that awaits begins
 //! there too, after its coroutine's first steps.
 
-use crate::funcs::{self, keeping_error, Func};
+use crate::funcs::{self, keeping_error, Func, Role, GENERATION};
 use crate::gil::GilCell;
 use pyo3::ffi;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
-
-/// A function's part in following tasks ([`Func::task`]).
-#[repr(u8)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Role {
-    /// None: the hooks do nothing more.
-    None = 0,
-    /// `BaseEventLoop.create_task`: its return value is a new task.
-    CreateTask = 1,
-    /// The function of a task's coroutine: its final return or unwind may end a task.
-    Coroutine = 2,
-}
-
-/// The role of a function when it is interned.
-pub fn role_of(module: &str, qualname: &str) -> Role {
-    // Before 3.11 code objects have no qualified name: `create_task` is unique in the module.
-    if module == "asyncio.base_events"
-        && (qualname == "BaseEventLoop.create_task" || qualname == "create_task")
-    {
-        Role::CreateTask
-    } else {
-        Role::None
-    }
-}
 
 /// A task whose coroutine has not finished.
 struct Open {
@@ -59,7 +35,7 @@ struct Open {
     func: &'static Func,
     /// The weak reference to the coroutine (owned).
     weak: Owned,
-    /// `hook::GENERATION` at the begin: an end in another generation (a fork child, a new
+    /// `funcs::GENERATION` at the begin: an end in another generation (a fork child, a new
     /// start of function tracing) belongs to a trace that holds no begin.
     generation: u32,
 }
@@ -210,7 +186,7 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
                 task: id,
                 func,
                 weak: Owned(weak),
-                generation: crate::hook::GENERATION.load(Ordering::Relaxed),
+                generation: GENERATION.load(Ordering::Relaxed),
             },
         );
     }
@@ -295,7 +271,7 @@ unsafe fn module_of(coro: *mut ffi::PyObject) -> String {
 /// # Safety
 /// The GIL is held; `open` was removed from both maps.
 unsafe fn end(open: Open) {
-    if open.generation == crate::hook::GENERATION.load(Ordering::Relaxed) {
+    if open.generation == GENERATION.load(Ordering::Relaxed) {
         if let Ok(cs) = funcs::callsites() {
             cs.task_end.record_typed((open.task, open.func.id));
         }
