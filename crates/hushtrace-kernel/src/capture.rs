@@ -1,8 +1,9 @@
 //! Recording: a private ftrace instance, one reader thread per CPU draining
 //! `per_cpu/cpuN/trace_pipe_raw` into CTF stream files, the metadata written at the end.
 
+use crate::clock::KernelClock;
 use crate::clock::{self, TraceClock};
-use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter, KERNEL_DIR};
+use crate::ctf::{self, KernelMeta, Out, StreamWriter, KERNEL_DIR};
 use crate::format::{EventFormat, Field, PageHeader};
 use crate::page::{Missed, Page};
 use crate::schema::{Category, Ty, CLASSES};
@@ -183,6 +184,8 @@ pub struct Capture {
     stop: Arc<AtomicBool>,
     dir: PathBuf,
     trace_clock: TraceClock,
+    /// The clock chosen at the start (`None` only before that).
+    clock: Option<KernelClock>,
     uuid: [u8; 16],
     categories: Vec<Category>,
     guard: Option<Child>,
@@ -218,6 +221,7 @@ impl Capture {
             stop: Arc::new(AtomicBool::new(false)),
             dir: session_dir.join(KERNEL_DIR),
             trace_clock: TraceClock::Mono,
+            clock: None,
             uuid: uuid_v4(),
             categories: opts.categories.clone(),
             guard: None,
@@ -233,23 +237,10 @@ impl Capture {
         .ok();
         let header = PageHeader::parse(&tracefs::read(&root.join("events/header_page"))?)
             .map_err(|e| Error::Other(e.to_string()))?;
-        let clocks = tracefs::read(&cap.instances[0].file("trace_clock"))?;
-        let has = |c: &str| {
-            clocks
-                .split_whitespace()
-                .any(|w| w.trim_matches(|x| x == '[' || x == ']') == c)
-        };
-        cap.trace_clock = if clock::user_uses_tsc() && has("x86-tsc") {
-            TraceClock::Tsc
-        } else if has("mono") {
-            TraceClock::Mono
-        } else {
-            return Err(Error::Other(format!(
-                "--kernel: this kernel has neither the x86-tsc nor the mono trace clock \
-                 (it offers: {})",
-                clocks.trim()
-            )));
-        };
+        let offered = tracefs::read(&cap.instances[0].file("trace_clock"))?;
+        let (trace_clock, kclock) = clock::decide(&offered).map_err(Error::Other)?;
+        cap.trace_clock = trace_clock;
+        cap.clock = Some(kclock);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .recursive(true)
@@ -259,6 +250,11 @@ impl Capture {
             .mode(0o700)
             .create(&cap.dir)
             .map_err(|e| Error::Other(format!("{}: {e}", cap.dir.display())))?;
+
+        // Before the first stream file: a recorder killed at any later point leaves a kernel
+        // trace that reads (its clock the recorder's calibration; `finish` rewrites it with
+        // the program's).
+        cap.write_metadata(None)?;
 
         let main_cats: Vec<Category> = opts
             .categories
@@ -428,8 +424,19 @@ impl Capture {
         for inst in &mut self.instances {
             inst.remove();
         }
-        let clock = self.kernel_clock(user_clock);
-        summary.clock_note = clock.note.clone();
+        summary.clock_note = self.write_metadata(user_clock)?;
+        Ok(summary)
+    }
+
+    /// Writes (or atomically replaces) the metadata, its clock calibrated as `user_clock`
+    /// says when that is the same clock; returns the clock's note.
+    fn write_metadata(&self, user_clock: Option<(ClockDesc, [u8; 16])>) -> Result<String, Error> {
+        let clock = self
+            .clock
+            .clone()
+            .ok_or_else(|| Error::Other("--kernel: no trace clock chosen".into()))?
+            .with_user(user_clock);
+        let note = clock.note.clone();
         let meta = KernelMeta {
             uuid: self.uuid,
             clock,
@@ -443,65 +450,11 @@ impl Capture {
                 .collect::<Vec<_>>()
                 .join(","),
         };
-        let path = self.dir.join("metadata");
-        std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(&path)
-            .and_then(|mut f| io::Write::write_all(&mut f, ctf::to_tsdl(&meta).as_bytes()))
-            .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
-        Ok(summary)
+        hushtrace_ctf::file::Dir::open(&self.dir)
+            .and_then(|d| d.replace_file("metadata", ctf::to_tsdl(&meta).as_bytes()))
+            .map_err(|e| Error::Other(e.to_string()))?;
+        Ok(note)
     }
-
-    fn kernel_clock(&self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {
-        let user_counter = user
-            .as_ref()
-            .is_some_and(|(d, _)| d.source != "clock_gettime");
-        match (self.trace_clock, user) {
-            (TraceClock::Tsc, Some((desc, uuid))) if user_counter => KernelClock {
-                name: "hushtrace".into(),
-                uuid,
-                desc,
-                note: "x86-tsc: the cycle counter the user-space events are stamped with, \
-                       same calibration (exact alignment)"
-                    .into(),
-            },
-            (TraceClock::Mono, Some((desc, uuid))) if !user_counter => KernelClock {
-                name: "hushtrace".into(),
-                uuid,
-                desc,
-                note: "mono: CLOCK_MONOTONIC, the clock the user-space events are stamped \
-                       with (exact alignment)"
-                    .into(),
-            },
-            (TraceClock::Tsc, _) => KernelClock {
-                name: "hushtrace_kernel_tsc".into(),
-                uuid: derived(clock::boot_uuid()),
-                desc: clock::tsc_desc().unwrap_or_else(clock::monotonic_desc),
-                note: "x86-tsc calibrated by the recorder (no user-space trace with the same \
-                       clock): alignment within the calibration error, about 1 us"
-                    .into(),
-            },
-            (TraceClock::Mono, _) => KernelClock {
-                name: "monotonic".into(),
-                uuid: derived(clock::boot_uuid()),
-                desc: clock::monotonic_desc(),
-                note: "mono (this kernel or machine has no usable x86-tsc clock): \
-                       CLOCK_MONOTONIC with its epoch offset measured at the end; the \
-                       user-space cycle counter was calibrated against the same clock, so \
-                       alignment is within that calibration error, about 1 us"
-                    .into(),
-            },
-        }
-    }
-}
-
-/// A UUID distinct from, but derived from, `u` (a different clock of the same boot).
-fn derived(mut u: [u8; 16]) -> [u8; 16] {
-    u[15] ^= 0x6b;
-    u
 }
 
 fn read_trim(p: &str) -> String {

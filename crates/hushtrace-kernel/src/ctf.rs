@@ -32,18 +32,7 @@ pub const PACKET_TARGET: usize = 256 * 1024;
 /// Marks the metadata as written by hushtrace (the reader refuses other kernel traces).
 pub const PRODUCER: &str = "hushtrace-kernel";
 
-/// The clock the kernel trace is stamped with, as written in its metadata.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelClock {
-    /// CTF clock name.
-    pub name: String,
-    /// Clock UUID (equal to the user-space trace's when both use the same clock).
-    pub uuid: [u8; 16],
-    /// Frequency and offset.
-    pub desc: ClockDesc,
-    /// One line saying how well it lines up with the user-space clock.
-    pub note: String,
-}
+pub use crate::clock::KernelClock;
 
 /// What the metadata says besides the events.
 #[derive(Clone, Debug)]

@@ -2,15 +2,16 @@
 //! order, the instance removed by `finish` and by drop, babeltrace2 on the result.
 //!
 //! Shares the lock file of `crates/hushtrace-cli/tests/kernel.rs` (ftrace instances are
-//! global); skipped, with the reason printed, where tracefs cannot be used.
+//! global); they fail where tracefs cannot be used (run them as root).
 
 use hushtrace_kernel::{Capture, KernelTrace, Options};
 use std::process::Command;
 
+/// The cross-process lock of the kernel tests. Panics where tracefs cannot be used: these
+/// tests must run (as root, with tracefs), never pass by skipping.
 fn lock(test: &str) -> Option<std::fs::File> {
     if let Err(e) = hushtrace_kernel::tracefs::find_or_mount() {
-        println!("SKIPPED {test}: {e}");
-        return None;
+        panic!("{test} needs tracefs (run as root): {e}");
     }
     Some(hushtrace_testsupport::cross_process_lock(
         "hushtrace-kernel-tests",
@@ -101,7 +102,23 @@ fn dropping_a_capture_removes_its_instance() {
     assert!(instance_exists());
     drop(cap);
     assert!(!instance_exists());
-    assert!(!tmp.path().join("kernel/metadata").exists());
+    // The metadata was written at the start: what was recorded still reads.
+    KernelTrace::open(&tmp.path().join("kernel")).unwrap();
+}
+
+#[test]
+fn the_metadata_is_written_before_the_first_packet() {
+    let Some(_l) = lock("the_metadata_is_written_before_the_first_packet") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = Capture::start(tmp.path(), &Options::default()).unwrap();
+    // Before any packet (and whatever happens to the recorder from now on, SIGKILL
+    // included), the kernel trace has its metadata, with the clock chosen at the start.
+    let k = KernelTrace::open(&tmp.path().join("kernel")).unwrap();
+    let s = cap.finish(None).unwrap();
+    assert_eq!(k.trace_clock, s.trace_clock);
+    assert_eq!(k.clock.note, s.clock_note);
 }
 
 #[test]
