@@ -81,7 +81,7 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
     let kernel = match hushtrace_kernel::kernel_dir(&session.dir) {
         Some(d) => {
             let k = KernelTrace::open(&d)?;
-            let t = Timeline::build(&k);
+            let t = Timeline::build(&k)?;
             Some((k, t))
         }
         None => None,
@@ -234,15 +234,15 @@ impl KernelReport {
     /// when the session has a kernel trace: its directory, clock, event and lost counts, and
     /// the per-span rows.
     pub fn with_json(&self, mut report: serde_json::Value) -> serde_json::Value {
-        if let (Some((k, _)), Some(obj)) = (&self.kernel, report.as_object_mut()) {
+        if let (Some((k, t)), Some(obj)) = (&self.kernel, report.as_object_mut()) {
             obj.insert(
                 "kernel".into(),
                 serde_json::json!({
                     "dir": k.dir.display().to_string(),
                     "trace_clock": k.trace_clock,
                     "clock_note": k.clock.note,
-                    "events": k.events.len(),
-                    "lost": k.discarded,
+                    "events": t.events,
+                    "lost": t.lost,
                     "cpus": k.cpus,
                     "spans": self.rows,
                 }),
@@ -254,18 +254,18 @@ impl KernelReport {
     /// The off-CPU section of the text report (empty without a kernel trace).
     pub fn to_text(&self) -> String {
         let mut s = String::new();
-        let Some((k, _)) = &self.kernel else {
+        let Some((k, t)) = &self.kernel else {
             return s;
         };
         let _ = writeln!(
             s,
             "\nKernel ({}): {} events on {} CPU(s), clock {}{}",
             k.dir.display(),
-            k.events.len(),
+            t.events,
             k.cpus.len(),
             k.trace_clock,
-            if k.discarded > 0 {
-                format!(", {} events LOST (the timeline has gaps)", k.discarded)
+            if t.lost > 0 {
+                format!(", {} events LOST (the timeline has gaps)", t.lost)
             } else {
                 String::new()
             }

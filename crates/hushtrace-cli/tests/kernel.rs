@@ -12,7 +12,7 @@ use common::{convert_with, hushtrace, testbin};
 use hushtrace_cli::kernel_report;
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
-use hushtrace_kernel::KernelTrace;
+use hushtrace_kernel::{Event, KEvent, KernelTrace};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
@@ -28,6 +28,16 @@ fn tracefs_lock(test: &str) -> Option<std::fs::File> {
     Some(hushtrace_testsupport::cross_process_lock(
         "hushtrace-kernel-tests",
     ))
+}
+
+/// Every event of kernel trace `k` in time order, and the count of events the kernel lost.
+fn all(k: &KernelTrace) -> (Vec<KEvent>, u64) {
+    let mut ev = k.events().unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = ev.next().unwrap() {
+        v.push(e);
+    }
+    (v, ev.discarded())
 }
 
 fn tracefs_usable() -> bool {
@@ -174,13 +184,17 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         (uc.freq, uc.offset_s, uc.offset)
     );
     let (mut inside, mut between, mut sleeps) = (0, 0, 0);
-    for e in kt.events.iter().filter(|e| e.name() == "sched_switch") {
-        if e.int("prev_tid") != cycle {
+    let (kevents, _) = all(&kt);
+    for e in &kevents {
+        let Event::SchedSwitch(s) = &e.event else {
+            continue;
+        };
+        if i64::from(s.prev_tid) != cycle {
             continue;
         }
         let t = kt.epoch_ns(e.ts);
         let within = spans.iter().any(|&(b, en)| b <= t && t <= en);
-        if e.int("prev_state") & 0xff == 0 {
+        if s.preempted() {
             if within {
                 inside += 1;
             } else {
@@ -206,8 +220,7 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     );
 
     // convert --to perfetto: per-CPU ftrace bundles, checked with Perfetto's own protos.
-    let switches = kt
-        .events
+    let switches = kevents
         .iter()
         .filter(|e| e.name() == "sched_switch")
         .count();
@@ -261,32 +274,33 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
     // none of the recorder's own.
     let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
     let reader = v["reader_tid"];
-    let sys: Vec<_> = kt
-        .events
+    let (kevents, _) = all(&kt);
+    let sys: Vec<(i64, i64)> = kevents
         .iter()
-        .filter(|e| e.name() == "syscall_entry_unknown")
+        .filter_map(|e| match e.event {
+            Event::SyscallEntry { tid, id } => Some((i64::from(tid), id)),
+            _ => None,
+        })
         .collect();
     assert!(
         sys.iter()
-            .any(|e| e.int("tid") == reader && e.int("id") == libc::SYS_read),
+            .any(|&(tid, id)| tid == reader && id == libc::SYS_read),
         "no read(2) of the reader thread among {} system calls",
         sys.len()
     );
     // The program's tasks: its process and what it forked (threads included), transitively.
     let mut program = vec![Session::open(&dir).unwrap().traces[0].desc.vpid as i64];
-    for e in kt
-        .events
-        .iter()
-        .filter(|e| e.name() == "sched_process_fork")
-    {
-        if program.contains(&e.int("parent_tid")) {
-            program.push(e.int("child_tid"));
+    for e in &kevents {
+        if let Event::SchedProcessFork(f) = &e.event {
+            if program.contains(&i64::from(f.parent_tid)) {
+                program.push(f.child_tid.into());
+            }
         }
     }
     assert!(program.contains(&reader) && program.contains(&v["writer_tid"]));
     let foreign: Vec<i64> = sys
         .iter()
-        .map(|e| e.int("tid"))
+        .map(|&(tid, _)| tid)
         .filter(|t| !program.contains(t))
         .collect();
     assert!(
@@ -387,10 +401,11 @@ fn kernel_buffer_overflow_is_counted_and_shown() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(" LOST (per-CPU buffers full"), "{stderr}");
     let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
-    assert!(kt.discarded > 0);
+    let (_, discarded) = all(&kt);
+    assert!(discarded > 0);
     let o = hushtrace(&["report", dir.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(s.contains(&format!("{} events LOST", kt.discarded)), "{s}");
+    assert!(s.contains(&format!("{discarded} events LOST")), "{s}");
 }
 
 #[test]

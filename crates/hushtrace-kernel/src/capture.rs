@@ -12,7 +12,6 @@ use hushtrace_ctf::metadata::ClockDesc;
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -91,8 +90,9 @@ const MAX_FIELDS: usize = 8;
 /// How to turn one ftrace record into one CTF event.
 #[derive(Debug)]
 struct Decoder {
-    /// ftrace id → (class id, the source field of each CTF field).
-    by_id: HashMap<u16, (u16, Vec<Option<Field>>)>,
+    /// ftrace id → (class id, the source field of each CTF field, as the running kernel's
+    /// `format` file places it).
+    by_id: HashMap<u16, (u16, Vec<Field>)>,
     /// `common_type`.
     common_type: Field,
     /// Records of this task are dropped (the recorder's own system calls).
@@ -116,15 +116,66 @@ impl Decoder {
         // No allocation per event: classes have at most MAX_FIELDS fields.
         let mut vals = [Out::Int(0); MAX_FIELDS];
         for (((_, _, ty), f), v) in spec.iter().zip(fields).zip(vals.iter_mut()) {
-            *v = match (ty, f) {
-                (Ty::Str, Some(f)) if f.is_text() => Out::Text(f.text(rec).unwrap_or(b"")),
-                (Ty::Str, _) => Out::Text(b""),
-                (_, Some(f)) => Out::Int(f.int(rec).unwrap_or(0)),
-                (_, None) => Out::Int(0),
+            // Types were checked against the format at the start; a record too short for
+            // its own format is not an event.
+            *v = match ty {
+                Ty::Str => match f.text(rec) {
+                    Some(t) => Out::Text(t),
+                    None => return Err(short_record(CLASSES[usize::from(*class)].name, f)),
+                },
+                _ => match f.int(rec) {
+                    Some(n) => Out::Int(n),
+                    None => return Err(short_record(CLASSES[usize::from(*class)].name, f)),
+                },
             };
         }
         w.event(*class, ts, &vals[..spec.len().min(MAX_FIELDS)])
     }
+}
+
+fn short_record(class: &str, f: &Field) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "a {class} record too short for its field {} (offset {}, size {})",
+            f.name, f.offset, f.size
+        ),
+    )
+}
+
+/// The field `src` of `format` (event `sys:ftrace`) for the CTF field `class.name` of type
+/// `ty`: an error naming the field and the event when the running kernel's format lacks it or
+/// gives it another kind (text for an integer, or the reverse).
+fn source_field(
+    format: &EventFormat,
+    class: &crate::schema::Class,
+    (name, src, ty): (&str, &str, Ty),
+) -> Result<Field, Error> {
+    let f = format.field(src).ok_or_else(|| {
+        Error::Other(format!(
+            "--kernel: this kernel's {}:{} event has no field `{src}` (needed for {}.{name})",
+            class.sys, class.ftrace, class.name
+        ))
+    })?;
+    let text = ty == Ty::Str;
+    let fits = if text {
+        f.is_text()
+    } else {
+        !f.is_text() && matches!(f.size, 1 | 2 | 4 | 8)
+    };
+    if !fits {
+        return Err(Error::Other(format!(
+            "--kernel: this kernel's {}:{} field `{src}` is `{}` of {} bytes, not {} \
+             (needed for {}.{name})",
+            class.sys,
+            class.ftrace,
+            f.ctype,
+            f.size,
+            if text { "text" } else { "an integer" },
+            class.name
+        )));
+    }
+    Ok(f.clone())
 }
 
 /// What one CPU's reader did.
@@ -324,17 +375,11 @@ impl Capture {
             };
             let f = EventFormat::parse(&text)
                 .map_err(|e| Error::Other(format!("{}: {e}", ev.join("format").display())))?;
-            let mut srcs = Vec::new();
-            for (name, src, _) in class.fields {
-                let field = f.field(src).cloned();
-                if field.is_none() {
-                    self.warnings.push(format!(
-                        "{}:{} has no field {src}: {}.{name} recorded as 0",
-                        class.sys, class.ftrace, class.name
-                    ));
-                }
-                srcs.push(field);
-            }
+            let srcs = class
+                .fields
+                .iter()
+                .map(|&field| source_field(&f, class, field))
+                .collect::<Result<Vec<_>, _>>()?;
             if common.is_none() {
                 common = f.field("common_type").cloned();
                 common_pid = f.field("common_pid").cloned();
@@ -525,22 +570,26 @@ fn read_cpu(
     };
     let mut buf = vec![0u8; subbuf];
     let mut last_pass = false;
-    let fd = file.as_raw_fd();
+    let mut file = file;
     let mut first_error = None;
     loop {
-        // SAFETY: `buf` is valid for `buf.len()` writable bytes; `fd` is open (owned by `file`).
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let n = match io::Read::read(&mut file, &mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(format!("reading {}: {e}", pipe.display())),
+        };
         if n > 0 {
             st.pages += 1;
-            match Page::parse(&buf[..n as usize], header) {
+            match Page::parse(&buf[..n], header) {
                 Ok(page) => {
                     match page.missed {
-                        Missed::None => {}
-                        Missed::Count(k) => {
+                        None => {}
+                        Some(Missed::Count(k)) => {
                             st.lost += k;
                             w.lost(k);
                         }
-                        Missed::Unknown => {
+                        Some(Missed::Unknown) => {
                             st.lost += 1;
                             st.lost_uncounted += 1;
                             w.lost(1);
@@ -563,13 +612,6 @@ fn read_cpu(
                 }
             }
             continue;
-        }
-        let err = io::Error::last_os_error();
-        if n < 0 && err.kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        if n < 0 && err.raw_os_error() != Some(libc::EAGAIN) {
-            return Err(format!("reading {}: {err}", pipe.display()));
         }
         // Empty for now. After the stop, one more pass drains what came before it.
         if stop.load(Ordering::Acquire) {
@@ -595,4 +637,40 @@ fn w_cpu(pipe: &Path) -> u32 {
         .and_then(|p| p.file_name())
         .and_then(|n| n.to_string_lossy().strip_prefix("cpu")?.parse().ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_missing_from_the_kernel_format_is_an_error_naming_it() {
+        let class = &CLASSES[usize::from(crate::schema::id_of("sched_switch").unwrap())];
+        // sched_switch of a kernel without `prev_state`, and with `next_pid` as text.
+        let format = EventFormat::parse(
+            "name: sched_switch\nID: 9\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:char next_pid[4];\toffset:24;\tsize:4;\tsigned:0;\n",
+        )
+        .unwrap();
+        let e = source_field(&format, class, class.fields[3])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("sched:sched_switch") && e.contains("`prev_state`"),
+            "{e}"
+        );
+        let e = source_field(&format, class, class.fields[5])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("`next_pid`") && e.contains("not an integer"),
+            "{e}"
+        );
+        assert_eq!(
+            source_field(&format, class, class.fields[0]).unwrap().name,
+            "prev_comm"
+        );
+    }
 }

@@ -1,30 +1,9 @@
 //! The kernel events hushtrace records: LTTng's names and fields (lttng-modules
 //! `instrumentation/events/sched.h`, `irq.h`), each taken from one ftrace event.
 
-/// A field's type in the CTF trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ty {
-    /// `int32_t`.
-    I32,
-    /// `int64_t`.
-    I64,
-    /// `uint32_t`.
-    U32,
-    /// A NUL-terminated UTF-8 `string`.
-    Str,
-}
-
-impl Ty {
-    /// The TSDL type name.
-    pub fn tsdl(self) -> &'static str {
-        match self {
-            Ty::I32 => "int32_t",
-            Ty::I64 => "int64_t",
-            Ty::U32 => "uint32_t",
-            Ty::Str => "string",
-        }
-    }
-}
+/// A field's type in the CTF trace: the process traces' field types (`int32_t`, `int64_t`,
+/// `uint32_t`, `string` here), so one writer and one reader serve both.
+pub use hushtrace_ctf::FieldType as Ty;
 
 /// Which `--kernel` category enables an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -69,7 +48,8 @@ pub struct Class {
     pub ftrace: &'static str,
     /// Category that enables it.
     pub category: Category,
-    /// `(CTF field name, ftrace field name, type)`.
+    /// `(CTF field name, ftrace field name, type)`; every ftrace field must be in the running
+    /// kernel's `format` file of the event (checked when the recording starts).
     pub fields: &'static [(&'static str, &'static str, Ty)],
 }
 
