@@ -270,6 +270,9 @@ impl KernelReport {
                 String::new()
             }
         );
+        for w in &t.warnings {
+            let _ = writeln!(s, "warning: {w}");
+        }
         if self.rows.is_empty() {
             s.push_str("  no span ran on a thread the kernel trace saw\n");
             return s;

@@ -63,6 +63,8 @@ pub struct Timeline {
     pub lost: u64,
     /// Events read.
     pub events: u64,
+    /// Tolerated defects of the kernel trace (a truncated last packet), for people.
+    pub warnings: Vec<String>,
 }
 
 /// One stretch of a window the thread spent off the CPU, clipped to the window.
@@ -134,7 +136,13 @@ impl Timeline {
             let ns = k.epoch_ns(e.ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
             b.push(ns, &e);
         }
-        Ok(b.finish(events.discarded()))
+        let mut t = b.finish(events.discarded());
+        t.warnings = events
+            .take_warnings()
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        Ok(t)
     }
 
     /// The timeline of `events` (in time order, each with its time in ns), `lost` events
