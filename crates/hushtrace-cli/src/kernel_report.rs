@@ -7,10 +7,10 @@ use crate::report::{fmt_duration, rfc3339};
 use crate::spans::{Names, SpanStacks};
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
-use hushtrace_kernel::analysis::{Actor, Explanation, Timeline};
+use hushtrace_kernel::analysis::{Actor, Explanation, Timeline, TimelineBuilder};
 use hushtrace_kernel::KernelTrace;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt::Write as _;
 
 /// Off-CPU time of one span name, summed over its instances.
@@ -75,59 +75,207 @@ fn merge_into(dst: &mut Vec<(String, i64)>, src: Vec<(String, i64)>) {
     }
 }
 
-/// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
-/// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
-pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
-    let kernel = match hushtrace_kernel::kernel_dir(&session.dir) {
-        Some(d) => {
-            let k = KernelTrace::open(&d)?;
-            let t = Timeline::build(&k)?;
-            Some((k, t))
-        }
-        None => None,
-    };
-    let mut names = Names::for_session(session)?;
-    let mut stacks = SpanStacks::default();
-    let mut rows: HashMap<u32, SpanRow> = HashMap::new();
-    let mut heap: BinaryHeap<Reverse<(i64, i64, u32, u32)>> = BinaryHeap::new();
-    let mut slow_count = 0u64;
-    let mut merged = session.merged()?;
-    while let Some(ev) = merged.next()? {
-        if !matches!(ev.event.class.kind, Kind::SpanBegin | Kind::SpanEnd) {
-            continue;
-        }
-        let name = names.id(&ev);
-        let Some(closed) = stacks.feed(&ev, name) else {
-            continue;
+/// A span closed but not explained yet: the kernel trace has not been read far enough.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    name: u32,
+    pid: u32,
+    tid: u32,
+    start: i64,
+    dur: i64,
+    /// One of the `--slowest` span's instances.
+    slow: bool,
+}
+
+/// Kernel events pushed between two prunings of the timeline.
+const PRUNE_EVERY: u64 = 1 << 16;
+
+/// The kernel trace read alongside the spans: events are pushed into the timeline up to the
+/// time of the span event being read, so that the timeline only ever holds the stretch of
+/// time the open and pending spans cover.
+struct KernelCursor {
+    trace: KernelTrace,
+    events: hushtrace_kernel::Events,
+    next: Option<hushtrace_kernel::KEvent>,
+    builder: TimelineBuilder,
+    since_prune: u64,
+}
+
+impl KernelCursor {
+    fn open(session: &Session) -> anyhow::Result<Option<KernelCursor>> {
+        let Some(d) = hushtrace_kernel::kernel_dir(&session.dir) else {
+            return Ok(None);
         };
-        let (pid, tid) = (ev.event.packet.vpid, ev.event.packet.vtid);
-        let start = closed.start_ns as i64;
-        let dur = closed.duration_ns as i64;
-        if slowest == Some(names.name(name)) {
-            slow_count += 1;
-            heap.push(Reverse((dur, start, pid, tid)));
-            if heap.len() > n {
-                heap.pop();
+        let trace = KernelTrace::open(&d)?;
+        let mut events = trace.events()?;
+        let next = events.next()?;
+        // Only the traced processes' threads are explained (see `Timeline::build`).
+        let roots: Vec<i32> = session
+            .traces
+            .iter()
+            .filter_map(|t| i32::try_from(t.desc.vpid).ok())
+            .collect();
+        Ok(Some(KernelCursor {
+            trace,
+            events,
+            next,
+            builder: TimelineBuilder::new(Some(&roots)),
+            since_prune: 0,
+        }))
+    }
+
+    /// Pushes the kernel events up to `t` ns (all of them with `None`).
+    fn advance(&mut self, t: Option<i64>) -> anyhow::Result<()> {
+        while let Some(e) = &self.next {
+            let ns = self.trace.ns(e.ts);
+            if t.is_some_and(|t| ns > t) {
+                break;
+            }
+            self.builder.push(ns, e);
+            self.since_prune += 1;
+            self.next = self.events.next()?;
+        }
+        Ok(())
+    }
+
+    /// The timeline once every event was read (the count of lost ones is then final).
+    fn finish(mut self) -> (KernelTrace, Timeline) {
+        let warnings = self
+            .events
+            .take_warnings()
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        let lost = self.events.discarded();
+        (self.trace, self.builder.finish(lost, warnings))
+    }
+}
+
+/// Per span name, the rows; and the `--slowest` instances with their explanations.
+#[derive(Default)]
+struct Tally {
+    rows: HashMap<u32, SpanRow>,
+    heap: BinaryHeap<Reverse<(i64, i64, u32, u32)>>,
+    /// Explanations of the instances in `heap`.
+    why: HashMap<(i64, i64, u32, u32), Explanation>,
+    n: usize,
+}
+
+impl Tally {
+    fn slow(&mut self, key: (i64, i64, u32, u32)) {
+        self.heap.push(Reverse(key));
+        if self.heap.len() > self.n {
+            if let Some(Reverse(k)) = self.heap.pop() {
+                self.why.remove(&k);
             }
         }
-        let Some((_, t)) = &kernel else { continue };
-        if !t.knows(tid as i32) {
-            continue;
+    }
+
+    fn explain(&mut self, t: &Timeline, p: Pending, names: &Names) {
+        let key = (p.dur, p.start, p.pid, p.tid);
+        if !t.knows(p.tid as i32) {
+            return;
         }
-        let x = t.explain(tid as i32, start, start + dur);
-        let row = rows.entry(name).or_insert_with(|| SpanRow {
-            name: names.name(name).to_string(),
+        let x = t.explain(p.tid as i32, p.start, p.start + p.dur);
+        let row = self.rows.entry(p.name).or_insert_with(|| SpanRow {
+            name: names.name(p.name).to_string(),
             ..SpanRow::default()
         });
         row.count += 1;
-        row.total_ns += dur;
+        row.total_ns += p.dur;
         row.runnable_ns += x.runnable_ns;
         row.blocked_ns += x.blocked_ns;
         row.irq_ns += x.irq_ns;
         merge_into(&mut row.ran_instead, described(t, &x.ran_instead));
         merge_into(&mut row.woken_by, described(t, &x.woken_by));
+        if p.slow && self.heap.iter().any(|Reverse(k)| *k == key) {
+            self.why.insert(key, x);
+        }
     }
-    let mut rows: Vec<SpanRow> = rows.into_values().collect();
+}
+
+/// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
+/// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
+///
+/// The kernel trace is read once, as a stream, in step with the spans: each span is explained
+/// as soon as the kernel events up to its end (and its thread's return to a CPU) have been
+/// read, and what no open or pending span can need is forgotten, so memory stays flat
+/// whatever the size of the kernel trace.
+pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
+    let mut kernel = KernelCursor::open(session)?;
+    let mut names = Names::for_session(session)?;
+    let mut stacks = SpanStacks::default();
+    let mut tally = Tally {
+        n,
+        ..Tally::default()
+    };
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut slow_count = 0u64;
+    let mut merged = session.merged()?;
+    let streams = merged.streams().len();
+    while let Some(ev) = merged.next()? {
+        if !matches!(ev.event.class.kind, Kind::SpanBegin | Kind::SpanEnd) {
+            continue;
+        }
+        let name = names.id(&ev);
+        let now = ev.time_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let closed = stacks.feed(&ev, name);
+        let (pid, tid) = (ev.event.packet.vpid, ev.event.packet.vtid);
+        if let Some(closed) = closed {
+            let p = Pending {
+                name,
+                pid,
+                tid,
+                start: closed.start_ns as i64,
+                dur: closed.duration_ns as i64,
+                slow: slowest == Some(names.name(name)),
+            };
+            if p.slow {
+                slow_count += 1;
+                tally.slow((p.dur, p.start, pid, tid));
+            }
+            if kernel.is_some() {
+                pending.push_back(p);
+            }
+        }
+        let Some(k) = &mut kernel else { continue };
+        k.advance(Some(now))?;
+        while let Some(p) = pending.front() {
+            if !k.builder.settled(p.tid as i32, p.start + p.dur) {
+                break;
+            }
+            let p = *p;
+            pending.pop_front();
+            tally.explain(k.builder.timeline(), p, &names);
+        }
+        if k.since_prune >= PRUNE_EVERY {
+            k.since_prune = 0;
+            // The earliest time an open or pending span may still ask about.
+            let open = (0..streams)
+                .flat_map(|s| stacks.open(s).iter().map(|o| o.start_ns as i64))
+                .min();
+            let waiting = pending.iter().map(|p| p.start).min();
+            let before = [open, waiting, k.builder.cursor()]
+                .into_iter()
+                .flatten()
+                .min();
+            if let Some(before) = before {
+                k.builder.prune(before);
+            }
+        }
+    }
+    let kernel = match kernel {
+        Some(mut k) => {
+            k.advance(None)?;
+            let (trace, t) = k.finish();
+            for p in pending.drain(..) {
+                tally.explain(&t, p, &names);
+            }
+            Some((trace, t))
+        }
+        None => None,
+    };
+    let mut rows: Vec<SpanRow> = tally.rows.into_values().collect();
     for r in &mut rows {
         r.ran_instead
             .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -138,16 +286,22 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
             .cmp(&(a.runnable_ns + a.blocked_ns))
             .then(a.name.cmp(&b.name))
     });
-    let mut slow: Vec<SlowSpan> = heap
+    let mut why = tally.why;
+    let mut slow: Vec<SlowSpan> = tally
+        .heap
         .into_iter()
-        .map(|Reverse((duration_ns, start_ns, pid, tid))| SlowSpan {
-            pid,
-            tid,
-            start_ns,
-            duration_ns,
-            why: kernel
-                .as_ref()
-                .map(|(_, t)| t.explain(tid as i32, start_ns, start_ns + duration_ns)),
+        .map(|Reverse(key)| {
+            let (duration_ns, start_ns, pid, tid) = key;
+            SlowSpan {
+                pid,
+                tid,
+                start_ns,
+                duration_ns,
+                why: kernel.as_ref().map(|(_, t)| {
+                    why.remove(&key)
+                        .unwrap_or_else(|| t.explain(tid as i32, start_ns, start_ns + duration_ns))
+                }),
+            }
         })
         .collect();
     slow.sort_by(|a, b| {

@@ -129,30 +129,34 @@ fn sort_desc(v: &mut [(Actor, i64)]) {
 impl Timeline {
     /// Builds the timeline of a kernel trace, reading its events as a stream (memory grows
     /// with the scheduling activity kept, not with the trace's size).
-    pub fn build(k: &KernelTrace) -> Result<Timeline, ReadError> {
+    ///
+    /// With `roots` (the traced processes' pids), only what explanations of their threads
+    /// need is kept: the off-CPU stretches of the roots and of the tasks they fork (threads
+    /// included, followed through `sched_process_fork`), who ran while one of them waited
+    /// for a CPU, and the interrupts that hit one of them. Memory then grows with the traced
+    /// program's scheduling, not with the machine's over the whole trace.
+    pub fn build(k: &KernelTrace, roots: Option<&[i32]>) -> Result<Timeline, ReadError> {
         let mut events = k.events()?;
-        let mut b = Builder::default();
+        let mut b = TimelineBuilder::new(roots);
         while let Some(e) = events.next()? {
-            let ns = k.epoch_ns(e.ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
-            b.push(ns, &e);
+            b.push(k.ns(e.ts), &e);
         }
-        let mut t = b.finish(events.discarded());
-        t.warnings = events
+        let warnings = events
             .take_warnings()
             .iter()
             .map(|w| w.to_string())
             .collect();
-        Ok(t)
+        Ok(b.finish(events.discarded(), warnings))
     }
 
     /// The timeline of `events` (in time order, each with its time in ns), `lost` events
     /// missing.
     pub fn from_events(events: impl IntoIterator<Item = (i64, KEvent)>, lost: u64) -> Timeline {
-        let mut b = Builder::default();
+        let mut b = TimelineBuilder::new(None);
         for (ns, e) in events {
             b.push(ns, &e);
         }
-        b.finish(lost)
+        b.finish(lost, Vec::new())
     }
 
     /// The command name last seen for task `tid` (`"swapper"` for the idle task).
@@ -278,19 +282,95 @@ impl Timeline {
     }
 }
 
-/// Builds a [`Timeline`] one event at a time.
-#[derive(Default)]
-struct Builder {
+/// Builds a [`Timeline`] one event at a time, and answers questions while it does: a reader
+/// that explains spans as the kernel trace streams by ([`TimelineBuilder::settled`],
+/// [`TimelineBuilder::timeline`]) and forgets what no span can ask about any more
+/// ([`TimelineBuilder::prune`]) keeps its memory flat whatever the trace's size.
+#[derive(Debug, Default)]
+pub struct TimelineBuilder {
     t: Timeline,
     /// Per CPU: the running task and since when.
     cur: HashMap<u32, (i32, i64)>,
     /// Per CPU: the interrupt handlers in progress.
     in_irq: HashMap<u32, Vec<(String, i64)>>,
     last: Option<i64>,
+    /// The tasks whose stretches are kept (`None`: all).
+    followed: Option<std::collections::HashSet<i32>>,
+    /// Followed tasks now off the CPU and runnable (preempted, or woken): while there is
+    /// one, who runs is kept.
+    waiting: std::collections::HashSet<i32>,
 }
 
-impl Builder {
-    fn push(&mut self, ts: i64, e: &KEvent) {
+impl TimelineBuilder {
+    /// A builder following `roots` and what they fork (see [`Timeline::build`]; `None`: every
+    /// task).
+    pub fn new(roots: Option<&[i32]>) -> TimelineBuilder {
+        TimelineBuilder {
+            followed: roots.map(|r| r.iter().copied().collect()),
+            ..TimelineBuilder::default()
+        }
+    }
+
+    /// The timeline so far (stretches still open end with the trace).
+    pub fn timeline(&self) -> &Timeline {
+        &self.t
+    }
+
+    /// Time of the last event pushed, ns.
+    pub fn cursor(&self) -> Option<i64> {
+        self.last
+    }
+
+    /// Whether what [`Timeline::explain`] says of task `tid` up to `end` can no longer change:
+    /// events up to `end` have been pushed, and its stretch off the CPU across `end` (if any)
+    /// has ended (the CPU it came back on is known). An interrupt still in progress at `end`
+    /// is not counted.
+    pub fn settled(&self, tid: i32, end: i64) -> bool {
+        self.last.is_some_and(|l| l > end)
+            && self
+                .t
+                .off
+                .get(&tid)
+                .and_then(|v| v.last())
+                .is_none_or(|o| o.end != i64::MAX || o.start >= end)
+    }
+
+    /// Forgets what ended before `before` (ns): no explanation of a window starting at or
+    /// after it needs it. For each task, the last stretch before it is kept (where the task
+    /// ran).
+    pub fn prune(&mut self, before: i64) {
+        for v in self.t.off.values_mut() {
+            let n = v
+                .iter()
+                .take_while(|o| o.end != i64::MAX && o.end < before)
+                .count();
+            v.drain(..n.saturating_sub(1));
+        }
+        for v in self.t.runs.values_mut() {
+            let n = v.iter().take_while(|r| r.end < before).count();
+            v.drain(..n);
+        }
+        for v in self.t.irqs.values_mut() {
+            let n = v.iter().take_while(|r| r.end < before).count();
+            v.drain(..n);
+        }
+    }
+
+    fn follows(&self, tid: i32) -> bool {
+        self.followed.as_ref().is_none_or(|f| f.contains(&tid))
+    }
+
+    /// Adds event `e` at `ts` ns (events in time order).
+    pub fn push(&mut self, ts: i64, e: &KEvent) {
+        let keep_runs = self.followed.is_none() || !self.waiting.is_empty();
+        let keep_irq = self
+            .cur
+            .get(&e.cpu)
+            .is_none_or(|&(tid, _)| self.follows(tid));
+        let follows_prev = match &e.event {
+            Event::SchedSwitch(s) => self.follows(s.prev_tid),
+            _ => false,
+        };
         let t = &mut self.t;
         t.events += 1;
         self.last = Some(self.last.map_or(ts, |l| l.max(ts)));
@@ -307,7 +387,7 @@ impl Builder {
                     Some(&(tid, since)) if tid == prev => since,
                     _ => ts,
                 };
-                if ts > since {
+                if ts > since && keep_runs {
                     t.runs.entry(cpu).or_default().push(Run {
                         tid: prev,
                         start: since,
@@ -328,7 +408,10 @@ impl Builder {
                         o.end = o.start;
                     }
                 }
-                if prev != 0 && !elsewhere {
+                if prev != 0 && !elsewhere && follows_prev {
+                    if s.preempted() {
+                        self.waiting.insert(prev);
+                    }
                     t.off.entry(prev).or_default().push(OffCpu {
                         start: ts,
                         wake: None,
@@ -345,6 +428,7 @@ impl Builder {
                         o.back_cpu = cpu;
                     }
                 }
+                self.waiting.remove(&next);
                 self.cur.insert(cpu, (next, ts));
             }
             Event::SchedWaking(w) | Event::SchedWakeup(w) => {
@@ -357,6 +441,14 @@ impl Builder {
                     if o.end == i64::MAX && !o.preempted && o.wake.is_none() {
                         o.wake = Some(ts);
                         o.waker = waker;
+                        self.waiting.insert(w.tid);
+                    }
+                }
+            }
+            Event::SchedProcessFork(f) => {
+                if let Some(set) = &mut self.followed {
+                    if set.contains(&f.parent_tid) {
+                        set.insert(f.child_tid);
                     }
                 }
             }
@@ -368,21 +460,31 @@ impl Builder {
             }
             Event::VectorEntry { which, .. } => irq(&mut self.in_irq, which.describe().into()),
             Event::IrqHandlerExit { .. } | Event::SoftirqExit { .. } | Event::VectorExit { .. } => {
-                if let Some((name, start)) = self.in_irq.get_mut(&cpu).and_then(|v| v.pop()) {
-                    t.irqs.entry(cpu).or_default().push(IrqRun {
-                        name,
-                        start,
-                        end: ts,
-                    });
+                let done = self.in_irq.get_mut(&cpu).and_then(|v| v.pop());
+                if let Some((name, start)) = done.filter(|_| keep_irq) {
+                    // Kept in start order (a nested handler ends first).
+                    let v = t.irqs.entry(cpu).or_default();
+                    let at = v.partition_point(|r| r.start <= start);
+                    v.insert(
+                        at,
+                        IrqRun {
+                            name,
+                            start,
+                            end: ts,
+                        },
+                    );
                 }
             }
             _ => {}
         }
     }
 
-    fn finish(self, lost: u64) -> Timeline {
+    /// The timeline, `lost` events missing, with the reader's `warnings`: stretches still
+    /// open end with the trace.
+    pub fn finish(self, lost: u64, warnings: Vec<String>) -> Timeline {
         let mut t = self.t;
         t.lost = lost;
+        t.warnings = warnings;
         let last = self.last.unwrap_or(i64::MIN);
         for (cpu, (tid, since)) in self.cur {
             if last > since {

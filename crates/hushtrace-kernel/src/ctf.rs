@@ -375,6 +375,11 @@ impl KernelTrace {
     pub fn epoch_ns(&self, ts: u64) -> i128 {
         self.clock.desc.to_epoch_ns(ts)
     }
+
+    /// [`KernelTrace::epoch_ns`] clamped to `i64` (the unit of [`crate::analysis`]).
+    pub fn ns(&self, ts: u64) -> i64 {
+        self.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64
+    }
 }
 
 /// The events of a kernel trace in time order (see [`KernelTrace::events`]).
