@@ -45,6 +45,7 @@ fn main() {
         hostname: "h".into(),
         kernel_release: "6.1".into(),
         categories: "sched".into(),
+        classes: Default::default(),
     };
     std::fs::write(k.join("metadata"), to_tsdl(&meta)).unwrap();
     for cpu in 0..2u32 {

@@ -347,7 +347,8 @@ pub const BAR_WIDTH: usize = 60;
 /// use hushtrace_kernel::analysis::{Explanation, Interval};
 /// let x = Explanation {
 ///     runnable_ns: 30,
-///     intervals: vec![Interval { start: 130, end: 160, runnable: true, cpu: 0, by: vec![] }],
+///     intervals: vec![Interval { start: 130, end: 160, runnable: true, cpu: 0, by: vec![],
+///                                syscall: None }],
 ///     ..Default::default()
 /// };
 /// let sp = SlowSpan { pid: 1, tid: 1, start_ns: 100, duration_ns: 60, why: None };
@@ -508,11 +509,15 @@ impl KernelReport {
                 let who = described(t, &iv.by);
                 let _ = writeln!(
                     s,
-                    "       +{} .. +{} {} {} on CPU {}{}{}",
+                    "       +{} .. +{} {} {}{} on CPU {}{}{}",
                     fmt_duration(iv.start - sp.start_ns),
                     fmt_duration(iv.end - sp.start_ns),
                     if iv.runnable { "runnable" } else { "blocked" },
                     fmt_duration(iv.end - iv.start),
+                    match &iv.syscall {
+                        Some(call) => format!(" in {call}"),
+                        None => String::new(),
+                    },
                     iv.cpu,
                     if who.is_empty() {
                         ""

@@ -682,6 +682,7 @@ fn kernel_session(dir: &Path) -> Vec<u8> {
         hostname: "h".into(),
         kernel_release: "6.1".into(),
         categories: "sched".into(),
+        classes: Default::default(),
     };
     std::fs::write(k.join("metadata"), to_tsdl(&meta)).unwrap();
     for cpu in 0..2u32 {

@@ -291,16 +291,20 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
     let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
     let reader = v["reader_tid"];
     let (kevents, _) = all(&kt);
-    let sys: Vec<(i64, i64)> = kevents
+    // By name, as LTTng names them: syscall_entry_read.
+    let sys: Vec<(i64, i64, String)> = kevents
         .iter()
-        .filter_map(|e| match e.event {
-            Event::SyscallEntry { tid, id } => Some((i64::from(tid), id)),
+        .filter_map(|e| match &e.event {
+            Event::SyscallEntry { tid, id, call } => {
+                Some((i64::from(*tid), *id, e.name().into_owned() + "/" + call))
+            }
             _ => None,
         })
         .collect();
     assert!(
-        sys.iter()
-            .any(|&(tid, id)| tid == reader && id == libc::SYS_read),
+        sys.iter().any(|(tid, id, name)| *tid == reader
+            && *id == libc::SYS_read
+            && name == "syscall_entry_read/read"),
         "no read(2) of the reader thread among {} system calls",
         sys.len()
     );
@@ -316,7 +320,7 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
     assert!(program.contains(&reader) && program.contains(&v["writer_tid"]));
     let foreign: Vec<i64> = sys
         .iter()
-        .map(|&(tid, _)| tid)
+        .map(|(tid, _, _)| *tid)
         .filter(|t| !program.contains(t))
         .collect();
     assert!(
@@ -350,6 +354,14 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
         *waker == format!("writer/{writer}") || waker == "idle",
         "woken by {waker}\n{}",
         k.to_text()
+    );
+    // --slowest says in which system call the thread slept: its read on the pipe.
+    let o = hushtrace(&["report", dir.to_str().unwrap(), "--slowest", "io:wait"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" blocked ") && l.contains(" in read on CPU ")),
+        "{text}"
     );
 }
 

@@ -365,16 +365,15 @@ fn render(t: &TraceDesc, kernel: Option<&KernelEnv>) -> String {
          := uint24_clock_t;\n"
     );
     // The packet context's last 32 bytes: the thread's identity, or a kernel stream's CPU.
+    const _: () = assert!(crate::layout::PACKET_HEADER_LEN - crate::layout::OFF_VTID == 4 + 3 * 8);
     let identity = match kernel {
         None => format!(
             "\t\tuint32_t vpid;\n\t\tuint32_t vtid;\n\
              \t\tinteger {{ size = 8; align = 8; signed = false; encoding = UTF8; }} procname[{PROCNAME_LEN}];\n\
              \t\tuint64_t pthread_id;\n"
         ),
-        Some(_) => format!(
-            "\t\tuint32_t cpu_id;\n\t\tuint8_t _reserved[{}];\n",
-            crate::layout::PACKET_HEADER_LEN - crate::layout::OFF_VTID
-        ),
+        // 4 + 3 * 8 bytes after cpu_id, unused (zero): few fields for readers to print.
+        Some(_) => "\t\tuint32_t cpu_id;\n\t\tuint32_t _pad;\n\t\tuint64_t _reserved[3];\n".to_string(),
     };
     // The event header (crate::layout): a compact form (id 0..=254 in one byte, the low 24 bits
     // of the time) or an extended one (tag 255, u16 id, u64 time). babeltrace2 takes the last

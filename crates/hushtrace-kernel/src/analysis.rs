@@ -9,6 +9,7 @@ use crate::ctf::{KernelTrace, ReadError};
 use crate::event::{Comm, Event, KEvent};
 use crate::schema::softirq_name;
 use std::collections::HashMap;
+use std::sync::Arc;
 
 /// A thread's time off the CPU: from its switch-out to its next switch-in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -27,6 +28,8 @@ pub struct OffCpu {
     pub preempted: bool,
     /// Who woke it: a task id, or an interrupt's name.
     pub waker: Option<Actor>,
+    /// The system call it was in when it went to sleep (`--kernel syscalls`).
+    pub syscall: Option<Arc<str>>,
 }
 
 /// A task or an interrupt.
@@ -80,6 +83,8 @@ pub struct Interval {
     pub cpu: u32,
     /// Who ran on that CPU meanwhile (runnable) or who woke it (blocked), with ns.
     pub by: Vec<(Actor, i64)>,
+    /// Blocked: the system call it slept in, when the trace has the thread's system calls.
+    pub syscall: Option<Arc<str>>,
 }
 
 /// What happened to a thread in a window.
@@ -235,6 +240,7 @@ impl Timeline {
                     runnable: false,
                     cpu: o.cpu,
                     by,
+                    syscall: o.syscall.clone(),
                 });
             }
             let runnable = overlap(run_start, o.end, a, b);
@@ -255,6 +261,7 @@ impl Timeline {
                     runnable: true,
                     cpu: o.back_cpu,
                     by,
+                    syscall: None,
                 });
             }
             if o.end < b {
@@ -296,6 +303,8 @@ pub struct TimelineBuilder {
     last: Option<i64>,
     /// The tasks whose stretches are kept (`None`: all).
     followed: Option<std::collections::HashSet<i32>>,
+    /// The system call each followed task is in (from its entry to its exit).
+    in_syscall: HashMap<i32, Arc<str>>,
     /// Followed tasks now off the CPU and runnable (preempted, or woken): while there is
     /// one, who runs is kept.
     waiting: std::collections::HashSet<i32>,
@@ -420,6 +429,9 @@ impl TimelineBuilder {
                         back_cpu: cpu,
                         preempted: s.preempted(),
                         waker: None,
+                        syscall: (!s.preempted())
+                            .then(|| self.in_syscall.get(&prev).cloned())
+                            .flatten(),
                     });
                 }
                 if let Some(o) = t.off.get_mut(&next).and_then(|v| v.last_mut()) {
@@ -444,6 +456,16 @@ impl TimelineBuilder {
                         self.waiting.insert(w.tid);
                     }
                 }
+            }
+            Event::SyscallEntry { call, tid, .. }
+                if self.followed.as_ref().is_none_or(|f| f.contains(tid)) =>
+            {
+                self.in_syscall.insert(*tid, call.clone());
+            }
+            Event::SyscallExit { tid, .. }
+            | Event::SchedProcessExit(crate::event::ProcessExit { tid, .. }) => {
+                // exit_group never returns: the task's exit ends its call too.
+                self.in_syscall.remove(tid);
             }
             Event::SchedProcessFork(f) => {
                 if let Some(set) = &mut self.followed {

@@ -6,7 +6,7 @@ use crate::clock::{self, TraceClock};
 use crate::ctf::{self, KernelMeta, Out, StreamWriter, KERNEL_DIR};
 use crate::format::{EventFormat, Field, PageHeader};
 use crate::page::{Missed, Page};
-use crate::schema::{Category, Ty, CLASSES};
+use crate::schema::{Category, ClassTable, Ty, CLASSES, SYSCALL_ENTRY_FIELDS, SYSCALL_EXIT_FIELDS};
 use crate::tracefs::{self, AccessError, Instance, INSTANCE_PREFIX};
 use hushtrace_ctf::metadata::ClockDesc;
 use std::collections::HashMap;
@@ -93,6 +93,8 @@ struct Decoder {
     /// ftrace id → (class id, the source field of each CTF field, as the running kernel's
     /// `format` file places it).
     by_id: HashMap<u16, (u16, Vec<Field>)>,
+    /// The trace's classes.
+    classes: Arc<ClassTable>,
     /// `common_type`.
     common_type: Field,
     /// Records of this task are dropped (the recorder's own system calls).
@@ -112,7 +114,10 @@ impl Decoder {
                 return Ok(());
             }
         }
-        let spec = CLASSES[usize::from(*class)].fields;
+        let Some(spec) = self.classes.fields(*class) else {
+            return Ok(());
+        };
+        let name = || self.classes.name(*class).unwrap_or_default();
         // No allocation per event: classes have at most MAX_FIELDS fields.
         let mut vals = [Out::Int(0); MAX_FIELDS];
         for (((_, _, ty), f), v) in spec.iter().zip(fields).zip(vals.iter_mut()) {
@@ -121,11 +126,11 @@ impl Decoder {
             *v = match ty {
                 Ty::Str => match f.text(rec) {
                     Some(t) => Out::Text(t),
-                    None => return Err(short_record(CLASSES[usize::from(*class)].name, f)),
+                    None => return Err(short_record(&name(), f)),
                 },
                 _ => match f.int(rec) {
                     Some(n) => Out::Int(n),
-                    None => return Err(short_record(CLASSES[usize::from(*class)].name, f)),
+                    None => return Err(short_record(&name(), f)),
                 },
             };
         }
@@ -148,13 +153,13 @@ fn short_record(class: &str, f: &Field) -> io::Error {
 /// gives it another kind (text for an integer, or the reverse).
 fn source_field(
     format: &EventFormat,
-    class: &crate::schema::Class,
+    (sys, ftrace, class): (&str, &str, &str),
     (name, src, ty): (&str, &str, Ty),
 ) -> Result<Field, Error> {
     let f = format.field(src).ok_or_else(|| {
         Error::Other(format!(
             "--kernel: this kernel's {}:{} event has no field `{src}` (needed for {}.{name})",
-            class.sys, class.ftrace, class.name
+            sys, ftrace, class
         ))
     })?;
     let text = ty == Ty::Str;
@@ -167,15 +172,40 @@ fn source_field(
         return Err(Error::Other(format!(
             "--kernel: this kernel's {}:{} field `{src}` is `{}` of {} bytes, not {} \
              (needed for {}.{name})",
-            class.sys,
-            class.ftrace,
+            sys,
+            ftrace,
             f.ctype,
             f.size,
             if text { "text" } else { "an integer" },
-            class.name
+            class
         )));
     }
     Ok(f.clone())
+}
+
+/// The system calls the running kernel has trace events for (`events/syscalls/sys_enter_<name>`
+/// with its `sys_exit_<name>`), sorted by name.
+fn syscall_names(root: &Path) -> Result<Vec<String>, Error> {
+    let dir = root.join("events/syscalls");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::Other(format!(
+            "--kernel syscalls: {}: {e} (a kernel built without CONFIG_FTRACE_SYSCALLS has no \
+             system-call events)",
+            dir.display()
+        ))
+    })?;
+    let mut names = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| Error::Other(format!("{}: {e}", dir.display())))?;
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(call) = n.strip_prefix("sys_enter_") {
+            if dir.join(format!("sys_exit_{call}")).is_dir() {
+                names.push(call.to_string());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// What one CPU's reader did.
@@ -237,6 +267,8 @@ pub struct Capture {
     trace_clock: TraceClock,
     /// The clock chosen at the start (`None` only before that).
     clock: Option<KernelClock>,
+    /// The event classes (with the system calls recorded by name).
+    classes: Arc<ClassTable>,
     uuid: [u8; 16],
     categories: Vec<Category>,
     guard: Option<Child>,
@@ -273,6 +305,7 @@ impl Capture {
             dir: session_dir.join(KERNEL_DIR),
             trace_clock: TraceClock::Mono,
             clock: None,
+            classes: Arc::default(),
             uuid: uuid_v4(),
             categories: opts.categories.clone(),
             guard: None,
@@ -305,6 +338,9 @@ impl Capture {
         // Before the first stream file: a recorder killed at any later point leaves a kernel
         // trace that reads (its clock the recorder's calibration; `finish` rewrites it with
         // the program's).
+        if opts.categories.contains(&Category::Syscalls) {
+            cap.classes = Arc::new(ClassTable::new(syscall_names(&root)?));
+        }
         cap.write_metadata(None)?;
 
         let main_cats: Vec<Category> = opts
@@ -378,7 +414,7 @@ impl Capture {
             let srcs = class
                 .fields
                 .iter()
-                .map(|&field| source_field(&f, class, field))
+                .map(|&field| source_field(&f, (class.sys, class.ftrace, class.name), field))
                 .collect::<Result<Vec<_>, _>>()?;
             if common.is_none() {
                 common = f.field("common_type").cloned();
@@ -386,6 +422,36 @@ impl Capture {
             }
             by_id.insert(f.id, (i as u16, srcs));
             tracefs::write(&ev.join("enable"), "1")?;
+        }
+        if cats.contains(&Category::Syscalls) {
+            // Each system call by name: `syscalls:sys_enter_<name>` and `sys_exit_<name>`.
+            let sys = inst.join("events/syscalls");
+            for (k, call) in self.classes.syscalls().iter().enumerate() {
+                for (exit, prefix) in [(false, "sys_enter_"), (true, "sys_exit_")] {
+                    let ftrace = format!("{prefix}{call}");
+                    let path = sys.join(&ftrace).join("format");
+                    let f = EventFormat::parse(&tracefs::read(&path)?)
+                        .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+                    let id = u16::try_from(CLASSES.len() + 2 * k + usize::from(exit))
+                        .map_err(|_| Error::Other("--kernel: too many system calls".into()))?;
+                    let name = self.classes.name(id).unwrap_or_default();
+                    let spec = if exit {
+                        SYSCALL_EXIT_FIELDS
+                    } else {
+                        SYSCALL_ENTRY_FIELDS
+                    };
+                    let srcs = spec
+                        .iter()
+                        .map(|&field| source_field(&f, ("syscalls", &ftrace, &name), field))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if common.is_none() {
+                        common = f.field("common_type").cloned();
+                        common_pid = f.field("common_pid").cloned();
+                    }
+                    by_id.insert(f.id, (id, srcs));
+                }
+            }
+            tracefs::write(&sys.join("enable"), "1")?;
         }
         let common_type = common.ok_or_else(|| {
             Error::Other(format!(
@@ -396,6 +462,7 @@ impl Capture {
         let skip_pid = skip_pid.and_then(|p| Some((common_pid?, i64::from(p))));
         Ok(Arc::new(Decoder {
             by_id,
+            classes: self.classes.clone(),
             common_type,
             skip_pid,
         }))
@@ -424,7 +491,8 @@ impl Capture {
             let out = self
                 .dir
                 .join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
-            let w = StreamWriter::create(&out, self.uuid, u64::from(channel << 16 | cpu), cpu)?;
+            let w = StreamWriter::create(&out, self.uuid, u64::from(channel << 16 | cpu), cpu)?
+                .with_classes(self.classes.clone());
             let stop = self.stop.clone();
             let dec = dec.clone();
             let header = *header;
@@ -488,6 +556,7 @@ impl Capture {
             trace_clock: self.trace_clock.as_str().into(),
             hostname: read_trim("/proc/sys/kernel/hostname"),
             kernel_release: read_trim("/proc/sys/kernel/osrelease"),
+            classes: self.classes.clone(),
             categories: self
                 .categories
                 .iter()
@@ -654,22 +723,36 @@ mod tests {
              \tfield:char next_pid[4];\toffset:24;\tsize:4;\tsigned:0;\n",
         )
         .unwrap();
-        let e = source_field(&format, class, class.fields[3])
-            .unwrap_err()
-            .to_string();
+        let e = source_field(
+            &format,
+            (class.sys, class.ftrace, class.name),
+            class.fields[3],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("sched:sched_switch") && e.contains("`prev_state`"),
             "{e}"
         );
-        let e = source_field(&format, class, class.fields[5])
-            .unwrap_err()
-            .to_string();
+        let e = source_field(
+            &format,
+            (class.sys, class.ftrace, class.name),
+            class.fields[5],
+        )
+        .unwrap_err()
+        .to_string();
         assert!(
             e.contains("`next_pid`") && e.contains("not an integer"),
             "{e}"
         );
         assert_eq!(
-            source_field(&format, class, class.fields[0]).unwrap().name,
+            source_field(
+                &format,
+                (class.sys, class.ftrace, class.name),
+                class.fields[0]
+            )
+            .unwrap()
+            .name,
             "prev_comm"
         );
     }

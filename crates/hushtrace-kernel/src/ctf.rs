@@ -12,7 +12,7 @@
 
 use crate::clock::KernelClock;
 use crate::event::{Event, In, KEvent};
-use crate::schema::{Ty, CLASSES};
+use crate::schema::{ClassTable, Ty, CLASSES, SYSCALL_ENTRY, SYSCALL_EXIT};
 use hushtrace_ctf::layout::{push_event_header, PacketHeader, PACKET_HEADER_LEN};
 use hushtrace_ctf::metadata::{kernel_to_tsdl, EventClass, KernelEnv, TraceDesc};
 use hushtrace_ctf::reader::{
@@ -46,23 +46,27 @@ pub struct KernelMeta {
     pub kernel_release: String,
     /// The categories recorded (`sched,irq`).
     pub categories: String,
+    /// The event classes ([`CLASSES`] and the system calls recorded by name).
+    pub classes: Arc<ClassTable>,
 }
 
-/// The event classes of every kernel trace: [`CLASSES`], the id being the index.
-fn event_classes() -> Vec<EventClass> {
-    CLASSES
-        .iter()
-        .enumerate()
-        .map(|(id, c)| EventClass {
-            id: id as u16,
-            name: c.name.to_string(),
-            kind: Kind::Instant,
-            fields: Some(
-                c.fields
-                    .iter()
-                    .map(|(n, _, t)| (n.to_string(), *t))
-                    .collect(),
-            ),
+/// The event classes of `table` as the metadata declares them, the id being the index.
+fn event_classes(table: &ClassTable) -> Vec<EventClass> {
+    (0..table.len())
+        .filter_map(|i| {
+            let id = u16::try_from(i).ok()?;
+            Some(EventClass {
+                id,
+                name: table.name(id)?.into_owned(),
+                kind: Kind::Instant,
+                fields: Some(
+                    table
+                        .fields(id)?
+                        .iter()
+                        .map(|(n, _, t)| (n.to_string(), *t))
+                        .collect(),
+                ),
+            })
         })
         .collect()
 }
@@ -78,7 +82,7 @@ impl KernelMeta {
                 vpid: 0,
                 procname: String::new(),
                 hostname: self.hostname.clone(),
-                events: event_classes(),
+                events: event_classes(&self.classes),
             },
             KernelEnv {
                 clock_name: self.clock.name.clone(),
@@ -114,6 +118,7 @@ pub struct StreamWriter {
     uuid: [u8; 16],
     instance: u64,
     cpu: u32,
+    classes: Arc<ClassTable>,
     /// The packet being filled: room for its header, then the events.
     packet: Vec<u8>,
     begin: Option<u64>,
@@ -157,6 +162,7 @@ impl StreamWriter {
             uuid,
             instance,
             cpu,
+            classes: Arc::default(),
             packet,
             begin: None,
             last: 0,
@@ -165,6 +171,13 @@ impl StreamWriter {
             written: 0,
             reordered: 0,
         })
+    }
+
+    /// The same writer for a trace with the classes of `classes` (by default [`CLASSES`]
+    /// only).
+    pub fn with_classes(mut self, classes: Arc<ClassTable>) -> StreamWriter {
+        self.classes = classes;
+        self
     }
 
     /// Counts `n` events the kernel lost (shown in the next packet's `events_discarded`).
@@ -179,25 +192,27 @@ impl StreamWriter {
 
     /// Appends `e` (its time and fields; its CPU is the stream's).
     pub fn write(&mut self, e: &KEvent) -> io::Result<()> {
-        let id = crate::schema::id_of(e.name()).ok_or_else(|| mismatch(e.name()))?;
+        let name = e.name();
+        let id = self.classes.id_of(&name).ok_or_else(|| mismatch(&name))?;
         e.event.with_values(|v| self.event(id, e.ts, v))
     }
 
     /// Appends an event of class `id` at `ts` with `values` in the class's field order and
     /// types (an error, nothing written, if they do not match).
     pub fn event(&mut self, id: u16, ts: u64, values: &[Out<'_>]) -> io::Result<()> {
-        let class = CLASSES
-            .get(usize::from(id))
+        let fields = self
+            .classes
+            .fields(id)
             .ok_or_else(|| mismatch("unknown class"))?;
-        let ok = class.fields.len() == values.len()
-            && class.fields.iter().zip(values).all(|((_, _, ty), v)| {
+        let ok = fields.len() == values.len()
+            && fields.iter().zip(values).all(|((_, _, ty), v)| {
                 matches!(
                     (ty, v),
                     (Ty::Str, Out::Text(_)) | (Ty::I32 | Ty::U32 | Ty::I64, Out::Int(_))
                 )
             });
         if !ok {
-            return Err(mismatch(class.name));
+            return Err(mismatch(&self.classes.name(id).unwrap_or_default()));
         }
         let ts = if ts < self.last {
             self.reordered += 1;
@@ -214,7 +229,7 @@ impl StreamWriter {
         };
         self.last = ts;
         push_event_header(&mut self.packet, id, ts, prev);
-        for ((_, _, ty), v) in class.fields.iter().zip(values) {
+        for ((_, _, ty), v) in fields.iter().zip(values) {
             match (ty, v) {
                 (Ty::I32, Out::Int(n)) => self.packet.extend_from_slice(&(*n as i32).to_le_bytes()),
                 (Ty::U32, Out::Int(n)) => self.packet.extend_from_slice(&(*n as u32).to_le_bytes()),
@@ -260,6 +275,10 @@ impl StreamWriter {
     }
 }
 
+/// By event id: the system call of a `syscall_entry_`/`syscall_exit_` class, and whether it
+/// is the exit.
+type SyscallClasses = Arc<Vec<Option<(Arc<str>, bool)>>>;
+
 /// An error reading a kernel trace: the file, where in it, and what was wrong (the process
 /// traces' reader's error).
 pub type ReadError = Error;
@@ -290,6 +309,9 @@ pub struct KernelTrace {
     pub cpus: Vec<u32>,
     desc: Arc<TraceDesc>,
     streams: Vec<PathBuf>,
+    /// By event id: the system call of a `syscall_entry_`/`syscall_exit_` class, and whether
+    /// it is the exit.
+    syscalls: SyscallClasses,
 }
 
 /// The CPU of stream file `name` (`channel<k>_<cpu>`).
@@ -310,8 +332,27 @@ impl KernelTrace {
         let mpath = dir.join("metadata");
         let (desc, env) = read_kernel_metadata(&mpath)?;
         // The classes must be this hushtrace's, field for field: events are decoded by them.
-        let ours = event_classes();
+        let ours = event_classes(&ClassTable::default());
+        let one = event_classes(&ClassTable::new(vec!["x".into()]));
+        let fields_of = |i: usize| one.get(CLASSES.len() + i).and_then(|c| c.fields.clone());
+        let mut syscalls = Vec::new();
         for c in &desc.events {
+            let call = match (
+                c.name.strip_prefix(SYSCALL_ENTRY),
+                c.name.strip_prefix(SYSCALL_EXIT),
+            ) {
+                (Some(call), _) if c.fields == fields_of(0) => Some((call, false)),
+                (_, Some(call)) if c.fields == fields_of(1) => Some((call, true)),
+                _ => None,
+            };
+            if let Some((call, exit)) = call {
+                let i = usize::from(c.id);
+                if syscalls.len() <= i {
+                    syscalls.resize(i + 1, None);
+                }
+                syscalls[i] = Some((Arc::from(call), exit));
+                continue;
+            }
             if !ours
                 .iter()
                 .any(|o| o.name == c.name && o.fields == c.fields)
@@ -354,6 +395,7 @@ impl KernelTrace {
             cpus,
             desc: Arc::new(desc),
             streams,
+            syscalls: Arc::new(syscalls),
         })
     }
 
@@ -368,6 +410,7 @@ impl KernelTrace {
         Ok(Events {
             merged: Merged::new(vec![self.desc.clone()], streams)?,
             read: 0,
+            syscalls: self.syscalls.clone(),
         })
     }
 
@@ -387,6 +430,7 @@ impl KernelTrace {
 pub struct Events {
     merged: Merged,
     read: u64,
+    syscalls: SyscallClasses,
 }
 
 impl Events {
@@ -418,8 +462,15 @@ impl Events {
                 };
                 n += 1;
             }
+            let syscall = self
+                .syscalls
+                .get(usize::from(ev.class.id))
+                .and_then(|s| s.as_ref());
             let decoded = ok
-                .then(|| Event::decode(&ev.class.name, &vals[..n]))
+                .then(|| match syscall {
+                    Some((call, exit)) => Event::syscall(call.clone(), *exit, &vals[..n]),
+                    None => Event::decode(&ev.class.name, &vals[..n]),
+                })
                 .flatten()
                 .map(|event| KEvent {
                     ts: ev.timestamp,
@@ -485,6 +536,7 @@ mod tests {
             hostname: "h".into(),
             kernel_release: "6.1".into(),
             categories: "sched".into(),
+            classes: Arc::default(),
         }
     }
 
@@ -534,7 +586,7 @@ mod tests {
         assert_eq!(t.cpus, [1]);
         let mut ev = t.events().unwrap();
         let e = ev.next().unwrap().unwrap();
-        assert_eq!((e.name(), e.ts, e.cpu), ("sched_switch", 100, 1));
+        assert_eq!((&*e.name(), e.ts, e.cpu), ("sched_switch", 100, 1));
         assert_eq!(e.event, Event::SchedSwitch(sw));
         let e = ev.next().unwrap().unwrap();
         assert_eq!((e.ts, e.event), (100, Event::SoftirqEntry { vec: 1 }));
@@ -542,6 +594,55 @@ mod tests {
         assert_eq!(ev.discarded(), 3);
         assert_eq!(t.clock, m.clock);
         assert_eq!(t.trace_clock, "x86-tsc");
+    }
+
+    #[test]
+    fn system_calls_are_written_and_read_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let classes = Arc::new(ClassTable::new(vec!["futex".into(), "read".into()]));
+        let m = KernelMeta {
+            classes: classes.clone(),
+            ..meta()
+        };
+        std::fs::write(dir.path().join("metadata"), to_tsdl(&m)).unwrap();
+        let p = dir.path().join("channel1_0");
+        let mut w = StreamWriter::create(&p, m.uuid, 1 << 16, 0)
+            .unwrap()
+            .with_classes(classes);
+        let call: Arc<str> = "read".into();
+        w.write(&KEvent {
+            ts: 5,
+            cpu: 0,
+            event: Event::SyscallEntry {
+                call: call.clone(),
+                tid: 7,
+                id: 0,
+            },
+        })
+        .unwrap();
+        w.write(&KEvent {
+            ts: 6,
+            cpu: 0,
+            event: Event::SyscallExit {
+                call,
+                tid: 7,
+                id: 0,
+                ret: 12,
+            },
+        })
+        .unwrap();
+        w.flush().unwrap();
+        let v = all(&KernelTrace::open(dir.path()).unwrap()).unwrap();
+        let names: Vec<_> = v.iter().map(|e| e.name().into_owned()).collect();
+        assert_eq!(names, ["syscall_entry_read", "syscall_exit_read"]);
+        assert!(matches!(
+            &v[1].event,
+            Event::SyscallExit {
+                ret: 12,
+                tid: 7,
+                ..
+            }
+        ));
     }
 
     #[test]

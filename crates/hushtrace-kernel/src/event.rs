@@ -3,7 +3,10 @@
 //! event lacks one of its fields, so no value stands for "absent").
 
 use crate::ctf::Out;
+use crate::schema::{SYSCALL_ENTRY, SYSCALL_EXIT};
+use std::borrow::Cow;
 use std::fmt;
+use std::sync::Arc;
 
 /// A task's name (`comm`): at most 15 bytes in the kernel (`TASK_COMM_LEN` 16 with its NUL),
 /// stored inline so that decoding an event allocates nothing.
@@ -231,15 +234,19 @@ pub enum Event {
         /// The vector number.
         vector: i32,
     },
-    /// `syscall_entry_unknown`: thread `tid` enters system call `id`.
+    /// `syscall_entry_<call>`: thread `tid` enters system call `call` (number `id`).
     SyscallEntry {
+        /// The call's name (`futex`), shared by every event of the call.
+        call: Arc<str>,
         /// Thread id.
         tid: i32,
         /// System call number.
         id: i64,
     },
-    /// `syscall_exit_unknown`: thread `tid` returns `ret` from system call `id`.
+    /// `syscall_exit_<call>`: thread `tid` returns `ret` from system call `call`.
     SyscallExit {
+        /// The call's name.
+        call: Arc<str>,
         /// Thread id.
         tid: i32,
         /// System call number.
@@ -269,8 +276,8 @@ pub(crate) enum In<'a> {
 
 impl Event {
     /// The CTF event name (LTTng's).
-    pub fn name(&self) -> &'static str {
-        match self {
+    pub fn name(&self) -> Cow<'static, str> {
+        Cow::Borrowed(match self {
             Event::SchedSwitch(_) => "sched_switch",
             Event::SchedWaking(_) => "sched_waking",
             Event::SchedWakeup(_) => "sched_wakeup",
@@ -296,9 +303,31 @@ impl Event {
                 Vector::CallFunctionSingle => "x86_irq_vectors_call_function_single_exit",
                 Vector::IrqWork => "x86_irq_vectors_irq_work_exit",
             },
-            Event::SyscallEntry { .. } => "syscall_entry_unknown",
-            Event::SyscallExit { .. } => "syscall_exit_unknown",
-        }
+            Event::SyscallEntry { call, .. } => return format!("{SYSCALL_ENTRY}{call}").into(),
+            Event::SyscallExit { call, .. } => return format!("{SYSCALL_EXIT}{call}").into(),
+        })
+    }
+
+    /// The system-call event of `call` (its exit with `exit`) with `v`, the fields of
+    /// [`crate::schema::SYSCALL_ENTRY_FIELDS`] or [`crate::schema::SYSCALL_EXIT_FIELDS`];
+    /// `None` when they do not match.
+    pub(crate) fn syscall(call: Arc<str>, exit: bool, v: &[In<'_>]) -> Option<Event> {
+        let int = |i: usize| match v.get(i)? {
+            In::Int(n) => Some(*n),
+            In::Text(_) => None,
+        };
+        let tid = i32::try_from(int(0)?).ok()?;
+        let id = int(1)?;
+        Some(if exit {
+            Event::SyscallExit {
+                call,
+                tid,
+                id,
+                ret: int(2)?,
+            }
+        } else {
+            Event::SyscallEntry { call, tid, id }
+        })
     }
 
     /// The event of class `name` with `v`, its fields in the class's order and types; `None`
@@ -375,15 +404,6 @@ impl Event {
             "irq_softirq_exit" => Event::SoftirqExit {
                 vec: u32::try_from(int(0)?).ok()?,
             },
-            "syscall_entry_unknown" => Event::SyscallEntry {
-                tid: i32_(0)?,
-                id: int(1)?,
-            },
-            "syscall_exit_unknown" => Event::SyscallExit {
-                tid: i32_(0)?,
-                id: int(1)?,
-                ret: int(2)?,
-            },
             n => {
                 let rest = n.strip_prefix("x86_irq_vectors_")?;
                 if let Some(w) = rest.strip_suffix("_entry") {
@@ -438,15 +458,15 @@ impl Event {
             Event::VectorEntry { vector, .. } | Event::VectorExit { vector, .. } => {
                 f(&[i(*vector)])
             }
-            Event::SyscallEntry { tid, id } => f(&[i(*tid), Out::Int(*id)]),
-            Event::SyscallExit { tid, id, ret } => f(&[i(*tid), Out::Int(*id), Out::Int(*ret)]),
+            Event::SyscallEntry { tid, id, .. } => f(&[i(*tid), Out::Int(*id)]),
+            Event::SyscallExit { tid, id, ret, .. } => f(&[i(*tid), Out::Int(*id), Out::Int(*ret)]),
         }
     }
 }
 
 impl KEvent {
     /// The CTF event name (LTTng's).
-    pub fn name(&self) -> &'static str {
+    pub fn name(&self) -> Cow<'static, str> {
         self.event.name()
     }
 }
@@ -454,6 +474,21 @@ impl KEvent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn system_calls_are_named() {
+        let e = Event::syscall(
+            "futex".into(),
+            true,
+            &[In::Int(7), In::Int(202), In::Int(-4)],
+        )
+        .unwrap();
+        assert_eq!(e.name(), "syscall_exit_futex");
+        e.with_values(|v| assert_eq!(v.len(), 3));
+        assert_eq!(Event::syscall("futex".into(), true, &[In::Int(7)]), None);
+        let e = Event::syscall("read".into(), false, &[In::Int(7), In::Int(0)]).unwrap();
+        assert_eq!(e.name(), "syscall_entry_read");
+    }
 
     #[test]
     fn comm_is_cut_to_whole_characters() {
