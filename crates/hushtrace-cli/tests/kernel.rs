@@ -3,8 +3,8 @@
 //! the merged directory, the access error, and the clean-up after signals and SIGKILL.
 //!
 //! ftrace instances are global: these tests take an exclusive lock file so that (under
-//! nextest, one process per test) they never run at the same time. Skipped, with the reason
-//! printed, where tracefs cannot be used (not root, no tracefs).
+//! nextest, one process per test) they never run at the same time. They fail where tracefs
+//! cannot be used (not root, no tracefs) or SCHED_FIFO is refused: run them as root.
 
 mod common;
 
@@ -18,12 +18,11 @@ use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// Serializes the tests that use tracefs (across processes); `None` (with the reason
-/// printed) where tracefs cannot be used.
+/// Serializes the tests that use tracefs (across processes). Panics where tracefs cannot be
+/// used: these tests must run (as root, with tracefs), never pass by skipping.
 fn tracefs_lock(test: &str) -> Option<std::fs::File> {
     if let Err(e) = hushtrace_kernel::tracefs::find_or_mount() {
-        println!("SKIPPED {test}: {e}");
-        return None;
+        panic!("{test} needs tracefs (run as root): {e}");
     }
     Some(hushtrace_testsupport::cross_process_lock(
         "hushtrace-kernel-tests",
@@ -55,8 +54,8 @@ fn values(out: &Output) -> HashMap<String, i64> {
         .collect()
 }
 
-/// Records `kernel_workload ARGS` with `--kernel CATS`; `None` when the workload could not
-/// get what it needs (SCHED_FIFO refused: exit 3), with the reason printed.
+/// Records `kernel_workload ARGS` with `--kernel CATS` (a failure when the workload could not
+/// get what it needs: SCHED_FIFO refused, exit 3).
 fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     let bin = testbin("kernel_workload");
     let mut a = vec![
@@ -71,10 +70,11 @@ fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     a.extend_from_slice(args);
     let out = hushtrace(&a);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(3) {
-        println!("SKIPPED: the workload was refused SCHED_FIFO or CPU pinning: {stderr}");
-        return None;
-    }
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "the workload was refused SCHED_FIFO or CPU pinning (run as root): {stderr}"
+    );
     assert!(out.status.success(), "record failed: {stderr}");
     assert!(stderr.contains("hushtrace: kernel: "), "{stderr}");
     assert!(!stderr.contains("LOST"), "{stderr}");

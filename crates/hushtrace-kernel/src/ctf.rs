@@ -101,14 +101,7 @@ pub fn to_tsdl(m: &KernelMeta) -> String {
     kernel_to_tsdl(&desc, &env)
 }
 
-/// A field value while writing.
-#[derive(Clone, Copy, Debug)]
-pub enum Out<'a> {
-    /// An integer (written with the class's type).
-    Int(i64),
-    /// Text (invalid UTF-8 replaced, cut at 255 bytes).
-    Text(&'a [u8]),
-}
+pub use crate::event::Out;
 
 /// Writes one stream file, packet by packet.
 #[derive(Debug)]

@@ -2,11 +2,19 @@
 //! field present (the recorder refuses to start when the running kernel's `format` file of an
 //! event lacks one of its fields, so no value stands for "absent").
 
-use crate::ctf::Out;
 use crate::schema::{SYSCALL_ENTRY, SYSCALL_EXIT};
 use std::borrow::Cow;
 use std::fmt;
 use std::sync::Arc;
+
+/// A field value while writing (see [`crate::ctf::StreamWriter::event`]).
+#[derive(Clone, Copy, Debug)]
+pub enum Out<'a> {
+    /// An integer (written with the class's type).
+    Int(i64),
+    /// Text (invalid UTF-8 replaced, cut at 255 bytes).
+    Text(&'a [u8]),
+}
 
 /// A task's name (`comm`): at most 15 bytes in the kernel (`TASK_COMM_LEN` 16 with its NUL),
 /// stored inline so that decoding an event allocates nothing.
