@@ -363,6 +363,13 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
             .any(|l| l.contains(" blocked ") && l.contains(" in read on CPU ")),
         "{text}"
     );
+    // babeltrace2 reads the system calls by name beside the program's events.
+    let text = hushtrace_testsupport::babeltrace(&dir);
+    assert!(
+        text.contains("syscall_entry_read: "),
+        "no named system call"
+    );
+    assert!(text.contains("io:wait"), "no user-space events");
 }
 
 #[test]
