@@ -13,7 +13,7 @@ use crate::output::ConvertError;
 use crate::perfetto_proto::{Clock, ClockSnapshot};
 use hushtrace_ctf::reader::Session;
 use hushtrace_kernel::recovery::Part;
-use hushtrace_kernel::{KEvent, KernelTrace};
+use hushtrace_kernel::{Event, KEvent, KernelTrace};
 use prost::Message;
 use std::collections::HashMap;
 use std::io::{self, Write};
@@ -190,13 +190,9 @@ fn open(session: &Session) -> Result<Option<KernelTrace>, ConvertError> {
         }
         Part::None => return Ok(None),
     };
-    KernelTrace::open(&dir).map(Some).map_err(|e| {
-        ConvertError::Read(hushtrace_ctf::reader::Error::corrupt(
-            e.path.clone(),
-            0,
-            e.message,
-        ))
-    })
+    KernelTrace::open(&dir)
+        .map(Some)
+        .map_err(ConvertError::Read)
 }
 
 fn ns(k: &KernelTrace, e: &KEvent) -> u64 {
@@ -204,82 +200,73 @@ fn ns(k: &KernelTrace, e: &KEvent) -> u64 {
 }
 
 fn ftrace_event(e: &KEvent, ts: u64, current: i32) -> Option<FtraceEvent> {
-    let s = |f: &str| Some(e.text(f).to_string());
-    let i = |f: &str| Some(e.int(f) as i32);
-    let wake = || SchedWake {
-        comm: s("comm"),
-        pid: i("tid"),
-        prio: i("prio"),
+    let s = |c: &hushtrace_kernel::event::Comm| Some(c.as_str().to_string());
+    let wake = |w: &hushtrace_kernel::event::Wake| SchedWake {
+        comm: s(&w.comm),
+        pid: Some(w.tid),
+        prio: Some(w.prio),
         success: Some(1),
-        target_cpu: i("target_cpu"),
+        target_cpu: Some(w.target_cpu),
     };
     let mut f = FtraceEvent {
         timestamp: Some(ts),
         pid: Some(current.max(0) as u32),
         ..Default::default()
     };
-    match e.name() {
-        "sched_switch" => {
-            f.pid = Some(e.int("prev_tid").max(0) as u32);
+    match &e.event {
+        Event::SchedSwitch(x) => {
+            f.pid = Some(x.prev_tid.max(0) as u32);
             f.sched_switch = Some(SchedSwitch {
-                prev_comm: s("prev_comm"),
-                prev_pid: i("prev_tid"),
-                prev_prio: i("prev_prio"),
-                prev_state: Some(e.int("prev_state")),
-                next_comm: s("next_comm"),
-                next_pid: i("next_tid"),
-                next_prio: i("next_prio"),
+                prev_comm: s(&x.prev_comm),
+                prev_pid: Some(x.prev_tid),
+                prev_prio: Some(x.prev_prio),
+                prev_state: Some(x.prev_state),
+                next_comm: s(&x.next_comm),
+                next_pid: Some(x.next_tid),
+                next_prio: Some(x.next_prio),
             });
         }
-        "sched_waking" => f.sched_waking = Some(wake()),
-        "sched_wakeup" => f.sched_wakeup = Some(wake()),
-        "sched_wakeup_new" => f.sched_wakeup_new = Some(wake()),
-        "sched_migrate_task" => {
+        Event::SchedWaking(w) => f.sched_waking = Some(wake(w)),
+        Event::SchedWakeup(w) => f.sched_wakeup = Some(wake(w)),
+        Event::SchedWakeupNew(w) => f.sched_wakeup_new = Some(wake(w)),
+        Event::SchedMigrateTask(m) => {
             f.sched_migrate_task = Some(MigrateTask {
-                comm: s("comm"),
-                pid: i("tid"),
-                prio: i("prio"),
-                orig_cpu: i("orig_cpu"),
-                dest_cpu: i("dest_cpu"),
+                comm: s(&m.comm),
+                pid: Some(m.tid),
+                prio: Some(m.prio),
+                orig_cpu: Some(m.orig_cpu),
+                dest_cpu: Some(m.dest_cpu),
             })
         }
-        "sched_process_fork" => {
+        Event::SchedProcessFork(p) => {
             f.sched_process_fork = Some(ProcessFork {
-                parent_comm: s("parent_comm"),
-                parent_pid: i("parent_tid"),
-                child_comm: s("child_comm"),
-                child_pid: i("child_tid"),
+                parent_comm: s(&p.parent_comm),
+                parent_pid: Some(p.parent_tid),
+                child_comm: s(&p.child_comm),
+                child_pid: Some(p.child_tid),
             })
         }
-        "sched_process_exit" => {
+        Event::SchedProcessExit(p) => {
             f.sched_process_exit = Some(ProcessExit {
-                comm: s("comm"),
-                pid: i("tid"),
-                prio: i("prio"),
+                comm: s(&p.comm),
+                pid: Some(p.tid),
+                prio: Some(p.prio),
             })
         }
-        "irq_handler_entry" => {
+        Event::IrqHandlerEntry { irq, name } => {
             f.irq_handler_entry = Some(IrqEntry {
-                irq: i("irq"),
-                name: s("name"),
+                irq: Some(*irq),
+                name: Some(name.clone()),
             })
         }
-        "irq_handler_exit" => {
+        Event::IrqHandlerExit { irq, ret } => {
             f.irq_handler_exit = Some(IrqExit {
-                irq: i("irq"),
-                ret: i("ret"),
+                irq: Some(*irq),
+                ret: Some(*ret),
             })
         }
-        "irq_softirq_entry" => {
-            f.softirq_entry = Some(Softirq {
-                vec: Some(e.int("vec") as u32),
-            })
-        }
-        "irq_softirq_exit" => {
-            f.softirq_exit = Some(Softirq {
-                vec: Some(e.int("vec") as u32),
-            })
-        }
+        Event::SoftirqEntry { vec } => f.softirq_entry = Some(Softirq { vec: Some(*vec) }),
+        Event::SoftirqExit { vec } => f.softirq_exit = Some(Softirq { vec: Some(*vec) }),
         _ => return None,
     }
     Some(f)
@@ -299,7 +286,8 @@ pub fn perfetto<W: Write>(session: &Session, out: &mut W) -> Result<u64, Convert
         return Ok(0);
     };
     let mut buf = Vec::new();
-    let t0 = k.events.first().map_or(0, |e| ns(&k, e));
+    // The first event's time (a first pass reads one event).
+    let t0 = k.events()?.next()?.map_or(0, |e| ns(&k, &e));
     packet(
         out,
         &KernelPacket {
@@ -326,7 +314,6 @@ pub fn perfetto<W: Write>(session: &Session, out: &mut W) -> Result<u64, Convert
     let mut bundles: HashMap<u32, FtraceEventBundle> = HashMap::new();
     let mut current: HashMap<u32, i32> = HashMap::new();
     let mut written = 0;
-    let lost = k.discarded > 0;
     let flush = |out: &mut W, b: FtraceEventBundle, buf: &mut Vec<u8>| {
         packet(
             out,
@@ -338,14 +325,18 @@ pub fn perfetto<W: Write>(session: &Session, out: &mut W) -> Result<u64, Convert
             buf,
         )
     };
-    for e in &k.events {
+    let mut events = k.events()?;
+    while let Some(e) = events.next()? {
+        let e = &e;
         let cur = current.get(&e.cpu).copied().unwrap_or(0);
-        if e.name() == "sched_switch" {
-            current.insert(e.cpu, e.int("next_tid") as i32);
+        if let Event::SchedSwitch(s) = &e.event {
+            current.insert(e.cpu, s.next_tid);
         }
         let Some(f) = ftrace_event(e, ns(&k, e), cur) else {
             continue;
         };
+        // Losses seen so far (the packets carry the stream's running count).
+        let lost = events.discarded() > 0;
         let b = bundles.entry(e.cpu).or_insert_with(|| FtraceEventBundle {
             cpu: Some(e.cpu),
             event: Vec::new(),
@@ -424,7 +415,7 @@ pub fn chrome<W: Write>(
             ),
         )?;
     }
-    let mut running: HashMap<u32, (i32, String, i128)> = HashMap::new();
+    let mut running: HashMap<u32, (i32, hushtrace_kernel::event::Comm, i128)> = HashMap::new();
     let mut n = 0;
     let mut emit = |out: &mut W, cpu: u32, tid: i32, comm: &str, start: i128, end: i128| {
         if tid == 0 || end <= start {
@@ -445,21 +436,22 @@ pub fn chrome<W: Write>(
         )
     };
     let mut last = 0i128;
-    for e in k.events.iter().filter(|e| e.name() == "sched_switch") {
+    let mut events = k.events()?;
+    while let Some(e) = events.next()? {
+        let Event::SchedSwitch(s) = &e.event else {
+            continue;
+        };
         let t = k.epoch_ns(e.ts);
         last = last.max(t);
         if let Some((tid, comm, since)) = running.remove(&e.cpu) {
-            emit(out, e.cpu, tid, &comm, since, t)?;
+            emit(out, e.cpu, tid, comm.as_str(), since, t)?;
         }
-        running.insert(
-            e.cpu,
-            (e.int("next_tid") as i32, e.text("next_comm").to_string(), t),
-        );
+        running.insert(e.cpu, (s.next_tid, s.next_comm, t));
     }
     let mut rest: Vec<_> = running.into_iter().collect();
     rest.sort_by_key(|(cpu, _)| *cpu);
     for (cpu, (tid, comm, since)) in rest {
-        emit(out, cpu, tid, &comm, since, last)?;
+        emit(out, cpu, tid, comm.as_str(), since, last)?;
     }
     Ok(n)
 }

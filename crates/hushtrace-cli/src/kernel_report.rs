@@ -7,11 +7,11 @@ use crate::report::{fmt_duration, rfc3339};
 use crate::spans::{Names, SpanStacks};
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
-use hushtrace_kernel::analysis::{Actor, Explanation, Timeline};
+use hushtrace_kernel::analysis::{Actor, Explanation, Timeline, TimelineBuilder};
 use hushtrace_kernel::recovery::{self, Part};
 use hushtrace_kernel::KernelTrace;
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::fmt::Write as _;
 
 /// Off-CPU time of one span name, summed over its instances.
@@ -84,71 +84,244 @@ fn merge_into(dst: &mut Vec<(String, i64)>, src: Vec<(String, i64)>) {
     }
 }
 
-/// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
-/// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
-pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
-    let (kernel, kernel_missing) = match recovery::part(&session.dir) {
-        Part::Readable(d) => {
-            let k = KernelTrace::open(&d)?;
-            let t = Timeline::build(&k);
-            (Some((k, t)), None)
-        }
-        Part::Unreadable(d, why) => (
-            None,
-            Some(format!(
-                "the kernel trace {} is not included: {why}",
-                d.display()
-            )),
-        ),
-        Part::None => (None, None),
-    };
-    let from = kernel
-        .as_ref()
-        .and_then(|(k, _)| Some(k.epoch_ns(recovery::complete_from(&k.dir)?)))
-        .map(|ns| ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64);
-    let in_window = |start: i64| from.is_none_or(|f| start >= f);
-    let mut names = Names::for_session(session)?;
-    let mut stacks = SpanStacks::default();
-    let mut rows: HashMap<u32, SpanRow> = HashMap::new();
-    let mut heap: BinaryHeap<Reverse<(i64, i64, u32, u32)>> = BinaryHeap::new();
-    let mut slow_count = 0u64;
-    let mut merged = session.merged()?;
-    while let Some(ev) = merged.next()? {
-        if !matches!(ev.event.class.kind, Kind::SpanBegin | Kind::SpanEnd) {
-            continue;
-        }
-        let name = names.id(&ev);
-        let Some(closed) = stacks.feed(&ev, name) else {
-            continue;
+/// A span closed but not explained yet: the kernel trace has not been read far enough.
+#[derive(Clone, Copy, Debug)]
+struct Pending {
+    name: u32,
+    pid: u32,
+    tid: u32,
+    start: i64,
+    dur: i64,
+    /// One of the `--slowest` span's instances.
+    slow: bool,
+}
+
+/// Kernel events pushed between two prunings of the timeline.
+const PRUNE_EVERY: u64 = 1 << 16;
+
+/// The kernel trace read alongside the spans: events are pushed into the timeline up to the
+/// time of the span event being read, so that the timeline only ever holds the stretch of
+/// time the open and pending spans cover.
+struct KernelCursor {
+    trace: KernelTrace,
+    events: hushtrace_kernel::Events,
+    next: Option<hushtrace_kernel::KEvent>,
+    builder: TimelineBuilder,
+    since_prune: u64,
+    /// Where the trace's events begin on every CPU, ns (see [`KernelReport::kernel_from_ns`]).
+    from: Option<i64>,
+}
+
+/// The session's kernel trace as a cursor (`None`: there is none), or why it cannot be read.
+type Opened = Result<Option<KernelCursor>, String>;
+
+impl KernelCursor {
+    /// The kernel part of `session` ([`recovery::part`]): an error for a trace that opens but
+    /// does not read, `Err` inside for one that cannot be read as it is (said in the report).
+    fn open(session: &Session) -> anyhow::Result<Opened> {
+        let d = match recovery::part(&session.dir) {
+            Part::Readable(d) => d,
+            Part::Unreadable(d, why) => {
+                return Ok(Err(format!(
+                    "the kernel trace {} is not included: {why}",
+                    d.display()
+                )))
+            }
+            Part::None => return Ok(Ok(None)),
         };
-        let (pid, tid) = (ev.event.packet.vpid, ev.event.packet.vtid);
-        let start = closed.start_ns as i64;
-        let dur = closed.duration_ns as i64;
-        if slowest == Some(names.name(name)) {
-            slow_count += 1;
-            heap.push(Reverse((dur, start, pid, tid)));
-            if heap.len() > n {
-                heap.pop();
+        let trace = KernelTrace::open(&d)?;
+        let from = recovery::complete_from(&trace.dir)
+            .map(|ts| trace.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64);
+        let mut events = trace.events()?;
+        let next = events.next()?;
+        // Only the traced processes' threads are explained (see `Timeline::build`).
+        let roots: Vec<i32> = session
+            .traces
+            .iter()
+            .filter_map(|t| i32::try_from(t.desc.vpid).ok())
+            .collect();
+        Ok(Ok(Some(KernelCursor {
+            trace,
+            events,
+            next,
+            builder: TimelineBuilder::new(Some(&roots)),
+            since_prune: 0,
+            from,
+        })))
+    }
+
+    /// Whether a span starting at `start` ns is in the trace's window (see
+    /// [`KernelReport::kernel_from_ns`]): spans before it are not explained.
+    fn in_window(&self, start: i64) -> bool {
+        self.from.is_none_or(|f| start >= f)
+    }
+
+    /// Pushes the kernel events up to `t` ns (all of them with `None`).
+    fn advance(&mut self, t: Option<i64>) -> anyhow::Result<()> {
+        while let Some(e) = &self.next {
+            let ns = self.trace.ns(e.ts);
+            if t.is_some_and(|t| ns > t) {
+                break;
+            }
+            self.builder.push(ns, e);
+            self.since_prune += 1;
+            self.next = self.events.next()?;
+        }
+        Ok(())
+    }
+
+    /// The timeline once every event was read (the count of lost ones is then final).
+    fn finish(mut self) -> (KernelTrace, Timeline) {
+        let warnings = self
+            .events
+            .take_warnings()
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        let lost = self.events.discarded();
+        (self.trace, self.builder.finish(lost, warnings))
+    }
+}
+
+/// Per span name, the rows; and the `--slowest` instances with their explanations.
+#[derive(Default)]
+struct Tally {
+    rows: HashMap<u32, SpanRow>,
+    heap: BinaryHeap<Reverse<(i64, i64, u32, u32)>>,
+    /// Explanations of the instances in `heap`.
+    why: HashMap<(i64, i64, u32, u32), Explanation>,
+    n: usize,
+}
+
+impl Tally {
+    fn slow(&mut self, key: (i64, i64, u32, u32)) {
+        self.heap.push(Reverse(key));
+        if self.heap.len() > self.n {
+            if let Some(Reverse(k)) = self.heap.pop() {
+                self.why.remove(&k);
             }
         }
-        let Some((_, t)) = &kernel else { continue };
-        if !t.knows(tid as i32) || !in_window(start) {
-            continue;
+    }
+
+    fn explain(&mut self, t: &Timeline, p: Pending, names: &Names) {
+        let key = (p.dur, p.start, p.pid, p.tid);
+        if !t.knows(p.tid as i32) {
+            return;
         }
-        let x = t.explain(tid as i32, start, start + dur);
-        let row = rows.entry(name).or_insert_with(|| SpanRow {
-            name: names.name(name).to_string(),
+        let x = t.explain(p.tid as i32, p.start, p.start + p.dur);
+        let row = self.rows.entry(p.name).or_insert_with(|| SpanRow {
+            name: names.name(p.name).to_string(),
             ..SpanRow::default()
         });
         row.count += 1;
-        row.total_ns += dur;
+        row.total_ns += p.dur;
         row.runnable_ns += x.runnable_ns;
         row.blocked_ns += x.blocked_ns;
         row.irq_ns += x.irq_ns;
         merge_into(&mut row.ran_instead, described(t, &x.ran_instead));
         merge_into(&mut row.woken_by, described(t, &x.woken_by));
+        if p.slow && self.heap.iter().any(|Reverse(k)| *k == key) {
+            self.why.insert(key, x);
+        }
     }
-    let mut rows: Vec<SpanRow> = rows.into_values().collect();
+}
+
+/// Computes the kernel part of the report of `session` (its kernel trace, if any, is in
+/// `<session dir>/kernel`); `slowest`: the span name to list the `n` longest instances of.
+///
+/// The kernel trace is read once, as a stream, in step with the spans: each span is explained
+/// as soon as the kernel events up to its end (and its thread's return to a CPU) have been
+/// read, and what no open or pending span can need is forgotten, so memory stays flat
+/// whatever the size of the kernel trace.
+pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Result<KernelReport> {
+    compute_pruning(session, slowest, n, PRUNE_EVERY)
+}
+
+/// [`compute`], pruning the timeline every `prune_every` kernel events.
+fn compute_pruning(
+    session: &Session,
+    slowest: Option<&str>,
+    n: usize,
+    prune_every: u64,
+) -> anyhow::Result<KernelReport> {
+    let (mut kernel, kernel_missing) = match KernelCursor::open(session)? {
+        Ok(k) => (k, None),
+        Err(why) => (None, Some(why)),
+    };
+    let from = kernel.as_ref().and_then(|k| k.from);
+    let mut names = Names::for_session(session)?;
+    let mut stacks = SpanStacks::default();
+    let mut tally = Tally {
+        n,
+        ..Tally::default()
+    };
+    let mut pending: VecDeque<Pending> = VecDeque::new();
+    let mut slow_count = 0u64;
+    let mut merged = session.merged()?;
+    let streams = merged.streams().len();
+    while let Some(ev) = merged.next()? {
+        if !matches!(ev.event.class.kind, Kind::SpanBegin | Kind::SpanEnd) {
+            continue;
+        }
+        let name = names.id(&ev);
+        let now = ev.time_ns.clamp(i64::MIN as i128, i64::MAX as i128) as i64;
+        let closed = stacks.feed(&ev, name);
+        let (pid, tid) = (ev.event.packet.vpid, ev.event.packet.vtid);
+        if let Some(closed) = closed {
+            let p = Pending {
+                name,
+                pid,
+                tid,
+                start: closed.start_ns as i64,
+                dur: closed.duration_ns as i64,
+                slow: slowest == Some(names.name(name)),
+            };
+            if p.slow {
+                slow_count += 1;
+                tally.slow((p.dur, p.start, pid, tid));
+            }
+            if kernel.as_ref().is_some_and(|k| k.in_window(p.start)) {
+                pending.push_back(p);
+            }
+        }
+        let Some(k) = &mut kernel else { continue };
+        k.advance(Some(now))?;
+        while let Some(p) = pending.front() {
+            if !k.builder.settled(p.tid as i32, p.start + p.dur) {
+                break;
+            }
+            let p = *p;
+            pending.pop_front();
+            tally.explain(k.builder.timeline(), p, &names);
+        }
+        if k.since_prune >= prune_every {
+            k.since_prune = 0;
+            // The earliest time an open or pending span may still ask about.
+            let open = (0..streams)
+                .flat_map(|s| stacks.open(s).iter().map(|o| o.start_ns as i64))
+                .min();
+            let waiting = pending.iter().map(|p| p.start).min();
+            let before = [open, waiting, k.builder.cursor()]
+                .into_iter()
+                .flatten()
+                .min();
+            if let Some(before) = before {
+                k.builder.prune(before);
+            }
+        }
+    }
+    let kernel = match kernel {
+        Some(mut k) => {
+            k.advance(None)?;
+            let (trace, t) = k.finish();
+            for p in pending.drain(..) {
+                tally.explain(&t, p, &names);
+            }
+            Some((trace, t))
+        }
+        None => None,
+    };
+    let mut rows: Vec<SpanRow> = tally.rows.into_values().collect();
     for r in &mut rows {
         r.ran_instead
             .sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
@@ -159,17 +332,26 @@ pub fn compute(session: &Session, slowest: Option<&str>, n: usize) -> anyhow::Re
             .cmp(&(a.runnable_ns + a.blocked_ns))
             .then(a.name.cmp(&b.name))
     });
-    let mut slow: Vec<SlowSpan> = heap
+    let mut why = tally.why;
+    let mut slow: Vec<SlowSpan> = tally
+        .heap
         .into_iter()
-        .map(|Reverse((duration_ns, start_ns, pid, tid))| SlowSpan {
-            pid,
-            tid,
-            start_ns,
-            duration_ns,
-            why: kernel
-                .as_ref()
-                .filter(|_| in_window(start_ns))
-                .map(|(_, t)| t.explain(tid as i32, start_ns, start_ns + duration_ns)),
+        .map(|Reverse(key)| {
+            let (duration_ns, start_ns, pid, tid) = key;
+            SlowSpan {
+                pid,
+                tid,
+                start_ns,
+                duration_ns,
+                why: kernel
+                    .as_ref()
+                    .filter(|_| from.is_none_or(|f| start_ns >= f))
+                    .map(|(_, t)| {
+                        why.remove(&key).unwrap_or_else(|| {
+                            t.explain(tid as i32, start_ns, start_ns + duration_ns)
+                        })
+                    }),
+            }
         })
         .collect();
     slow.sort_by(|a, b| {
@@ -217,7 +399,8 @@ pub const BAR_WIDTH: usize = 60;
 /// use hushtrace_kernel::analysis::{Explanation, Interval};
 /// let x = Explanation {
 ///     runnable_ns: 30,
-///     intervals: vec![Interval { start: 130, end: 160, runnable: true, cpu: 0, by: vec![] }],
+///     intervals: vec![Interval { start: 130, end: 160, runnable: true, cpu: 0, by: vec![],
+///                                syscall: None }],
 ///     ..Default::default()
 /// };
 /// let sp = SlowSpan { pid: 1, tid: 1, start_ns: 100, duration_ns: 60, why: None };
@@ -258,15 +441,15 @@ impl KernelReport {
     /// when the session has a kernel trace: its directory, clock, event and lost counts, and
     /// the per-span rows.
     pub fn with_json(&self, mut report: serde_json::Value) -> serde_json::Value {
-        if let (Some((k, _)), Some(obj)) = (&self.kernel, report.as_object_mut()) {
+        if let (Some((k, t)), Some(obj)) = (&self.kernel, report.as_object_mut()) {
             obj.insert(
                 "kernel".into(),
                 serde_json::json!({
                     "dir": k.dir.display().to_string(),
                     "trace_clock": k.trace_clock,
                     "clock_note": k.clock.note,
-                    "events": k.events.len(),
-                    "lost": k.discarded,
+                    "events": t.events,
+                    "lost": t.lost,
                     "cpus": k.cpus,
                     "spans": self.rows,
                 }),
@@ -284,22 +467,25 @@ impl KernelReport {
         if let Some(why) = &self.kernel_missing {
             let _ = writeln!(s, "\nKernel: {why}");
         }
-        let Some((k, _)) = &self.kernel else {
+        let Some((k, t)) = &self.kernel else {
             return s;
         };
         let _ = writeln!(
             s,
             "\nKernel ({}): {} events on {} CPU(s), clock {}{}",
             k.dir.display(),
-            k.events.len(),
+            t.events,
             k.cpus.len(),
             k.trace_clock,
-            if k.discarded > 0 {
-                format!(", {} events LOST (the timeline has gaps)", k.discarded)
+            if t.lost > 0 {
+                format!(", {} events LOST (the timeline has gaps)", t.lost)
             } else {
                 String::new()
             }
         );
+        for w in &t.warnings {
+            let _ = writeln!(s, "warning: {w}");
+        }
         if self.rows.is_empty() {
             s.push_str("  no span ran on a thread the kernel trace saw\n");
             return s;
@@ -389,11 +575,15 @@ impl KernelReport {
                 let who = described(t, &iv.by);
                 let _ = writeln!(
                     s,
-                    "       +{} .. +{} {} {} on CPU {}{}{}",
+                    "       +{} .. +{} {} {}{} on CPU {}{}{}",
                     fmt_duration(iv.start - sp.start_ns),
                     fmt_duration(iv.end - sp.start_ns),
                     if iv.runnable { "runnable" } else { "blocked" },
                     fmt_duration(iv.end - iv.start),
+                    match &iv.syscall {
+                        Some(call) => format!(" in {call}"),
+                        None => String::new(),
+                    },
                     iv.cpu,
                     if who.is_empty() {
                         ""
@@ -418,5 +608,130 @@ impl KernelReport {
             );
         }
         s
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
+    use hushtrace_kernel::clock::KernelClock;
+    use hushtrace_kernel::ctf::{to_tsdl, KernelMeta, StreamWriter};
+    use hushtrace_kernel::event::{Comm, SchedSwitch, Wake};
+    use hushtrace_kernel::{Event, KEvent};
+
+    /// Process 90 with 300 spans, and 200,000 kernel events on two CPUs (thread 90 preempted,
+    /// blocked and woken in turn on CPU 0, other tasks on CPU 1, its fork of thread 91).
+    fn session(dir: &std::path::Path) {
+        let mut t = SynthTrace::new(90, "p90");
+        let (b, e) = t.span("work:job", &[]);
+        let th = t.thread(90, "main");
+        for k in 0..300u64 {
+            th.event(SynthEvent::new(b, k * 300_000 + 1_000))
+                .event(SynthEvent::new(e, k * 300_000 + 1_000 + 40_000 + k * 97));
+        }
+        t.write_session(dir).unwrap();
+        let user = Session::open(dir).unwrap().traces[0].desc.clone();
+        let k = dir.join("kernel");
+        std::fs::create_dir(&k).unwrap();
+        let meta = KernelMeta {
+            uuid: [7; 16],
+            clock: KernelClock {
+                name: "hushtrace".into(),
+                uuid: user.clock_uuid,
+                desc: user.clock.clone(),
+                note: "synthetic".into(),
+            },
+            trace_clock: "x86-tsc".into(),
+            hostname: "h".into(),
+            kernel_release: "6.1".into(),
+            categories: "sched".into(),
+            classes: Default::default(),
+        };
+        std::fs::write(k.join("metadata"), to_tsdl(&meta)).unwrap();
+        let comm = Comm::new(b"t");
+        for cpu in 0..2u32 {
+            let p = k.join(format!("channel0_{cpu}"));
+            let mut w = StreamWriter::create(&p, meta.uuid, cpu.into(), cpu).unwrap();
+            let mut ts = 0;
+            if cpu == 0 {
+                w.write(&KEvent {
+                    ts,
+                    cpu,
+                    event: Event::SchedProcessFork(hushtrace_kernel::event::ProcessFork {
+                        parent_comm: comm,
+                        parent_tid: 90,
+                        child_comm: comm,
+                        child_tid: 91,
+                    }),
+                })
+                .unwrap();
+            }
+            for i in 0..80_000i32 {
+                let me = if cpu == 0 { 90 } else { 91 };
+                let other = 1000 + i % 7;
+                let (prev, next) = if i % 2 == 0 { (me, other) } else { (other, me) };
+                ts += 1_000 + u64::from(i as u32 % 13) * 100;
+                if i % 4 == 1 {
+                    w.write(&KEvent {
+                        ts,
+                        cpu,
+                        event: Event::SchedWaking(Wake {
+                            comm,
+                            tid: me,
+                            prio: 120,
+                            target_cpu: cpu as i32,
+                        }),
+                    })
+                    .unwrap();
+                    ts += 300;
+                }
+                w.write(&KEvent {
+                    ts,
+                    cpu,
+                    event: Event::SchedSwitch(SchedSwitch {
+                        prev_comm: comm,
+                        prev_tid: prev,
+                        prev_prio: 120,
+                        prev_state: i64::from(i % 4 == 0),
+                        next_comm: comm,
+                        next_tid: next,
+                        next_prio: 120,
+                    }),
+                })
+                .unwrap();
+            }
+            w.flush().unwrap();
+        }
+    }
+
+    #[test]
+    fn streamed_explanations_equal_the_whole_timeline() {
+        let dir = tempfile::tempdir().unwrap();
+        session(dir.path());
+        let s = Session::open(dir.path()).unwrap();
+        // Pruned at every span event (the real period, PRUNE_EVERY, prunes less).
+        let r = compute_pruning(&s, Some("work:job"), 300, 1).unwrap();
+        let (k, _) = r.kernel.as_ref().unwrap();
+        let whole = Timeline::build(k, Some(&[90])).unwrap();
+        assert_eq!(r.slowest.len(), 300);
+        let mut row = SpanRow {
+            name: "work:job".into(),
+            ..SpanRow::default()
+        };
+        for sp in &r.slowest {
+            let x = whole.explain(sp.tid as i32, sp.start_ns, sp.start_ns + sp.duration_ns);
+            assert_eq!(sp.why.as_ref(), Some(&x), "span at {}", sp.start_ns);
+            assert!(x.off_cpu_ns() > 0);
+            row.count += 1;
+            row.total_ns += sp.duration_ns;
+            row.runnable_ns += x.runnable_ns;
+            row.blocked_ns += x.blocked_ns;
+        }
+        let got = &r.rows[0];
+        assert_eq!(
+            (got.count, got.total_ns, got.runnable_ns, got.blocked_ns),
+            (row.count, row.total_ns, row.runnable_ns, row.blocked_ns)
+        );
     }
 }

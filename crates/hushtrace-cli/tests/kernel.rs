@@ -3,27 +3,26 @@
 //! the merged directory, the access error, and the clean-up after signals and SIGKILL.
 //!
 //! ftrace instances are global: these tests take an exclusive lock file so that (under
-//! nextest, one process per test) they never run at the same time. Skipped, with the reason
-//! printed, where tracefs cannot be used (not root, no tracefs).
+//! nextest, one process per test) they never run at the same time. They fail where tracefs
+//! cannot be used (not root, no tracefs) or SCHED_FIFO is refused: run them as root.
 
 mod common;
 
-use common::{convert_with, hushtrace, testbin};
+use common::{convert_with, hushtrace, kernel_events as all, testbin};
 use hushtrace_cli::kernel_report;
 use hushtrace_ctf::reader::Session;
 use hushtrace_ctf::Kind;
-use hushtrace_kernel::KernelTrace;
+use hushtrace_kernel::{Event, KernelTrace};
 use std::collections::HashMap;
 use std::path::Path;
 use std::process::{Command, Output};
 use std::time::{Duration, Instant};
 
-/// Serializes the tests that use tracefs (across processes); `None` (with the reason
-/// printed) where tracefs cannot be used.
+/// Serializes the tests that use tracefs (across processes). Panics where tracefs cannot be
+/// used: these tests must run (as root, with tracefs), never pass by skipping.
 fn tracefs_lock(test: &str) -> Option<std::fs::File> {
     if let Err(e) = hushtrace_kernel::tracefs::find_or_mount() {
-        println!("SKIPPED {test}: {e}");
-        return None;
+        panic!("{test} needs tracefs (run as root): {e}");
     }
     Some(hushtrace_testsupport::cross_process_lock(
         "hushtrace-kernel-tests",
@@ -45,8 +44,8 @@ fn values(out: &Output) -> HashMap<String, i64> {
         .collect()
 }
 
-/// Records `kernel_workload ARGS` with `--kernel CATS`; `None` when the workload could not
-/// get what it needs (SCHED_FIFO refused: exit 3), with the reason printed.
+/// Records `kernel_workload ARGS` with `--kernel CATS` (a failure when the workload could not
+/// get what it needs: SCHED_FIFO refused, exit 3).
 fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     let bin = testbin("kernel_workload");
     let mut a = vec![
@@ -61,10 +60,11 @@ fn record(dir: &Path, cats: &str, args: &[&str]) -> Option<Output> {
     a.extend_from_slice(args);
     let out = hushtrace(&a);
     let stderr = String::from_utf8_lossy(&out.stderr);
-    if out.status.code() == Some(3) {
-        println!("SKIPPED: the workload was refused SCHED_FIFO or CPU pinning: {stderr}");
-        return None;
-    }
+    assert_ne!(
+        out.status.code(),
+        Some(3),
+        "the workload was refused SCHED_FIFO or CPU pinning (run as root): {stderr}"
+    );
     assert!(out.status.success(), "record failed: {stderr}");
     assert!(stderr.contains("hushtrace: kernel: "), "{stderr}");
     assert!(!stderr.contains("LOST"), "{stderr}");
@@ -131,6 +131,22 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     assert_eq!(k.slowest.len(), 5);
     let text = k.slowest_text();
     assert!(text.contains(&format!("ran instead hog/{hog}")), "{text}");
+    // The report explains spans while it streams the kernel trace (forgetting what no span
+    // needs any more): the same answers as the whole timeline built first.
+    let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
+    let whole = hushtrace_kernel::analysis::Timeline::build(
+        &kt,
+        Some(&[session.traces[0].desc.vpid as i32]),
+    )
+    .unwrap();
+    for sp in &k.slowest {
+        let x = whole.explain(sp.tid as i32, sp.start_ns, sp.start_ns + sp.duration_ns);
+        let y = sp.why.as_ref().unwrap();
+        assert_eq!(
+            (x.runnable_ns, x.blocked_ns, &x.ran_instead, &x.woken_by),
+            (y.runnable_ns, y.blocked_ns, &y.ran_instead, &y.woken_by)
+        );
+    }
     let o = hushtrace(&[
         "report",
         dir.to_str().unwrap(),
@@ -186,13 +202,17 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
         (uc.freq, uc.offset_s, uc.offset)
     );
     let (mut inside, mut between, mut sleeps) = (0, 0, 0);
-    for e in kt.events.iter().filter(|e| e.name() == "sched_switch") {
-        if e.int("prev_tid") != cycle {
+    let (kevents, _) = all(&kt);
+    for e in &kevents {
+        let Event::SchedSwitch(s) = &e.event else {
+            continue;
+        };
+        if i64::from(s.prev_tid) != cycle {
             continue;
         }
         let t = kt.epoch_ns(e.ts);
         let within = spans.iter().any(|&(b, en)| b <= t && t <= en);
-        if e.int("prev_state") & 0xff == 0 {
+        if s.preempted() {
             if within {
                 inside += 1;
             } else {
@@ -218,8 +238,7 @@ fn kernel_preemption_is_attributed_to_the_hog_and_aligned_with_the_spans() {
     );
 
     // convert --to perfetto: per-CPU ftrace bundles, checked with Perfetto's own protos.
-    let switches = kt
-        .events
+    let switches = kevents
         .iter()
         .filter(|e| e.name() == "sched_switch")
         .count();
@@ -273,32 +292,37 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
     // none of the recorder's own.
     let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
     let reader = v["reader_tid"];
-    let sys: Vec<_> = kt
-        .events
+    let (kevents, _) = all(&kt);
+    // By name, as LTTng names them: syscall_entry_read.
+    let sys: Vec<(i64, i64, String)> = kevents
         .iter()
-        .filter(|e| e.name() == "syscall_entry_unknown")
+        .filter_map(|e| match &e.event {
+            Event::SyscallEntry { tid, id, call } => {
+                Some((i64::from(*tid), *id, e.name().into_owned() + "/" + call))
+            }
+            _ => None,
+        })
         .collect();
     assert!(
-        sys.iter()
-            .any(|e| e.int("tid") == reader && e.int("id") == libc::SYS_read),
+        sys.iter().any(|(tid, id, name)| *tid == reader
+            && *id == libc::SYS_read
+            && name == "syscall_entry_read/read"),
         "no read(2) of the reader thread among {} system calls",
         sys.len()
     );
     // The program's tasks: its process and what it forked (threads included), transitively.
     let mut program = vec![Session::open(&dir).unwrap().traces[0].desc.vpid as i64];
-    for e in kt
-        .events
-        .iter()
-        .filter(|e| e.name() == "sched_process_fork")
-    {
-        if program.contains(&e.int("parent_tid")) {
-            program.push(e.int("child_tid"));
+    for e in &kevents {
+        if let Event::SchedProcessFork(f) = &e.event {
+            if program.contains(&i64::from(f.parent_tid)) {
+                program.push(f.child_tid.into());
+            }
         }
     }
     assert!(program.contains(&reader) && program.contains(&v["writer_tid"]));
     let foreign: Vec<i64> = sys
         .iter()
-        .map(|e| e.int("tid"))
+        .map(|(tid, _, _)| *tid)
         .filter(|t| !program.contains(t))
         .collect();
     assert!(
@@ -333,6 +357,21 @@ fn kernel_blocking_on_a_pipe_is_reported_as_blocked() {
         "woken by {waker}\n{}",
         k.to_text()
     );
+    // --slowest says in which system call the thread slept: its read on the pipe.
+    let o = hushtrace(&["report", dir.to_str().unwrap(), "--slowest", "io:wait"]);
+    let text = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        text.lines()
+            .any(|l| l.contains(" blocked ") && l.contains(" in read on CPU ")),
+        "{text}"
+    );
+    // babeltrace2 reads the system calls by name beside the program's events.
+    let text = hushtrace_testsupport::babeltrace(&dir);
+    assert!(
+        text.contains("syscall_entry_read: "),
+        "no named system call"
+    );
+    assert!(text.contains("io:wait"), "no user-space events");
 }
 
 #[test]
@@ -399,10 +438,11 @@ fn kernel_buffer_overflow_is_counted_and_shown() {
     assert!(out.status.success(), "{stderr}");
     assert!(stderr.contains(" LOST (per-CPU buffers full"), "{stderr}");
     let kt = KernelTrace::open(&dir.join("kernel")).unwrap();
-    assert!(kt.discarded > 0);
+    let (_, discarded) = all(&kt);
+    assert!(discarded > 0);
     let o = hushtrace(&["report", dir.to_str().unwrap()]);
     let s = String::from_utf8_lossy(&o.stdout);
-    assert!(s.contains(&format!("{} events LOST", kt.discarded)), "{s}");
+    assert!(s.contains(&format!("{discarded} events LOST")), "{s}");
 }
 
 #[test]

@@ -11,7 +11,7 @@ mod common;
 use common::{hushtrace, testbin, BIN};
 use hushtrace_kernel::owner::Owner;
 use hushtrace_kernel::tracefs::{self, CreateError, Instance};
-use hushtrace_kernel::KernelTrace;
+use hushtrace_kernel::{Event, KernelTrace};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -117,9 +117,11 @@ fn namespaced_instances(root: &Path) -> Vec<PathBuf> {
 fn workload_switches(dir: &Path) -> HashMap<i64, u64> {
     let k = KernelTrace::open(&dir.join("kernel")).unwrap();
     let mut m = HashMap::new();
-    for e in k.events.iter().filter(|e| e.name() == "sched_switch") {
-        if e.text("prev_comm") == "kernel_workload" {
-            *m.entry(e.int("prev_tid")).or_insert(0) += 1;
+    for e in common::kernel_events(&k).0 {
+        if let Event::SchedSwitch(sw) = e.event {
+            if sw.prev_comm.as_str() == "kernel_workload" {
+                *m.entry(i64::from(sw.prev_tid)).or_insert(0) += 1;
+            }
         }
     }
     m

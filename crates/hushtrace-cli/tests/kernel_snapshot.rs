@@ -9,6 +9,7 @@ mod common;
 
 use common::{hushtrace, testbin, BIN};
 use hushtrace_cli::kernel_report;
+use hushtrace_ctf::layout::PacketHeader;
 use hushtrace_ctf::reader::Session;
 use hushtrace_kernel::owner::Owner;
 use hushtrace_kernel::recovery::{self, Part};
@@ -148,7 +149,7 @@ fn snapshots_in_overwrite_mode_include_the_kernel_and_explain_late_spans() {
         // (Where that is: the latest first event of the CPUs whose ring wrapped, seen in the
         // events of this trace.)
         let mut first = std::collections::HashMap::new();
-        for e in &kt.events {
+        for e in common::kernel_events(kt).0 {
             first.entry(e.cpu).or_insert(e.ts);
         }
         let wrapped: Vec<u64> = std::fs::read_dir(&kt.dir)
@@ -156,9 +157,9 @@ fn snapshots_in_overwrite_mode_include_the_kernel_and_explain_late_spans() {
             .flatten()
             .filter(|e| e.file_name().to_string_lossy().starts_with("channel"))
             .filter_map(|e| {
-                let b = std::fs::read(e.path()).ok()?;
-                let lost = u64::from_le_bytes(b.get(72..80)?.try_into().ok()?);
-                let cpu = u32::from_le_bytes(b.get(80..84)?.try_into().ok()?);
+                let h = PacketHeader::decode(&std::fs::read(e.path()).ok()?)?;
+                // The kernel's packets carry the CPU where process packets have the pid.
+                let (lost, cpu) = (h.events_discarded, h.vpid);
                 (lost > 0).then(|| first.get(&cpu).copied()).flatten()
             })
             .collect();

@@ -1,5 +1,10 @@
-//! The one way the reader and crash recovery touch trace files: only regular files, never
-//! through a symbolic link, never blocking, sizes bounded by what the file really holds.
+//! The one way the reader, crash recovery and the kernel recorder (`hushtrace-kernel`) touch
+//! trace files: only regular files, never through a symbolic link, never blocking, sizes
+//! bounded by what the file really holds.
+//!
+//! The public API: [`open_regular`] and [`read_regular`] for one file, [`Dir`] for the files of
+//! one directory ([`Dir::open_file`], [`Dir::read_file`], [`Dir::create_new`],
+//! [`Dir::replace_file`]).
 //!
 //! * Every file is opened with `O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC` and checked with `fstat`
 //!   on the descriptor: a symbolic link, a FIFO, a socket, a device or a directory planted
@@ -104,13 +109,13 @@ pub(crate) fn exists(path: &Path) -> bool {
 
 /// Opens `path` for reading if it is a regular file (see the module docs). Anything else is an
 /// error naming the path and what it is; its content is never read.
-pub(crate) fn open_regular(path: &Path) -> Result<File, Error> {
+pub fn open_regular(path: &Path) -> Result<File, Error> {
     open_regular_at(CWD, path, path, OFlags::RDONLY).map(|(f, _)| f)
 }
 
 /// Reads at most `limit` bytes of the regular file `path` (see [`open_regular`]); `Ok(None)` if
 /// it is larger.
-pub(crate) fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+pub fn read_regular(path: &Path, limit: u64) -> Result<Option<Vec<u8>>, Error> {
     let (f, st) = open_regular_at(CWD, path, path, OFlags::RDONLY)?;
     read_bounded(f, st.st_size as u64, path, limit)
 }
@@ -131,7 +136,7 @@ fn read_bounded(file: File, size: u64, path: &Path, limit: u64) -> Result<Option
 /// An open directory of a trace (a process's trace directory, a ring directory): the files in
 /// it are opened relative to its descriptor.
 #[derive(Debug)]
-pub(crate) struct Dir {
+pub struct Dir {
     fd: OwnedFd,
     path: PathBuf,
     uid: u32,
@@ -140,7 +145,7 @@ pub(crate) struct Dir {
 
 impl Dir {
     /// Opens directory `path` (its last component is not followed if it is a symbolic link).
-    pub(crate) fn open(path: &Path) -> Result<Dir, Error> {
+    pub fn open(path: &Path) -> Result<Dir, Error> {
         let fd = rustix::fs::open(
             path,
             OFlags::RDONLY | OFlags::DIRECTORY | OFlags::NOFOLLOW | OFlags::CLOEXEC,
@@ -166,12 +171,12 @@ impl Dir {
     }
 
     /// The directory's path (for messages).
-    pub(crate) fn path(&self) -> &Path {
+    pub fn path(&self) -> &Path {
         &self.path
     }
 
     /// The path of `name` in this directory (for messages).
-    pub(crate) fn join(&self, name: &str) -> PathBuf {
+    pub fn join(&self, name: &str) -> PathBuf {
         self.path.join(name)
     }
 
@@ -207,7 +212,7 @@ impl Dir {
     }
 
     /// Opens regular file `name` for reading.
-    pub(crate) fn open_file(&self, name: &str) -> Result<File, Error> {
+    pub fn open_file(&self, name: &str) -> Result<File, Error> {
         open_regular_at(&self.fd, name.as_ref(), &self.join(name), OFlags::RDONLY).map(|(f, _)| f)
     }
 
@@ -217,7 +222,7 @@ impl Dir {
     }
 
     /// Reads regular file `name` if it holds at most `limit` bytes (`Ok(None)`: larger).
-    pub(crate) fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, Error> {
+    pub fn read_file(&self, name: &str, limit: u64) -> Result<Option<Vec<u8>>, Error> {
         let path = self.join(name);
         let (f, st) = open_regular_at(&self.fd, name.as_ref(), &path, OFlags::RDONLY)?;
         read_bounded(f, st.st_size as u64, &path, limit)
@@ -274,9 +279,23 @@ impl Dir {
         Ok(f)
     }
 
+    /// Creates the new regular file `name` for writing: mode 0600, `O_EXCL` (an existing entry
+    /// of any kind, a symbolic link included, is an error naming it), never blocking.
+    pub fn create_new(&self, name: &str) -> Result<File, Error> {
+        let path = self.join(name);
+        rustix::fs::openat(
+            &self.fd,
+            name,
+            flags(OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL),
+            Mode::from_raw_mode(0o600),
+        )
+        .map(File::from)
+        .map_err(|e| Error::io(&path, e.into()))
+    }
+
     /// Writes `bytes` as file `name` atomically: a new temporary file (`O_EXCL`, 0600, never
     /// through a link), then a rename over `name`.
-    pub(crate) fn replace_file(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
+    pub fn replace_file(&self, name: &str, bytes: &[u8]) -> Result<(), Error> {
         let tmp = format!(".{name}.recover.tmp");
         let path = self.join(name);
         let _ = rustix::fs::unlinkat(&self.fd, tmp.as_str(), AtFlags::empty());
@@ -289,6 +308,8 @@ impl Dir {
             )?;
             let f = File::from(fd);
             f.write_all_at(bytes, 0)?;
+            // On disk before the rename: after a crash, the old file or the whole new one.
+            f.sync_data()?;
             drop(f);
             rustix::fs::renameat(&self.fd, tmp.as_str(), &self.fd, name)?;
             Ok(())

@@ -55,6 +55,10 @@ pub const OFF_PACKET_SEQ_NUM: usize = 64;
 pub const OFF_EVENTS_DISCARDED: usize = 72;
 /// Offset of the `u32` process id (as seen in the process's pid namespace).
 pub const OFF_VPID: usize = 80;
+/// Offset of the `u32` CPU in a kernel trace's packets (`hushtrace-kernel`): the place of
+/// [`OFF_VPID`], named `cpu_id` (LTTng's name) in that trace's metadata; the thread fields
+/// after it are zero there.
+pub const OFF_CPU_ID: usize = OFF_VPID;
 /// Offset of the `u32` thread id.
 pub const OFF_VTID: usize = 84;
 /// Offset of the 16-byte NUL-padded thread name.

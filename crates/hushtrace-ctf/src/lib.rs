@@ -8,6 +8,8 @@
 //! * [`reader`]: a streaming reader for traces hushtrace writes, with errors that name the file,
 //!   the byte offset and the problem.
 //! * [`ringfile`]: rings in shared memory that outlive a crashed process, and their recovery.
+//! * [`file`]: the one safe way to open trace files (no symbolic link followed, regular files
+//!   only, reads bounded by `fstat` and a limit, outputs 0600), for every reader and writer.
 //! * [`stats`]: the per-process statistics file `<pid>.stats.json` (writer and parser).
 //! * `synth` (Cargo feature `synth`, off by default): writes synthetic traces in the same format,
 //!   for tests, fuzzing and benchmarks.
@@ -22,7 +24,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod error;
-mod file;
+pub mod file;
 pub mod layout;
 pub mod metadata;
 pub mod partial;

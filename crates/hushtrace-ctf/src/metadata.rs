@@ -227,6 +227,54 @@ pub fn integer_aliases(s: &mut String, aliases: &[(&str, u32, bool)]) {
 /// assert!(text.contains("uint64_t _seq;"));
 /// ```
 pub fn to_tsdl(t: &TraceDesc) -> String {
+    render(t, None)
+}
+
+/// Value of the kernel trace's `env.producer`: the kernel recorder of `hushtrace-kernel`.
+pub const KERNEL_PRODUCER: &str = "hushtrace-kernel";
+
+/// What the metadata of a kernel trace (`hushtrace record --kernel`, `DIR/kernel/`) says
+/// besides its [`TraceDesc`] (of which `vpid` and `procname` are unused: 0 and empty).
+///
+/// A kernel trace has the same binary layout as a process trace ([`crate::layout`]), so one
+/// writer codec and one reader serve both; its metadata differs in the environment (LTTng's
+/// kernel-trace environment, so Trace Compass opens it as a kernel trace), the clock's name
+/// and description, and the packet context, where the `u32` at
+/// [`crate::layout::OFF_VPID`] is LTTng's `cpu_id` and the thread fields are reserved.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelEnv {
+    /// CTF clock name (`hushtrace` when it is the process traces' clock).
+    pub clock_name: String,
+    /// One line saying how well the clock lines up with the process traces'.
+    pub clock_note: String,
+    /// The ftrace clock (`x86-tsc`, `mono`).
+    pub trace_clock: String,
+    /// `uname -r`.
+    pub kernel_release: String,
+    /// The categories recorded (`sched,irq`).
+    pub categories: String,
+}
+
+/// Renders the TSDL text of a kernel trace (see [`KernelEnv`]).
+///
+/// ```
+/// use hushtrace_ctf::metadata::*;
+/// let t = TraceDesc {
+///     uuid: [1; 16], clock_uuid: [2; 16],
+///     clock: ClockDesc { freq: 1_000_000_000, offset_s: 0, offset: 0, source: "tsc".into() },
+///     vpid: 0, procname: String::new(), hostname: "h".into(), events: vec![],
+/// };
+/// let k = KernelEnv { clock_name: "hushtrace".into(), clock_note: "same".into(),
+///     trace_clock: "x86-tsc".into(), kernel_release: "6.1".into(), categories: "sched".into() };
+/// let text = kernel_to_tsdl(&t, &k);
+/// assert!(text.contains("domain = \"kernel\";") && text.contains("uint32_t cpu_id;"));
+/// ```
+pub fn kernel_to_tsdl(t: &TraceDesc, k: &KernelEnv) -> String {
+    render(t, Some(k))
+}
+
+/// The TSDL of a process trace (`kernel` `None`) or of a kernel trace.
+fn render(t: &TraceDesc, kernel: Option<&KernelEnv>) -> String {
     let mut s = String::with_capacity(4096 + t.events.len() * 160);
     s.push_str("/* CTF 1.8 */\n\n");
     integer_aliases(
@@ -253,33 +301,80 @@ pub fn to_tsdl(t: &TraceDesc) -> String {
          \t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t}};\n}};\n",
         uuid_string(&t.uuid)
     );
+    let (clock_name, clock_description) = match kernel {
+        None => {
+            let _ = writeln!(
+                s,
+                "env {{\n\tdomain = \"ust\";\n\ttracer_name = \"hushtrace\";\n\ttracer_major = 0;\n\
+                 \ttracer_minor = 1;\n\thostname = \"{}\";\n\tvpid = {};\n\tprocname = \"{}\";\n\
+                 \tclock_source = \"{}\";\n}};\n",
+                escape(&t.hostname),
+                t.vpid,
+                escape(&t.procname),
+                escape(&t.clock.source)
+            );
+            (
+                "hushtrace".to_string(),
+                format!(
+                    "cycle counter ({}) calibrated against CLOCK_REALTIME",
+                    escape(&t.clock.source)
+                ),
+            )
+        }
+        Some(k) => {
+            // LTTng's kernel trace environment, so Trace Compass opens it as a kernel trace.
+            let _ = writeln!(
+                s,
+                "env {{\n\thostname = \"{}\";\n\tdomain = \"kernel\";\n\tsysname = \"Linux\";\n\
+                 \tkernel_release = \"{}\";\n\ttracer_name = \"lttng-modules\";\n\ttracer_major = 2;\n\
+                 \ttracer_minor = 13;\n\ttracer_patchlevel = 0;\n\ttrace_buffering_scheme = \"global\";\n\
+                 \tproducer = \"{KERNEL_PRODUCER}\";\n\ttrace_clock = \"{}\";\n\tclock_note = \"{}\";\n\
+                 \tcategories = \"{}\";\n\tclock_source = \"{}\";\n}};\n",
+                escape(&t.hostname),
+                escape(&k.kernel_release),
+                escape(&k.trace_clock),
+                escape(&k.clock_note),
+                escape(&k.categories),
+                escape(&t.clock.source)
+            );
+            (
+                escape(&k.clock_name),
+                format!(
+                    "ftrace {} clock, {}",
+                    escape(&k.trace_clock),
+                    escape(&t.clock.source)
+                ),
+            )
+        }
+    };
     let _ = writeln!(
         s,
-        "env {{\n\tdomain = \"ust\";\n\ttracer_name = \"hushtrace\";\n\ttracer_major = 0;\n\
-         \ttracer_minor = 1;\n\thostname = \"{}\";\n\tvpid = {};\n\tprocname = \"{}\";\n\
-         \tclock_source = \"{}\";\n}};\n",
-        escape(&t.hostname),
-        t.vpid,
-        escape(&t.procname),
-        escape(&t.clock.source)
-    );
-    let _ = writeln!(
-        s,
-        "clock {{\n\tname = \"hushtrace\";\n\tuuid = \"{}\";\n\
-         \tdescription = \"cycle counter ({}) calibrated against CLOCK_REALTIME\";\n\
+        "clock {{\n\tname = \"{clock_name}\";\n\tuuid = \"{}\";\n\
+         \tdescription = \"{clock_description}\";\n\
          \tfreq = {};\n\tprecision = 1;\n\toffset_s = {};\n\toffset = {};\n\tabsolute = TRUE;\n}};\n",
         uuid_string(&t.clock_uuid),
-        escape(&t.clock.source),
         t.clock.freq,
         t.clock.offset_s,
         t.clock.offset
     );
-    s.push_str(
-        "typealias integer { size = 64; align = 8; signed = false; map = clock.hushtrace.value; } \
+    let _ = writeln!(
+        s,
+        "typealias integer {{ size = 64; align = 8; signed = false; map = clock.{clock_name}.value; }} \
          := uint64_clock_t;\n\
-         typealias integer { size = 24; align = 8; signed = false; map = clock.hushtrace.value; } \
-         := uint24_clock_t;\n\n",
+         typealias integer {{ size = 24; align = 8; signed = false; map = clock.{clock_name}.value; }} \
+         := uint24_clock_t;\n"
     );
+    // The packet context's last 32 bytes: the thread's identity, or a kernel stream's CPU.
+    const _: () = assert!(crate::layout::PACKET_HEADER_LEN - crate::layout::OFF_VTID == 4 + 3 * 8);
+    let identity = match kernel {
+        None => format!(
+            "\t\tuint32_t vpid;\n\t\tuint32_t vtid;\n\
+             \t\tinteger {{ size = 8; align = 8; signed = false; encoding = UTF8; }} procname[{PROCNAME_LEN}];\n\
+             \t\tuint64_t pthread_id;\n"
+        ),
+        // 4 + 3 * 8 bytes after cpu_id, unused (zero): few fields for readers to print.
+        Some(_) => "\t\tuint32_t cpu_id;\n\t\tuint32_t _pad;\n\t\tuint64_t _reserved[3];\n".to_string(),
+    };
     // The event header (crate::layout): a compact form (id 0..=254 in one byte, the low 24 bits
     // of the time) or an extended one (tag 255, u16 id, u64 time). babeltrace2 takes the last
     // integer named `id` it reads in the header as the event class id (the u16 of the extended
@@ -294,9 +389,7 @@ pub fn to_tsdl(t: &TraceDesc) -> String {
          \t\t}} v;\n\t}};\n\tpacket.context := struct {{\n\
          \t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n\
          \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n\
-         \t\tuint64_t events_discarded;\n\t\tuint32_t vpid;\n\t\tuint32_t vtid;\n\
-         \t\tinteger {{ size = 8; align = 8; signed = false; encoding = UTF8; }} procname[{PROCNAME_LEN}];\n\
-         \t\tuint64_t pthread_id;\n\t}};\n}};\n"
+         \t\tuint64_t events_discarded;\n{identity}\t}};\n}};\n"
     );
     for e in &t.events {
         let _ = writeln!(

@@ -61,7 +61,9 @@ pub use session::{
 pub use stream::{
     EventRef, Fields, PacketContext, StreamReader, MAX_EVENT_BYTES, MAX_PACKET_BYTES, WINDOW_BYTES,
 };
-pub use tsdl::{parse_metadata, read_metadata, MAX_METADATA_BYTES};
+pub use tsdl::{
+    parse_kernel_metadata, parse_metadata, read_kernel_metadata, read_metadata, MAX_METADATA_BYTES,
+};
 
 /// A tolerated defect in the input (for example a truncated last packet), for the caller to
 /// print.

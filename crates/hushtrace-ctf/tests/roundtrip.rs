@@ -255,3 +255,49 @@ fn a_single_process_directory_opens_too() {
     assert_eq!(s.traces[0].stats.map(|s| s.written), Some(16));
     assert_eq!(s.traces[0].streams.len(), 2);
 }
+
+/// The metadata of process traces is byte for byte what it was before the kernel trace's
+/// flavour joined the writer (`tests/data/user_metadata.tsdl` was rendered by the earlier
+/// writer): readers of existing traces and babeltrace2 see no change.
+#[test]
+fn process_trace_metadata_is_unchanged() {
+    use hushtrace_ctf::metadata::*;
+    use hushtrace_ctf::{FieldType, Kind};
+    let t = TraceDesc {
+        uuid: [1; 16],
+        clock_uuid: [2; 16],
+        clock: ClockDesc {
+            freq: 2_000_000_000,
+            offset_s: 7,
+            offset: 9,
+            source: "t\"sc".into(),
+        },
+        vpid: 42,
+        procname: "a\\pp".into(),
+        hostname: "h".into(),
+        events: vec![
+            EventClass {
+                id: 0,
+                name: "bench:tick".into(),
+                kind: Kind::Instant,
+                fields: Some(vec![
+                    ("seq".into(), FieldType::U64),
+                    ("s".into(), FieldType::Str),
+                ]),
+            },
+            EventClass {
+                id: 3,
+                name: "b:t".into(),
+                kind: Kind::SpanBegin,
+                fields: None,
+            },
+            EventClass {
+                id: 4,
+                name: "b:u".into(),
+                kind: Kind::Instant,
+                fields: Some(vec![]),
+            },
+        ],
+    };
+    assert_eq!(to_tsdl(&t), include_str!("data/user_metadata.tsdl"));
+}

@@ -5,30 +5,11 @@
 //! Built once from a [`KernelTrace`] (times converted to ns since the Unix epoch, the
 //! user-space trace's unit), then queried per span with [`Timeline::explain`].
 
-use crate::ctf::KernelTrace;
+use crate::ctf::{KernelTrace, ReadError};
+use crate::event::{Comm, Event, KEvent};
 use crate::schema::softirq_name;
 use std::collections::HashMap;
-
-/// `prev_state` bits below `TASK_REPORT_MAX`: zero means the task was still runnable when it
-/// was switched out (preempted); anything else is a sleep (S, D, ...).
-const STATE_MASK: i64 = 0xff;
-
-const X86_VECTORS: &str = "x86_irq_vectors_";
-
-/// The name of an x86 interrupt vector event, for people.
-fn vector_name(class: &str) -> &'static str {
-    let v = class
-        .trim_start_matches(X86_VECTORS)
-        .trim_end_matches("_entry");
-    match v {
-        "local_timer" => "timer interrupt",
-        "reschedule" => "reschedule IPI",
-        "call_function" => "function call IPI",
-        "call_function_single" => "function call IPI (single)",
-        "irq_work" => "irq_work interrupt",
-        _ => "x86 interrupt vector",
-    }
-}
+use std::sync::Arc;
 
 /// A thread's time off the CPU: from its switch-out to its next switch-in.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -47,6 +28,8 @@ pub struct OffCpu {
     pub preempted: bool,
     /// Who woke it: a task id, or an interrupt's name.
     pub waker: Option<Actor>,
+    /// The system call it was in when it went to sleep (`--kernel syscalls`).
+    pub syscall: Option<Arc<str>>,
 }
 
 /// A task or an interrupt.
@@ -78,9 +61,13 @@ pub struct Timeline {
     off: HashMap<i32, Vec<OffCpu>>,
     runs: HashMap<u32, Vec<Run>>,
     irqs: HashMap<u32, Vec<IrqRun>>,
-    comms: HashMap<i32, String>,
+    comms: HashMap<i32, Comm>,
     /// Events the kernel lost (the timeline may have gaps).
     pub lost: u64,
+    /// Events read.
+    pub events: u64,
+    /// Tolerated defects of the kernel trace (a truncated last packet), for people.
+    pub warnings: Vec<String>,
 }
 
 /// One stretch of a window the thread spent off the CPU, clipped to the window.
@@ -96,6 +83,8 @@ pub struct Interval {
     pub cpu: u32,
     /// Who ran on that CPU meanwhile (runnable) or who woke it (blocked), with ns.
     pub by: Vec<(Actor, i64)>,
+    /// Blocked: the system call it slept in, when the trace has the thread's system calls.
+    pub syscall: Option<Arc<str>>,
 }
 
 /// What happened to a thread in a window.
@@ -143,131 +132,36 @@ fn sort_desc(v: &mut [(Actor, i64)]) {
 }
 
 impl Timeline {
-    /// Builds the timeline of a kernel trace.
-    pub fn build(k: &KernelTrace) -> Timeline {
-        let to_ns = |ts: u64| k.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64;
-        let mut t = Timeline {
-            lost: k.discarded,
-            ..Timeline::default()
-        };
-        // Per CPU: the running task and since when; the interrupt handlers in progress.
-        let mut cur: HashMap<u32, (i32, i64)> = HashMap::new();
-        let mut in_irq: HashMap<u32, Vec<(String, i64)>> = HashMap::new();
-        let mut last = i64::MIN;
-        for e in &k.events {
-            let ts = to_ns(e.ts);
-            last = last.max(ts);
-            match e.name() {
-                "sched_switch" => {
-                    let (prev, next) = (e.int("prev_tid") as i32, e.int("next_tid") as i32);
-                    t.comms.insert(prev, e.text("prev_comm").to_string());
-                    t.comms.insert(next, e.text("next_comm").to_string());
-                    let since = match cur.get(&e.cpu) {
-                        Some(&(tid, since)) if tid == prev => since,
-                        _ => ts,
-                    };
-                    if ts > since {
-                        t.runs.entry(e.cpu).or_default().push(Run {
-                            tid: prev,
-                            start: since,
-                            end: ts,
-                        });
-                    }
-                    // Already running on another CPU by our reckoning: this switch-out and
-                    // that switch-in are inverted (clocks of two CPUs a hair apart): not a
-                    // stretch off the CPU.
-                    let elsewhere = cur.iter().any(|(&c, &(tid, _))| c != e.cpu && tid == prev);
-                    if let Some(o) = t.off.get_mut(&prev).and_then(|v| v.last_mut()) {
-                        if o.end == i64::MAX {
-                            // Its switch-in was never seen (lost events, inversion): unknown,
-                            // so the stretch is left empty rather than unbounded.
-                            o.end = o.start;
-                        }
-                    }
-                    if prev != 0 && !elsewhere {
-                        t.off.entry(prev).or_default().push(OffCpu {
-                            start: ts,
-                            wake: None,
-                            end: i64::MAX,
-                            cpu: e.cpu,
-                            back_cpu: e.cpu,
-                            preempted: e.int("prev_state") & STATE_MASK == 0,
-                            waker: None,
-                        });
-                    }
-                    if let Some(o) = t.off.get_mut(&next).and_then(|v| v.last_mut()) {
-                        if o.end == i64::MAX {
-                            o.end = ts;
-                            o.back_cpu = e.cpu;
-                        }
-                    }
-                    cur.insert(e.cpu, (next, ts));
-                }
-                "sched_waking" | "sched_wakeup" => {
-                    let tid = e.int("tid") as i32;
-                    t.comms
-                        .entry(tid)
-                        .or_insert_with(|| e.text("comm").to_string());
-                    let waker = match in_irq.get(&e.cpu).and_then(|v| v.last()) {
-                        Some((name, _)) => Some(Actor::Irq(name.clone())),
-                        None => cur.get(&e.cpu).map(|&(tid, _)| Actor::Task(tid)),
-                    };
-                    if let Some(o) = t.off.get_mut(&tid).and_then(|v| v.last_mut()) {
-                        if o.end == i64::MAX && !o.preempted && o.wake.is_none() {
-                            o.wake = Some(ts);
-                            o.waker = waker;
-                        }
-                    }
-                }
-                "irq_handler_entry" => in_irq
-                    .entry(e.cpu)
-                    .or_default()
-                    .push((format!("irq {} {}", e.int("irq"), e.text("name")), ts)),
-                "irq_softirq_entry" => in_irq
-                    .entry(e.cpu)
-                    .or_default()
-                    .push((format!("softirq {}", softirq_name(e.int("vec") as u32)), ts)),
-                n if n.starts_with(X86_VECTORS) && n.ends_with("_entry") => in_irq
-                    .entry(e.cpu)
-                    .or_default()
-                    .push((vector_name(n).to_string(), ts)),
-                n if n == "irq_handler_exit"
-                    || n == "irq_softirq_exit"
-                    || (n.starts_with(X86_VECTORS) && n.ends_with("_exit")) =>
-                {
-                    if let Some((name, start)) = in_irq.get_mut(&e.cpu).and_then(|v| v.pop()) {
-                        t.irqs.entry(e.cpu).or_default().push(IrqRun {
-                            name,
-                            start,
-                            end: ts,
-                        });
-                    }
-                }
-                _ => {}
-            }
+    /// Builds the timeline of a kernel trace, reading its events as a stream (memory grows
+    /// with the scheduling activity kept, not with the trace's size).
+    ///
+    /// With `roots` (the traced processes' pids), only what explanations of their threads
+    /// need is kept: the off-CPU stretches of the roots and of the tasks they fork (threads
+    /// included, followed through `sched_process_fork`), who ran while one of them waited
+    /// for a CPU, and the interrupts that hit one of them. Memory then grows with the traced
+    /// program's scheduling, not with the machine's over the whole trace.
+    pub fn build(k: &KernelTrace, roots: Option<&[i32]>) -> Result<Timeline, ReadError> {
+        let mut events = k.events()?;
+        let mut b = TimelineBuilder::new(roots);
+        while let Some(e) = events.next()? {
+            b.push(k.ns(e.ts), &e);
         }
-        for (cpu, (tid, since)) in cur {
-            if last > since {
-                t.runs.entry(cpu).or_default().push(Run {
-                    tid,
-                    start: since,
-                    end: last,
-                });
-            }
+        let warnings = events
+            .take_warnings()
+            .iter()
+            .map(|w| w.to_string())
+            .collect();
+        Ok(b.finish(events.discarded(), warnings))
+    }
+
+    /// The timeline of `events` (in time order, each with its time in ns), `lost` events
+    /// missing.
+    pub fn from_events(events: impl IntoIterator<Item = (i64, KEvent)>, lost: u64) -> Timeline {
+        let mut b = TimelineBuilder::new(None);
+        for (ns, e) in events {
+            b.push(ns, &e);
         }
-        // Stretches still open when the trace ends end with it.
-        for v in t.off.values_mut() {
-            for o in v.iter_mut().filter(|o| o.end == i64::MAX) {
-                o.end = last.max(o.start);
-            }
-        }
-        for v in t.runs.values_mut() {
-            v.sort_by_key(|r| r.start);
-        }
-        for v in t.irqs.values_mut() {
-            v.sort_by_key(|r| r.start);
-        }
-        t
+        b.finish(lost, Vec::new())
     }
 
     /// The command name last seen for task `tid` (`"swapper"` for the idle task).
@@ -346,6 +240,7 @@ impl Timeline {
                     runnable: false,
                     cpu: o.cpu,
                     by,
+                    syscall: o.syscall.clone(),
                 });
             }
             let runnable = overlap(run_start, o.end, a, b);
@@ -366,6 +261,7 @@ impl Timeline {
                     runnable: true,
                     cpu: o.back_cpu,
                     by,
+                    syscall: None,
                 });
             }
             if o.end < b {
@@ -393,70 +289,298 @@ impl Timeline {
     }
 }
 
+/// Builds a [`Timeline`] one event at a time, and answers questions while it does: a reader
+/// that explains spans as the kernel trace streams by ([`TimelineBuilder::settled`],
+/// [`TimelineBuilder::timeline`]) and forgets what no span can ask about any more
+/// ([`TimelineBuilder::prune`]) keeps its memory flat whatever the trace's size.
+#[derive(Debug, Default)]
+pub struct TimelineBuilder {
+    t: Timeline,
+    /// Per CPU: the running task and since when.
+    cur: HashMap<u32, (i32, i64)>,
+    /// Per CPU: the interrupt handlers in progress.
+    in_irq: HashMap<u32, Vec<(String, i64)>>,
+    last: Option<i64>,
+    /// The tasks whose stretches are kept (`None`: all).
+    followed: Option<std::collections::HashSet<i32>>,
+    /// The system call each followed task is in (from its entry to its exit).
+    in_syscall: HashMap<i32, Arc<str>>,
+    /// Followed tasks now off the CPU and runnable (preempted, or woken): while there is
+    /// one, who runs is kept.
+    waiting: std::collections::HashSet<i32>,
+}
+
+impl TimelineBuilder {
+    /// A builder following `roots` and what they fork (see [`Timeline::build`]; `None`: every
+    /// task).
+    pub fn new(roots: Option<&[i32]>) -> TimelineBuilder {
+        TimelineBuilder {
+            followed: roots.map(|r| r.iter().copied().collect()),
+            ..TimelineBuilder::default()
+        }
+    }
+
+    /// The timeline so far (stretches still open end with the trace).
+    pub fn timeline(&self) -> &Timeline {
+        &self.t
+    }
+
+    /// Time of the last event pushed, ns.
+    pub fn cursor(&self) -> Option<i64> {
+        self.last
+    }
+
+    /// Whether what [`Timeline::explain`] says of task `tid` up to `end` can no longer change:
+    /// events up to `end` have been pushed, and its stretch off the CPU across `end` (if any)
+    /// has ended (the CPU it came back on is known). An interrupt still in progress at `end`
+    /// is not counted.
+    pub fn settled(&self, tid: i32, end: i64) -> bool {
+        self.last.is_some_and(|l| l > end)
+            && self
+                .t
+                .off
+                .get(&tid)
+                .and_then(|v| v.last())
+                .is_none_or(|o| o.end != i64::MAX || o.start >= end)
+    }
+
+    /// Forgets what ended before `before` (ns): no explanation of a window starting at or
+    /// after it needs it. For each task, the last stretch before it is kept (where the task
+    /// ran).
+    pub fn prune(&mut self, before: i64) {
+        for v in self.t.off.values_mut() {
+            let n = v
+                .iter()
+                .take_while(|o| o.end != i64::MAX && o.end < before)
+                .count();
+            v.drain(..n.saturating_sub(1));
+        }
+        for v in self.t.runs.values_mut() {
+            let n = v.iter().take_while(|r| r.end < before).count();
+            v.drain(..n);
+        }
+        for v in self.t.irqs.values_mut() {
+            let n = v.iter().take_while(|r| r.end < before).count();
+            v.drain(..n);
+        }
+    }
+
+    fn follows(&self, tid: i32) -> bool {
+        self.followed.as_ref().is_none_or(|f| f.contains(&tid))
+    }
+
+    /// Adds event `e` at `ts` ns (events in time order).
+    pub fn push(&mut self, ts: i64, e: &KEvent) {
+        let keep_runs = self.followed.is_none() || !self.waiting.is_empty();
+        let keep_irq = self
+            .cur
+            .get(&e.cpu)
+            .is_none_or(|&(tid, _)| self.follows(tid));
+        let follows_prev = match &e.event {
+            Event::SchedSwitch(s) => self.follows(s.prev_tid),
+            _ => false,
+        };
+        let t = &mut self.t;
+        t.events += 1;
+        self.last = Some(self.last.map_or(ts, |l| l.max(ts)));
+        let cpu = e.cpu;
+        let irq = |in_irq: &mut HashMap<u32, Vec<(String, i64)>>, name: String| {
+            in_irq.entry(cpu).or_default().push((name, ts))
+        };
+        match &e.event {
+            Event::SchedSwitch(s) => {
+                let (prev, next) = (s.prev_tid, s.next_tid);
+                t.comms.insert(prev, s.prev_comm);
+                t.comms.insert(next, s.next_comm);
+                let since = match self.cur.get(&cpu) {
+                    Some(&(tid, since)) if tid == prev => since,
+                    _ => ts,
+                };
+                if ts > since && keep_runs {
+                    t.runs.entry(cpu).or_default().push(Run {
+                        tid: prev,
+                        start: since,
+                        end: ts,
+                    });
+                }
+                // Already running on another CPU by our reckoning: this switch-out and that
+                // switch-in are inverted (clocks of two CPUs a hair apart): not a stretch off
+                // the CPU.
+                let elsewhere = self
+                    .cur
+                    .iter()
+                    .any(|(&c, &(tid, _))| c != cpu && tid == prev);
+                if let Some(o) = t.off.get_mut(&prev).and_then(|v| v.last_mut()) {
+                    if o.end == i64::MAX {
+                        // Its switch-in was never seen (lost events, inversion): unknown, so
+                        // the stretch is left empty rather than unbounded.
+                        o.end = o.start;
+                    }
+                }
+                if prev != 0 && !elsewhere && follows_prev {
+                    if s.preempted() {
+                        self.waiting.insert(prev);
+                    }
+                    t.off.entry(prev).or_default().push(OffCpu {
+                        start: ts,
+                        wake: None,
+                        end: i64::MAX,
+                        cpu,
+                        back_cpu: cpu,
+                        preempted: s.preempted(),
+                        waker: None,
+                        syscall: (!s.preempted())
+                            .then(|| self.in_syscall.get(&prev).cloned())
+                            .flatten(),
+                    });
+                }
+                if let Some(o) = t.off.get_mut(&next).and_then(|v| v.last_mut()) {
+                    if o.end == i64::MAX {
+                        o.end = ts;
+                        o.back_cpu = cpu;
+                    }
+                }
+                self.waiting.remove(&next);
+                self.cur.insert(cpu, (next, ts));
+            }
+            Event::SchedWaking(w) | Event::SchedWakeup(w) => {
+                t.comms.entry(w.tid).or_insert(w.comm);
+                let waker = match self.in_irq.get(&cpu).and_then(|v| v.last()) {
+                    Some((name, _)) => Some(Actor::Irq(name.clone())),
+                    None => self.cur.get(&cpu).map(|&(tid, _)| Actor::Task(tid)),
+                };
+                if let Some(o) = t.off.get_mut(&w.tid).and_then(|v| v.last_mut()) {
+                    if o.end == i64::MAX && !o.preempted && o.wake.is_none() {
+                        o.wake = Some(ts);
+                        o.waker = waker;
+                        self.waiting.insert(w.tid);
+                    }
+                }
+            }
+            Event::SyscallEntry { call, tid, .. }
+                if self.followed.as_ref().is_none_or(|f| f.contains(tid)) =>
+            {
+                self.in_syscall.insert(*tid, call.clone());
+            }
+            Event::SyscallExit { tid, .. }
+            | Event::SchedProcessExit(crate::event::ProcessExit { tid, .. }) => {
+                // exit_group never returns: the task's exit ends its call too.
+                self.in_syscall.remove(tid);
+            }
+            Event::SchedProcessFork(f) => {
+                if let Some(set) = &mut self.followed {
+                    if set.contains(&f.parent_tid) {
+                        set.insert(f.child_tid);
+                    }
+                }
+            }
+            Event::IrqHandlerEntry { irq: n, name } => {
+                irq(&mut self.in_irq, format!("irq {n} {name}"))
+            }
+            Event::SoftirqEntry { vec } => {
+                irq(&mut self.in_irq, format!("softirq {}", softirq_name(*vec)))
+            }
+            Event::VectorEntry { which, .. } => irq(&mut self.in_irq, which.describe().into()),
+            Event::IrqHandlerExit { .. } | Event::SoftirqExit { .. } | Event::VectorExit { .. } => {
+                let done = self.in_irq.get_mut(&cpu).and_then(|v| v.pop());
+                if let Some((name, start)) = done.filter(|_| keep_irq) {
+                    // Kept in start order (a nested handler ends first).
+                    let v = t.irqs.entry(cpu).or_default();
+                    let at = v.partition_point(|r| r.start <= start);
+                    v.insert(
+                        at,
+                        IrqRun {
+                            name,
+                            start,
+                            end: ts,
+                        },
+                    );
+                }
+            }
+            _ => {}
+        }
+    }
+
+    /// The timeline, `lost` events missing, with the reader's `warnings`: stretches still
+    /// open end with the trace.
+    pub fn finish(self, lost: u64, warnings: Vec<String>) -> Timeline {
+        let mut t = self.t;
+        t.lost = lost;
+        t.warnings = warnings;
+        let last = self.last.unwrap_or(i64::MIN);
+        for (cpu, (tid, since)) in self.cur {
+            if last > since {
+                t.runs.entry(cpu).or_default().push(Run {
+                    tid,
+                    start: since,
+                    end: last,
+                });
+            }
+        }
+        // Stretches still open when the trace ends end with it.
+        for v in t.off.values_mut() {
+            for o in v.iter_mut().filter(|o| o.end == i64::MAX) {
+                o.end = last.max(o.start);
+            }
+        }
+        for v in t.runs.values_mut() {
+            v.sort_by_key(|r| r.start);
+        }
+        for v in t.irqs.values_mut() {
+            v.sort_by_key(|r| r.start);
+        }
+        t
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ctf::{KEvent, KernelClock, Val};
-    use crate::schema::id_of;
-    use hushtrace_ctf::metadata::ClockDesc;
+    use crate::event::{SchedSwitch, Wake};
+
+    fn comm(tid: i32) -> Comm {
+        Comm::new(format!("t{tid}").as_bytes())
+    }
 
     fn sw(ts: u64, cpu: u32, prev: i32, state: i64, next: i32) -> KEvent {
-        KEvent::new(
+        KEvent {
             ts,
             cpu,
-            id_of("sched_switch").unwrap(),
-            &[
-                Val::Str(format!("t{prev}")),
-                Val::Int(prev.into()),
-                Val::Int(120),
-                Val::Int(state),
-                Val::Str(format!("t{next}")),
-                Val::Int(next.into()),
-                Val::Int(120),
-            ],
-        )
+            event: Event::SchedSwitch(SchedSwitch {
+                prev_comm: comm(prev),
+                prev_tid: prev,
+                prev_prio: 120,
+                prev_state: state,
+                next_comm: comm(next),
+                next_tid: next,
+                next_prio: 120,
+            }),
+        }
     }
 
     fn waking(ts: u64, cpu: u32, tid: i32) -> KEvent {
-        KEvent::new(
+        KEvent {
             ts,
             cpu,
-            id_of("sched_waking").unwrap(),
-            &[
-                Val::Str(format!("t{tid}")),
-                Val::Int(tid.into()),
-                Val::Int(120),
-                Val::Int(cpu.into()),
-            ],
-        )
+            event: Event::SchedWaking(Wake {
+                comm: comm(tid),
+                tid,
+                prio: 120,
+                target_cpu: cpu as i32,
+            }),
+        }
     }
 
-    fn trace(events: Vec<KEvent>) -> KernelTrace {
-        KernelTrace {
-            dir: "/x".into(),
-            clock: KernelClock {
-                name: "c".into(),
-                uuid: [0; 16],
-                desc: ClockDesc {
-                    freq: 1_000_000_000,
-                    offset_s: 0,
-                    offset: 0,
-                    source: "x".into(),
-                },
-                note: String::new(),
-            },
-            trace_clock: "mono".into(),
-            events,
-            discarded: 0,
-            cpus: vec![0],
-        }
+    /// The timeline of `events`, their times taken as ns.
+    fn build(events: Vec<KEvent>) -> Timeline {
+        Timeline::from_events(events.into_iter().map(|e| (e.ts as i64, e)), 0)
     }
 
     #[test]
     fn preemption_and_blocking_are_told_apart() {
         // Task 10 runs on CPU 0 from 100; preempted by 20 at 200 (state R) until 300;
         // sleeps at 400 (state S), woken by 20 at 600, back on the CPU at 650.
-        let t = Timeline::build(&trace(vec![
+        let t = build(vec![
             sw(100, 0, 0, 0, 10),
             sw(200, 0, 10, 0, 20),
             sw(300, 0, 20, 1, 10),
@@ -464,7 +588,7 @@ mod tests {
             waking(600, 0, 10),
             sw(650, 0, 20, 0, 10),
             sw(900, 0, 10, 1, 0),
-        ]));
+        ]);
         let x = t.explain(10, 150, 700);
         assert_eq!(x.runnable_ns, 100 + 50);
         assert_eq!(x.blocked_ns, 200);
@@ -485,14 +609,14 @@ mod tests {
     fn inverted_and_missing_switches_never_leave_a_stretch_open() {
         // Task 10 switched in on CPU 1 at 100 a hair before its switch-out on CPU 0 (at 101)
         // is stamped; later its switch-in at 300 is lost (a switch-out at 400 follows).
-        let t = Timeline::build(&trace(vec![
+        let t = build(vec![
             sw(50, 0, 0, 0, 10),
             sw(100, 1, 0, 0, 10),
             sw(101, 0, 10, 0, 0),
             sw(200, 1, 10, 0, 20),
             sw(400, 1, 10, 1, 0),
             sw(1000, 1, 0, 0, 30),
-        ]));
+        ]);
         let offs = t.off_cpu(10);
         assert!(
             offs.iter().all(|o| o.end != i64::MAX && o.end >= o.start),

@@ -1,19 +1,20 @@
 //! Recording: a private ftrace instance, one reader thread per CPU draining
-//! `per_cpu/cpuN/trace_pipe_raw` into CTF stream files, the metadata written at the end.
+//! `per_cpu/cpuN/trace_pipe_raw` into CTF stream files, the metadata written before the first
+//! packet and replaced at the end (with the program's clock).
 
+use crate::clock::KernelClock;
 use crate::clock::{self, TraceClock};
-use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter, KERNEL_DIR};
+use crate::ctf::{self, KernelMeta, Out, StreamWriter, KERNEL_DIR, MAX_FIELDS};
 use crate::format::{EventFormat, Field, PageHeader};
 use crate::owner::Owner;
 use crate::page::{Missed, Page};
 use crate::recovery;
-use crate::schema::{Category, Ty, CLASSES};
+use crate::schema::{Category, ClassTable, Ty, CLASSES, SYSCALL_ENTRY_FIELDS, SYSCALL_EXIT_FIELDS};
 use crate::tracefs::{self, AccessError, CreateError, Instance};
 use hushtrace_ctf::metadata::ClockDesc;
 use std::collections::HashMap;
 use std::io;
 use std::os::unix::fs::{DirBuilderExt, OpenOptionsExt};
-use std::os::unix::io::AsRawFd;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -99,14 +100,14 @@ impl From<io::Error> for Error {
     }
 }
 
-/// The most fields a class has.
-const MAX_FIELDS: usize = 8;
-
 /// How to turn one ftrace record into one CTF event.
 #[derive(Debug)]
 struct Decoder {
-    /// ftrace id → (class id, the source field of each CTF field).
-    by_id: HashMap<u16, (u16, Vec<Option<Field>>)>,
+    /// ftrace id → (class id, the source field of each CTF field, as the running kernel's
+    /// `format` file places it).
+    by_id: HashMap<u16, (u16, Vec<Field>)>,
+    /// The trace's classes.
+    classes: Arc<ClassTable>,
     /// `common_type`.
     common_type: Field,
     /// Records of this task are dropped (the recorder's own system calls).
@@ -126,19 +127,98 @@ impl Decoder {
                 return Ok(());
             }
         }
-        let spec = CLASSES[usize::from(*class)].fields;
+        let Some(spec) = self.classes.fields(*class) else {
+            return Ok(());
+        };
+        let name = || self.classes.name(*class).unwrap_or_default();
         // No allocation per event: classes have at most MAX_FIELDS fields.
         let mut vals = [Out::Int(0); MAX_FIELDS];
         for (((_, _, ty), f), v) in spec.iter().zip(fields).zip(vals.iter_mut()) {
-            *v = match (ty, f) {
-                (Ty::Str, Some(f)) if f.is_text() => Out::Text(f.text(rec).unwrap_or(b"")),
-                (Ty::Str, _) => Out::Text(b""),
-                (_, Some(f)) => Out::Int(f.int(rec).unwrap_or(0)),
-                (_, None) => Out::Int(0),
+            // Types were checked against the format at the start; a record too short for
+            // its own format is not an event.
+            *v = match ty {
+                Ty::Str => match f.text(rec) {
+                    Some(t) => Out::Text(t),
+                    None => return Err(short_record(&name(), f)),
+                },
+                _ => match f.int(rec) {
+                    Some(n) => Out::Int(n),
+                    None => return Err(short_record(&name(), f)),
+                },
             };
         }
         w.event(*class, ts, &vals[..spec.len().min(MAX_FIELDS)])
     }
+}
+
+fn short_record(class: &str, f: &Field) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidData,
+        format!(
+            "a {class} record too short for its field {} (offset {}, size {})",
+            f.name, f.offset, f.size
+        ),
+    )
+}
+
+/// The field `src` of `format` (event `sys:ftrace`) for the CTF field `class.name` of type
+/// `ty`: an error naming the field and the event when the running kernel's format lacks it or
+/// gives it another kind (text for an integer, or the reverse).
+fn source_field(
+    format: &EventFormat,
+    (sys, ftrace, class): (&str, &str, &str),
+    (name, src, ty): (&str, &str, Ty),
+) -> Result<Field, Error> {
+    let f = format.field(src).ok_or_else(|| {
+        Error::Other(format!(
+            "--kernel: this kernel's {}:{} event has no field `{src}` (needed for {}.{name})",
+            sys, ftrace, class
+        ))
+    })?;
+    let text = ty == Ty::Str;
+    let fits = if text {
+        f.is_text()
+    } else {
+        !f.is_text() && matches!(f.size, 1 | 2 | 4 | 8)
+    };
+    if !fits {
+        return Err(Error::Other(format!(
+            "--kernel: this kernel's {}:{} field `{src}` is `{}` of {} bytes, not {} \
+             (needed for {}.{name})",
+            sys,
+            ftrace,
+            f.ctype,
+            f.size,
+            if text { "text" } else { "an integer" },
+            class
+        )));
+    }
+    Ok(f.clone())
+}
+
+/// The system calls the running kernel has trace events for (`events/syscalls/sys_enter_<name>`
+/// with its `sys_exit_<name>`), sorted by name.
+fn syscall_names(root: &Path) -> Result<Vec<String>, Error> {
+    let dir = root.join("events/syscalls");
+    let entries = std::fs::read_dir(&dir).map_err(|e| {
+        Error::Other(format!(
+            "--kernel syscalls: {}: {e} (a kernel built without CONFIG_FTRACE_SYSCALLS has no \
+             system-call events)",
+            dir.display()
+        ))
+    })?;
+    let mut names = Vec::new();
+    for e in entries {
+        let e = e.map_err(|e| Error::Other(format!("{}: {e}", dir.display())))?;
+        let n = e.file_name().to_string_lossy().into_owned();
+        if let Some(call) = n.strip_prefix("sys_enter_") {
+            if dir.join(format!("sys_exit_{call}")).is_dir() {
+                names.push(call.to_string());
+            }
+        }
+    }
+    names.sort();
+    Ok(names)
 }
 
 /// What one CPU's reader did.
@@ -198,6 +278,10 @@ pub struct Capture {
     stop: Arc<AtomicBool>,
     dir: PathBuf,
     trace_clock: TraceClock,
+    /// The clock chosen at the start (`None` only before that).
+    clock: Option<KernelClock>,
+    /// The event classes (with the system calls recorded by name).
+    classes: Arc<ClassTable>,
     uuid: [u8; 16],
     categories: Vec<Category>,
     guard: Option<Child>,
@@ -251,6 +335,8 @@ impl Capture {
             stop: Arc::new(AtomicBool::new(false)),
             dir: session_dir.join(KERNEL_DIR),
             trace_clock: TraceClock::Mono,
+            clock: None,
+            classes: Arc::default(),
             uuid: uuid_v4(),
             categories: opts.categories.clone(),
             guard: None,
@@ -268,23 +354,10 @@ impl Capture {
         .ok();
         let header = PageHeader::parse(&tracefs::read(&root.join("events/header_page"))?)
             .map_err(|e| Error::Other(e.to_string()))?;
-        let clocks = tracefs::read(&cap.instances[0].file("trace_clock"))?;
-        let has = |c: &str| {
-            clocks
-                .split_whitespace()
-                .any(|w| w.trim_matches(|x| x == '[' || x == ']') == c)
-        };
-        cap.trace_clock = if clock::user_uses_tsc() && has("x86-tsc") {
-            TraceClock::Tsc
-        } else if has("mono") {
-            TraceClock::Mono
-        } else {
-            return Err(Error::Other(format!(
-                "--kernel: this kernel has neither the x86-tsc nor the mono trace clock \
-                 (it offers: {})",
-                clocks.trim()
-            )));
-        };
+        let offered = tracefs::read(&cap.instances[0].file("trace_clock"))?;
+        let (trace_clock, kclock) = clock::decide(&offered).map_err(Error::Other)?;
+        cap.trace_clock = trace_clock;
+        cap.clock = Some(kclock);
         std::fs::DirBuilder::new()
             .mode(0o700)
             .recursive(true)
@@ -295,8 +368,13 @@ impl Capture {
             .create(&cap.dir)
             .map_err(|e| Error::Other(format!("{}: {e}", cap.dir.display())))?;
         cap.recording = Some(recovery::RecordingLock::take(&cap.dir)?);
-        // The metadata before the first packet: a recorder killed from here on leaves a
-        // readable trace (see `crate::recovery`); `finish` replaces it.
+
+        // The metadata before the first stream file: a recorder killed at any later point
+        // leaves a kernel trace that reads (see `crate::recovery`; its clock the recorder's
+        // calibration; `finish` rewrites it with the program's).
+        if opts.categories.contains(&Category::Syscalls) {
+            cap.classes = Arc::new(ClassTable::new(syscall_names(&root)?));
+        }
         cap.write_metadata(None)?;
 
         let main_cats: Vec<Category> = opts
@@ -366,23 +444,47 @@ impl Capture {
             };
             let f = EventFormat::parse(&text)
                 .map_err(|e| Error::Other(format!("{}: {e}", ev.join("format").display())))?;
-            let mut srcs = Vec::new();
-            for (name, src, _) in class.fields {
-                let field = f.field(src).cloned();
-                if field.is_none() {
-                    self.warnings.push(format!(
-                        "{}:{} has no field {src}: {}.{name} recorded as 0",
-                        class.sys, class.ftrace, class.name
-                    ));
-                }
-                srcs.push(field);
-            }
+            let srcs = class
+                .fields
+                .iter()
+                .map(|&field| source_field(&f, (class.sys, class.ftrace, class.name), field))
+                .collect::<Result<Vec<_>, _>>()?;
             if common.is_none() {
                 common = f.field("common_type").cloned();
                 common_pid = f.field("common_pid").cloned();
             }
             by_id.insert(f.id, (i as u16, srcs));
             tracefs::write(&ev.join("enable"), "1")?;
+        }
+        if cats.contains(&Category::Syscalls) {
+            // Each system call by name: `syscalls:sys_enter_<name>` and `sys_exit_<name>`.
+            let sys = inst.join("events/syscalls");
+            for (k, call) in self.classes.syscalls().iter().enumerate() {
+                for (exit, prefix) in [(false, "sys_enter_"), (true, "sys_exit_")] {
+                    let ftrace = format!("{prefix}{call}");
+                    let path = sys.join(&ftrace).join("format");
+                    let f = EventFormat::parse(&tracefs::read(&path)?)
+                        .map_err(|e| Error::Other(format!("{}: {e}", path.display())))?;
+                    let id = u16::try_from(CLASSES.len() + 2 * k + usize::from(exit))
+                        .map_err(|_| Error::Other("--kernel: too many system calls".into()))?;
+                    let name = self.classes.name(id).unwrap_or_default();
+                    let spec = if exit {
+                        SYSCALL_EXIT_FIELDS
+                    } else {
+                        SYSCALL_ENTRY_FIELDS
+                    };
+                    let srcs = spec
+                        .iter()
+                        .map(|&field| source_field(&f, ("syscalls", &ftrace, &name), field))
+                        .collect::<Result<Vec<_>, _>>()?;
+                    if common.is_none() {
+                        common = f.field("common_type").cloned();
+                        common_pid = f.field("common_pid").cloned();
+                    }
+                    by_id.insert(f.id, (id, srcs));
+                }
+            }
+            tracefs::write(&sys.join("enable"), "1")?;
         }
         let common_type = common.ok_or_else(|| {
             Error::Other(format!(
@@ -393,6 +495,7 @@ impl Capture {
         let skip_pid = skip_pid.and_then(|p| Some((common_pid?, i64::from(p))));
         Ok(Arc::new(Decoder {
             by_id,
+            classes: self.classes.clone(),
             common_type,
             skip_pid,
         }))
@@ -476,8 +579,8 @@ impl Capture {
         Ok(summary)
     }
 
-    /// Writes (or atomically replaces) the metadata, with the clock `user_clock` gives when
-    /// it is the same clock; returns the clock's note.
+    /// Writes (or atomically replaces) the metadata, its clock calibrated as `user_clock`
+    /// says when that is the same clock; returns the clock's note.
     fn write_metadata(&self, user_clock: Option<(ClockDesc, [u8; 16])>) -> Result<String, Error> {
         self.write_metadata_in(&self.dir, user_clock)
     }
@@ -488,7 +591,11 @@ impl Capture {
         dir: &Path,
         user_clock: Option<(ClockDesc, [u8; 16])>,
     ) -> Result<String, Error> {
-        let clock = self.kernel_clock(user_clock);
+        let clock = self
+            .clock
+            .clone()
+            .ok_or_else(|| Error::Other("--kernel: no trace clock chosen".into()))?
+            .with_user(user_clock);
         let note = clock.note.clone();
         let meta = KernelMeta {
             uuid: self.uuid,
@@ -496,6 +603,7 @@ impl Capture {
             trace_clock: self.trace_clock.as_str().into(),
             hostname: read_trim("/proc/sys/kernel/hostname"),
             kernel_release: read_trim("/proc/sys/kernel/osrelease"),
+            classes: self.classes.clone(),
             categories: self
                 .categories
                 .iter()
@@ -503,57 +611,11 @@ impl Capture {
                 .collect::<Vec<_>>()
                 .join(","),
         };
-        recovery::write_metadata(dir, &ctf::to_tsdl(&meta))?;
+        hushtrace_ctf::file::Dir::open(dir)
+            .and_then(|d| d.replace_file("metadata", ctf::to_tsdl(&meta).as_bytes()))
+            .map_err(|e| Error::Other(e.to_string()))?;
         Ok(note)
     }
-
-    fn kernel_clock(&self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {
-        let user_counter = user
-            .as_ref()
-            .is_some_and(|(d, _)| d.source != "clock_gettime");
-        match (self.trace_clock, user) {
-            (TraceClock::Tsc, Some((desc, uuid))) if user_counter => KernelClock {
-                name: "hushtrace".into(),
-                uuid,
-                desc,
-                note: "x86-tsc: the cycle counter the user-space events are stamped with, \
-                       same calibration (exact alignment)"
-                    .into(),
-            },
-            (TraceClock::Mono, Some((desc, uuid))) if !user_counter => KernelClock {
-                name: "hushtrace".into(),
-                uuid,
-                desc,
-                note: "mono: CLOCK_MONOTONIC, the clock the user-space events are stamped \
-                       with (exact alignment)"
-                    .into(),
-            },
-            (TraceClock::Tsc, _) => KernelClock {
-                name: "hushtrace_kernel_tsc".into(),
-                uuid: derived(clock::boot_uuid()),
-                desc: clock::tsc_desc().unwrap_or_else(clock::monotonic_desc),
-                note: "x86-tsc calibrated by the recorder (no user-space trace with the same \
-                       clock): alignment within the calibration error, about 1 us"
-                    .into(),
-            },
-            (TraceClock::Mono, _) => KernelClock {
-                name: "monotonic".into(),
-                uuid: derived(clock::boot_uuid()),
-                desc: clock::monotonic_desc(),
-                note: "mono (this kernel or machine has no usable x86-tsc clock): \
-                       CLOCK_MONOTONIC with its epoch offset measured at the end; the \
-                       user-space cycle counter was calibrated against the same clock, so \
-                       alignment is within that calibration error, about 1 us"
-                    .into(),
-            },
-        }
-    }
-}
-
-/// A UUID distinct from, but derived from, `u` (a different clock of the same boot).
-fn derived(mut u: [u8; 16]) -> [u8; 16] {
-    u[15] ^= 0x6b;
-    u
 }
 
 fn read_trim(p: &str) -> String {
@@ -606,7 +668,8 @@ fn start_readers(
             .map_err(|e| Error::Other(format!("{}: {e}", pipe.display())))?;
         let channel = src.channel;
         let out = dir.join(format!("{}{channel}_{cpu}", ctf::STREAM_PREFIX));
-        let w = StreamWriter::create(&out, uuid, u64::from(channel << 16 | cpu), cpu)?;
+        let w = StreamWriter::create(&out, uuid, u64::from(channel << 16 | cpu), cpu)?
+            .with_classes(src.dec.classes.clone());
         let stop = stop.clone();
         let dec = src.dec.clone();
         let header = src.header;
@@ -676,22 +739,26 @@ fn read_cpu(
     };
     let mut buf = vec![0u8; subbuf];
     let mut last_pass = false;
-    let fd = file.as_raw_fd();
+    let mut file = file;
     let mut first_error = None;
     loop {
-        // SAFETY: `buf` is valid for `buf.len()` writable bytes; `fd` is open (owned by `file`).
-        let n = unsafe { libc::read(fd, buf.as_mut_ptr().cast(), buf.len()) };
+        let n = match io::Read::read(&mut file, &mut buf) {
+            Ok(n) => n,
+            Err(e) if e.kind() == io::ErrorKind::Interrupted => continue,
+            Err(e) if e.kind() == io::ErrorKind::WouldBlock => 0,
+            Err(e) => return Err(format!("reading {}: {e}", pipe.display())),
+        };
         if n > 0 {
             st.pages += 1;
-            match Page::parse(&buf[..n as usize], header) {
+            match Page::parse(&buf[..n], header) {
                 Ok(page) => {
                     match page.missed {
-                        Missed::None => {}
-                        Missed::Count(k) => {
+                        None => {}
+                        Some(Missed::Count(k)) => {
                             st.lost += k;
                             w.lost(k);
                         }
-                        Missed::Unknown => {
+                        Some(Missed::Unknown) => {
                             st.lost += 1;
                             st.lost_uncounted += 1;
                             w.lost(1);
@@ -714,13 +781,6 @@ fn read_cpu(
                 }
             }
             continue;
-        }
-        let err = io::Error::last_os_error();
-        if n < 0 && err.kind() == io::ErrorKind::Interrupted {
-            continue;
-        }
-        if n < 0 && err.raw_os_error() != Some(libc::EAGAIN) {
-            return Err(format!("reading {}: {err}", pipe.display()));
         }
         // Empty for now. After the stop, one more pass drains what came before it.
         if stop.load(Ordering::Acquire) {
@@ -746,4 +806,54 @@ fn w_cpu(pipe: &Path) -> u32 {
         .and_then(|p| p.file_name())
         .and_then(|n| n.to_string_lossy().strip_prefix("cpu")?.parse().ok())
         .unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_field_missing_from_the_kernel_format_is_an_error_naming_it() {
+        let class = &CLASSES[usize::from(crate::schema::id_of("sched_switch").unwrap())];
+        // sched_switch of a kernel without `prev_state`, and with `next_pid` as text.
+        let format = EventFormat::parse(
+            "name: sched_switch\nID: 9\nformat:\n\
+             \tfield:unsigned short common_type;\toffset:0;\tsize:2;\tsigned:0;\n\
+             \tfield:char prev_comm[16];\toffset:8;\tsize:16;\tsigned:0;\n\
+             \tfield:char next_pid[4];\toffset:24;\tsize:4;\tsigned:0;\n",
+        )
+        .unwrap();
+        let e = source_field(
+            &format,
+            (class.sys, class.ftrace, class.name),
+            class.fields[3],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("sched:sched_switch") && e.contains("`prev_state`"),
+            "{e}"
+        );
+        let e = source_field(
+            &format,
+            (class.sys, class.ftrace, class.name),
+            class.fields[5],
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(
+            e.contains("`next_pid`") && e.contains("not an integer"),
+            "{e}"
+        );
+        assert_eq!(
+            source_field(
+                &format,
+                (class.sys, class.ftrace, class.name),
+                class.fields[0]
+            )
+            .unwrap()
+            .name,
+            "prev_comm"
+        );
+    }
 }

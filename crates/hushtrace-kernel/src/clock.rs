@@ -1,5 +1,6 @@
 //! The trace clock: ftrace's `x86-tsc` (the cycle counter hushtrace stamps with) where both
 //! sides use it, otherwise `mono` (`CLOCK_MONOTONIC`) with its offset to the epoch recorded.
+//! The choice is the runtime's ([`hushtrace::clock_choice`]), made once at the start.
 
 use hushtrace_ctf::metadata::ClockDesc;
 
@@ -20,27 +21,6 @@ impl TraceClock {
             TraceClock::Mono => "mono",
         }
     }
-}
-
-/// Whether hushtrace's runtime will stamp with the cycle counter on this machine (as its
-/// `clock::calibrate` decides: an invariant TSC and `HUSHTRACE_CLOCK` not `monotonic`).
-pub fn user_uses_tsc() -> bool {
-    if std::env::var("HUSHTRACE_CLOCK").as_deref() == Ok("monotonic") {
-        return false;
-    }
-    tsc_invariant()
-}
-
-#[cfg(target_arch = "x86_64")]
-fn tsc_invariant() -> bool {
-    // CPUID exists on every x86_64 CPU.
-    let max_ext = core::arch::x86_64::__cpuid(0x8000_0000).eax;
-    max_ext >= 0x8000_0007 && core::arch::x86_64::__cpuid(0x8000_0007).edx & (1 << 8) != 0
-}
-
-#[cfg(not(target_arch = "x86_64"))]
-fn tsc_invariant() -> bool {
-    false
 }
 
 fn clock_ns(id: libc::clockid_t) -> i128 {
@@ -76,47 +56,101 @@ fn desc_from(freq: u64, zero_ns: i128, source: &str) -> ClockDesc {
     }
 }
 
-/// The TSC calibrated against the epoch over 20 ms, for a kernel trace stamped with
-/// `x86-tsc` when no user-space trace says how (`None` without a TSC).
-pub fn tsc_desc() -> Option<ClockDesc> {
-    #[cfg(target_arch = "x86_64")]
-    {
-        fn rdtsc() -> u64 {
-            // SAFETY: RDTSC exists on every x86_64 CPU and has no memory effects.
-            unsafe { core::arch::x86_64::_rdtsc() }
-        }
-        let sample = |id| {
-            let mut best = (u64::MAX, 0u64, 0i128);
-            for _ in 0..16 {
-                let a = rdtsc();
-                let c = clock_ns(id);
-                let b = rdtsc();
-                if b.wrapping_sub(a) < best.0 {
-                    best = (b.wrapping_sub(a), a + (b - a) / 2, c);
-                }
-            }
-            (best.1, best.2)
-        };
-        let (c0, m0) = sample(libc::CLOCK_MONOTONIC);
-        std::thread::sleep(std::time::Duration::from_millis(20));
-        let (c1, m1) = sample(libc::CLOCK_MONOTONIC);
-        let freq = ((c1 - c0) as i128 * 1_000_000_000 / (m1 - m0).max(1)) as u64;
-        let (cr, r) = sample(libc::CLOCK_REALTIME);
-        let zero = r - cr as i128 * 1_000_000_000 / freq.max(1) as i128;
-        Some(desc_from(freq, zero, "tsc"))
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        None
-    }
+/// The clock of a kernel trace, as its metadata describes it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct KernelClock {
+    /// CTF clock name (`hushtrace` when it is the user-space traces' clock).
+    pub name: String,
+    /// Clock UUID (equal to the user-space traces' when both use the same clock).
+    pub uuid: [u8; 16],
+    /// Frequency and offset.
+    pub desc: ClockDesc,
+    /// One line saying how well it lines up with the user-space clock.
+    pub note: String,
 }
 
-/// The kernel's boot id as a UUID: what hushtrace's runtime uses as its clock UUID.
-pub fn boot_uuid() -> [u8; 16] {
-    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
-        .ok()
-        .and_then(|s| hushtrace_ctf::metadata::parse_uuid(s.trim()))
-        .unwrap_or([0x68; 16])
+/// The name of the user-space traces' clock (what `hushtrace_ctf::metadata::to_tsdl` writes).
+pub const USER_CLOCK_NAME: &str = "hushtrace";
+
+/// Chooses the ftrace clock and describes it, from the runtime's own decision
+/// ([`hushtrace::clock_choice`]: the cycle counter unless it is not invariant or
+/// `HUSHTRACE_CLOCK=monotonic`) and `offered`, the text of the instance's `trace_clock` file.
+/// The same decision as the traced program's, so both traces share one clock: `x86-tsc` when
+/// the program stamps with the TSC, `mono` when it stamps with `CLOCK_MONOTONIC`; `mono` with
+/// a clock of its own when the kernel lacks `x86-tsc` (or the counter is not the TSC).
+pub fn decide(offered: &str) -> Result<(TraceClock, KernelClock), String> {
+    let has = |c: &str| {
+        offered
+            .split_whitespace()
+            .any(|w| w.trim_matches(|x| x == '[' || x == ']') == c)
+    };
+    let user = hushtrace::clock_choice();
+    let shared = |note: &str| KernelClock {
+        name: USER_CLOCK_NAME.into(),
+        uuid: user.uuid,
+        desc: user.desc.clone(),
+        note: note.into(),
+    };
+    if user.counter && user.desc.source == "tsc" && has("x86-tsc") {
+        return Ok((
+            TraceClock::Tsc,
+            shared(
+                "x86-tsc: the cycle counter the user-space events are stamped with (exact \
+                 alignment with the program's calibration; with the recorder's, within about \
+                 1 us, if the recording did not finish)",
+            ),
+        ));
+    }
+    if !has("mono") {
+        return Err(format!(
+            "--kernel: this kernel has neither the x86-tsc nor the mono trace clock \
+             (it offers: {})",
+            offered.trim()
+        ));
+    }
+    if !user.counter {
+        return Ok((
+            TraceClock::Mono,
+            shared(
+                "mono: CLOCK_MONOTONIC, the clock the user-space events are stamped with \
+                 (exact alignment)",
+            ),
+        ));
+    }
+    Ok((
+        TraceClock::Mono,
+        KernelClock {
+            name: "monotonic".into(),
+            uuid: derived(user.uuid),
+            desc: monotonic_desc(),
+            note: "mono (this kernel or machine has no usable x86-tsc clock): CLOCK_MONOTONIC \
+                   with its epoch offset measured at the start; the user-space cycle counter \
+                   was calibrated against the same clock, so alignment is within that \
+                   calibration error, about 1 us"
+                .into(),
+        },
+    ))
+}
+
+/// A UUID distinct from, but derived from, `u` (a different clock of the same boot).
+fn derived(mut u: [u8; 16]) -> [u8; 16] {
+    u[15] ^= 0x6b;
+    u
+}
+
+impl KernelClock {
+    /// This clock with the calibration of the program's trace (`user`: its clock description
+    /// and UUID) when that trace has the same clock: the recorder's calibration of the same
+    /// counter differs from the program's by a few parts per million.
+    pub fn with_user(mut self, user: Option<(ClockDesc, [u8; 16])>) -> KernelClock {
+        if let Some((desc, uuid)) = user {
+            if self.name == USER_CLOCK_NAME && uuid == self.uuid && desc.source == self.desc.source
+            {
+                self.desc = desc;
+            }
+        }
+        self
+    }
 }
 
 #[cfg(test)]

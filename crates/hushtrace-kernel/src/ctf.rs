@@ -1,19 +1,24 @@
 //! The CTF 1.8 kernel trace under `DIR/kernel/`: its metadata, its per-CPU stream files, and a
 //! reader for them.
 //!
-//! Layout (all little-endian, byte-aligned):
-//!
-//! * packet header, [`PACKET_HEADER_LEN`] bytes: `u32` magic, 16-byte trace UUID, `u32` stream
-//!   class id (0), `u64` stream instance id;
-//! * packet context: `u64` timestamp_begin, `u64` timestamp_end, `u64` content_size (bits),
-//!   `u64` packet_size (bits), `u64` packet_seq_num, `u64` events_discarded (cumulative, as
-//!   LTTng counts it), `u32` cpu_id;
-//! * events: `u16` id, `u64` timestamp, then the fields of [`crate::schema::CLASSES`]`[id]`.
+//! One format layer with the process traces: packet headers are
+//! [`hushtrace_ctf::layout::PacketHeader`] (the CPU in the `u32` at
+//! [`hushtrace_ctf::layout::OFF_CPU_ID`]), event headers
+//! [`hushtrace_ctf::layout::push_event_header`]'s, the metadata is rendered by
+//! [`hushtrace_ctf::metadata::kernel_to_tsdl`], and the trace is read back by
+//! [`hushtrace_ctf::reader`] (files opened through [`hushtrace_ctf::file`]: no symbolic link,
+//! regular files only, bounded reads; one window per stream, so memory does not grow with the
+//! trace). Each event's fields are those of [`crate::schema::CLASSES`]`[id]`.
 
-use crate::schema::{Class, Ty, CLASSES};
-use hushtrace_ctf::layout::MAGIC;
-use hushtrace_ctf::metadata::{escape, parse_uuid, uuid_string, ClockDesc};
-use std::fmt::Write as _;
+use crate::clock::KernelClock;
+use crate::event::{Event, In, KEvent};
+use crate::schema::{ClassTable, Ty, CLASSES, SYSCALL_ENTRY, SYSCALL_EXIT};
+use hushtrace_ctf::layout::{push_event_header, PacketHeader, PACKET_HEADER_LEN};
+use hushtrace_ctf::metadata::{kernel_to_tsdl, EventClass, KernelEnv, TraceDesc};
+use hushtrace_ctf::reader::{
+    read_kernel_metadata, Error, Location, Merged, StreamReader, Value, Warning,
+};
+use hushtrace_ctf::Kind;
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -23,27 +28,14 @@ pub const KERNEL_DIR: &str = "kernel";
 /// Prefix of the stream files (`channel0_<cpu>`, as LTTng names its kernel streams; the
 /// system-call instance writes `channel1_<cpu>`).
 pub const STREAM_PREFIX: &str = "channel";
-/// Bytes of packet header and context.
-pub const PACKET_HEADER_LEN: usize = 32 + 52;
-/// Bytes of an event header.
-pub const EVENT_HEADER_LEN: usize = 10;
-/// A packet is written out when its events reach this size.
+/// A packet is written out when it reaches this size.
 pub const PACKET_TARGET: usize = 256 * 1024;
-/// Marks the metadata as written by hushtrace (the reader refuses other kernel traces).
-pub const PRODUCER: &str = "hushtrace-kernel";
-
-/// The clock the kernel trace is stamped with, as written in its metadata.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KernelClock {
-    /// CTF clock name.
-    pub name: String,
-    /// Clock UUID (equal to the user-space trace's when both use the same clock).
-    pub uuid: [u8; 16],
-    /// Frequency and offset.
-    pub desc: ClockDesc,
-    /// One line saying how well it lines up with the user-space clock.
-    pub note: String,
-}
+/// The largest packet [`StreamWriter`] writes: [`PACKET_TARGET`] and one more event (at most
+/// an 11-byte header and [`MAX_FIELDS`] fields of at most 256 bytes). A stream whose packet
+/// claims more was not written by it (`crate::recovery` calls that damage, not a cut write).
+pub const PACKET_MAX: usize = PACKET_TARGET + 4096;
+/// The most fields an event class has.
+pub const MAX_FIELDS: usize = 8;
 
 /// What the metadata says besides the events.
 #[derive(Clone, Debug)]
@@ -60,94 +52,62 @@ pub struct KernelMeta {
     pub kernel_release: String,
     /// The categories recorded (`sched,irq`).
     pub categories: String,
+    /// The event classes ([`CLASSES`] and the system calls recorded by name).
+    pub classes: Arc<ClassTable>,
+}
+
+/// The event classes of `table` as the metadata declares them, the id being the index.
+fn event_classes(table: &ClassTable) -> Vec<EventClass> {
+    (0..table.len())
+        .filter_map(|i| {
+            let id = u16::try_from(i).ok()?;
+            Some(EventClass {
+                id,
+                name: table.name(id)?.into_owned(),
+                kind: Kind::Instant,
+                fields: Some(
+                    table
+                        .fields(id)?
+                        .iter()
+                        .map(|(n, _, t)| (n.to_string(), *t))
+                        .collect(),
+                ),
+            })
+        })
+        .collect()
+}
+
+impl KernelMeta {
+    /// The description and environment hushtrace-ctf renders.
+    pub fn to_desc(&self) -> (TraceDesc, KernelEnv) {
+        (
+            TraceDesc {
+                uuid: self.uuid,
+                clock_uuid: self.clock.uuid,
+                clock: self.clock.desc.clone(),
+                vpid: 0,
+                procname: String::new(),
+                hostname: self.hostname.clone(),
+                events: event_classes(&self.classes),
+            },
+            KernelEnv {
+                clock_name: self.clock.name.clone(),
+                clock_note: self.clock.note.clone(),
+                trace_clock: self.trace_clock.clone(),
+                kernel_release: self.kernel_release.clone(),
+                categories: self.categories.clone(),
+            },
+        )
+    }
 }
 
 /// Renders the TSDL metadata.
 pub fn to_tsdl(m: &KernelMeta) -> String {
-    let mut s = String::with_capacity(8192);
-    s.push_str("/* CTF 1.8 */\n\n");
-    hushtrace_ctf::metadata::integer_aliases(
-        &mut s,
-        &[
-            ("uint8_t", 8, false),
-            ("uint16_t", 16, false),
-            ("uint32_t", 32, false),
-            ("uint64_t", 64, false),
-            ("int32_t", 32, true),
-            ("int64_t", 64, true),
-        ],
-    );
-    let _ = writeln!(
-        s,
-        "\ntrace {{\n\tmajor = 1;\n\tminor = 8;\n\tuuid = \"{}\";\n\tbyte_order = le;\n\
-         \tpacket.header := struct {{\n\t\tuint32_t magic;\n\t\tuint8_t uuid[16];\n\
-         \t\tuint32_t stream_id;\n\t\tuint64_t stream_instance_id;\n\t}};\n}};\n",
-        uuid_string(&m.uuid)
-    );
-    // LTTng's kernel trace environment, so Trace Compass opens it as a kernel trace.
-    let _ = writeln!(
-        s,
-        "env {{\n\thostname = \"{}\";\n\tdomain = \"kernel\";\n\tsysname = \"Linux\";\n\
-         \tkernel_release = \"{}\";\n\ttracer_name = \"lttng-modules\";\n\ttracer_major = 2;\n\
-         \ttracer_minor = 13;\n\ttracer_patchlevel = 0;\n\ttrace_buffering_scheme = \"global\";\n\
-         \tproducer = \"{PRODUCER}\";\n\ttrace_clock = \"{}\";\n\tclock_note = \"{}\";\n\
-         \tcategories = \"{}\";\n}};\n",
-        escape(&m.hostname),
-        escape(&m.kernel_release),
-        escape(&m.trace_clock),
-        escape(&m.clock.note),
-        escape(&m.categories)
-    );
-    let c = &m.clock;
-    let _ = writeln!(
-        s,
-        "clock {{\n\tname = \"{}\";\n\tuuid = \"{}\";\n\tdescription = \"{}\";\n\tfreq = {};\n\
-         \tprecision = 1;\n\toffset_s = {};\n\toffset = {};\n\tabsolute = TRUE;\n}};\n",
-        escape(&c.name),
-        uuid_string(&c.uuid),
-        escape(&format!(
-            "ftrace {} clock, {}",
-            m.trace_clock, c.desc.source
-        )),
-        c.desc.freq,
-        c.desc.offset_s,
-        c.desc.offset
-    );
-    let _ = writeln!(
-        s,
-        "typealias integer {{ size = 64; align = 8; signed = false; map = clock.{}.value; }} \
-         := uint64_clock_t;\n",
-        c.name
-    );
-    s.push_str(
-        "stream {\n\tid = 0;\n\tevent.header := struct {\n\t\tuint16_t id;\n\
-         \t\tuint64_clock_t timestamp;\n\t};\n\tpacket.context := struct {\n\
-         \t\tuint64_clock_t timestamp_begin;\n\t\tuint64_clock_t timestamp_end;\n\
-         \t\tuint64_t content_size;\n\t\tuint64_t packet_size;\n\t\tuint64_t packet_seq_num;\n\
-         \t\tuint64_t events_discarded;\n\t\tuint32_t cpu_id;\n\t};\n};\n\n",
-    );
-    for (id, c) in CLASSES.iter().enumerate() {
-        let _ = writeln!(
-            s,
-            "event {{\n\tname = \"{}\";\n\tid = {id};\n\tstream_id = 0;\n\tfields := struct {{",
-            c.name
-        );
-        for (name, _, ty) in c.fields {
-            let _ = writeln!(s, "\t\t{} _{name};", ty.tsdl());
-        }
-        s.push_str("\t};\n};\n\n");
-    }
-    s
+    let (desc, env) = m.to_desc();
+    kernel_to_tsdl(&desc, &env)
 }
 
-/// A field value while writing.
-#[derive(Clone, Copy, Debug)]
-pub enum Out<'a> {
-    /// An integer (written with the class's type).
-    Int(i64),
-    /// Text (invalid UTF-8 replaced, cut at 255 bytes).
-    Text(&'a [u8]),
-}
+pub use crate::event::Out;
 
 /// Writes one stream file, packet by packet.
 #[derive(Debug)]
@@ -157,7 +117,9 @@ pub struct StreamWriter {
     uuid: [u8; 16],
     instance: u64,
     cpu: u32,
-    events: Vec<u8>,
+    classes: Arc<ClassTable>,
+    /// The packet being filled: room for its header, then the events.
+    packet: Vec<u8>,
     begin: Option<u64>,
     last: u64,
     seq: u64,
@@ -168,24 +130,39 @@ pub struct StreamWriter {
     pub reordered: u64,
 }
 
+/// Why an event could not be written.
+fn mismatch(class: &str) -> io::Error {
+    io::Error::new(
+        io::ErrorKind::InvalidInput,
+        format!("{class}: values do not match the event's fields"),
+    )
+}
+
 impl StreamWriter {
-    /// Creates `path` (mode 0600, never following a link).
+    /// Creates `path` (mode 0600, never following a link, never over an existing file).
     pub fn create(path: &Path, uuid: [u8; 16], instance: u64, cpu: u32) -> io::Result<Self> {
-        use std::os::unix::fs::OpenOptionsExt;
-        let file = std::fs::OpenOptions::new()
-            .write(true)
-            .create_new(true)
-            .mode(0o600)
-            .custom_flags(libc::O_NOFOLLOW)
-            .open(path)
-            .map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", path.display())))?;
+        let (parent, name) = match (path.parent(), path.file_name().and_then(|n| n.to_str())) {
+            (Some(p), Some(n)) => (p, n),
+            _ => {
+                return Err(io::Error::new(
+                    io::ErrorKind::InvalidInput,
+                    format!("{}: not a file path", path.display()),
+                ))
+            }
+        };
+        let file = hushtrace_ctf::file::Dir::open(parent)
+            .and_then(|d| d.create_new(name))
+            .map_err(|e| io::Error::other(e.to_string()))?;
+        let mut packet = Vec::with_capacity(PACKET_MAX);
+        packet.resize(PACKET_HEADER_LEN, 0);
         Ok(StreamWriter {
             file,
             path: path.to_path_buf(),
             uuid,
             instance,
             cpu,
-            events: Vec::with_capacity(PACKET_TARGET + 4096),
+            classes: Arc::default(),
+            packet,
             begin: None,
             last: 0,
             seq: 0,
@@ -193,6 +170,13 @@ impl StreamWriter {
             written: 0,
             reordered: 0,
         })
+    }
+
+    /// The same writer for a trace with the classes of `classes` (by default [`CLASSES`]
+    /// only).
+    pub fn with_classes(mut self, classes: Arc<ClassTable>) -> StreamWriter {
+        self.classes = classes;
+        self
     }
 
     /// Counts `n` events the kernel lost (shown in the next packet's `events_discarded`).
@@ -205,44 +189,63 @@ impl StreamWriter {
         self.discarded
     }
 
-    /// Appends an event of class `id` at `ts` with `values` in the class's field order.
+    /// Appends `e` (its time and fields; its CPU is the stream's).
+    pub fn write(&mut self, e: &KEvent) -> io::Result<()> {
+        let name = e.name();
+        let id = self.classes.id_of(&name).ok_or_else(|| mismatch(&name))?;
+        e.event.with_values(|v| self.event(id, e.ts, v))
+    }
+
+    /// Appends an event of class `id` at `ts` with `values` in the class's field order and
+    /// types (an error, nothing written, if they do not match).
     pub fn event(&mut self, id: u16, ts: u64, values: &[Out<'_>]) -> io::Result<()> {
-        let class: &Class = &CLASSES[usize::from(id)];
+        let fields = self
+            .classes
+            .fields(id)
+            .ok_or_else(|| mismatch("unknown class"))?;
+        let ok = fields.len() == values.len()
+            && values.len() <= MAX_FIELDS
+            && fields.iter().zip(values).all(|((_, _, ty), v)| {
+                matches!(
+                    (ty, v),
+                    (Ty::Str, Out::Text(_)) | (Ty::I32 | Ty::U32 | Ty::I64, Out::Int(_))
+                )
+            });
+        if !ok {
+            return Err(mismatch(&self.classes.name(id).unwrap_or_default()));
+        }
         let ts = if ts < self.last {
             self.reordered += 1;
             self.last
         } else {
             ts
         };
-        if self.begin.is_none() {
-            self.begin = Some(ts.max(self.last));
-        }
+        let prev = match self.begin {
+            Some(_) => self.last,
+            None => {
+                self.begin = Some(ts);
+                ts
+            }
+        };
         self.last = ts;
-        self.events.extend_from_slice(&id.to_le_bytes());
-        self.events.extend_from_slice(&ts.to_le_bytes());
-        for ((_, _, ty), v) in class.fields.iter().zip(values) {
+        push_event_header(&mut self.packet, id, ts, prev);
+        for ((_, _, ty), v) in fields.iter().zip(values) {
             match (ty, v) {
-                (Ty::I32, Out::Int(n)) => self.events.extend_from_slice(&(*n as i32).to_le_bytes()),
-                (Ty::U32, Out::Int(n)) => self.events.extend_from_slice(&(*n as u32).to_le_bytes()),
-                (Ty::I64, Out::Int(n)) => self.events.extend_from_slice(&n.to_le_bytes()),
-                (Ty::Str, Out::Text(t)) => {
+                (Ty::I32, Out::Int(n)) => self.packet.extend_from_slice(&(*n as i32).to_le_bytes()),
+                (Ty::U32, Out::Int(n)) => self.packet.extend_from_slice(&(*n as u32).to_le_bytes()),
+                (_, Out::Int(n)) => self.packet.extend_from_slice(&n.to_le_bytes()),
+                (_, Out::Text(t)) => {
                     let t = &t[..t.len().min(255)];
-                    match std::str::from_utf8(t) {
-                        Ok(s) => self.events.extend_from_slice(s.as_bytes()),
-                        Err(_) => self
-                            .events
-                            .extend_from_slice(String::from_utf8_lossy(t).as_bytes()),
-                    }
-                    self.events.push(0);
+                    let t = String::from_utf8_lossy(t);
+                    // NUL ends a CTF string: one inside the text would cut it.
+                    self.packet
+                        .extend(t.as_bytes().iter().map(|&c| if c == 0 { b' ' } else { c }));
+                    self.packet.push(0);
                 }
-                (Ty::Str, Out::Int(_)) => self.events.push(0),
-                (_, Out::Text(_)) => self
-                    .events
-                    .extend_from_slice(&[0u8; 8][..if *ty == Ty::I64 { 8 } else { 4 }]),
             }
         }
         self.written += 1;
-        if self.events.len() >= PACKET_TARGET {
+        if self.packet.len() >= PACKET_TARGET {
             self.flush()?;
         }
         Ok(())
@@ -253,144 +256,34 @@ impl StreamWriter {
         let Some(begin) = self.begin.take() else {
             return Ok(());
         };
-        let size = ((PACKET_HEADER_LEN + self.events.len()) * 8) as u64;
-        let mut h = Vec::with_capacity(PACKET_HEADER_LEN);
-        h.extend_from_slice(&MAGIC.to_le_bytes());
-        h.extend_from_slice(&self.uuid);
-        h.extend_from_slice(&0u32.to_le_bytes());
-        h.extend_from_slice(&self.instance.to_le_bytes());
-        h.extend_from_slice(&begin.to_le_bytes());
-        h.extend_from_slice(&self.last.to_le_bytes());
-        h.extend_from_slice(&size.to_le_bytes());
-        h.extend_from_slice(&size.to_le_bytes());
-        h.extend_from_slice(&self.seq.to_le_bytes());
-        h.extend_from_slice(&self.discarded.to_le_bytes());
-        h.extend_from_slice(&self.cpu.to_le_bytes());
-        debug_assert_eq!(h.len(), PACKET_HEADER_LEN);
-        let r = self
-            .file
-            .write_all(&h)
-            .and_then(|()| self.file.write_all(&self.events));
-        self.events.clear();
+        PacketHeader {
+            uuid: self.uuid,
+            stream_instance_id: self.instance,
+            timestamp_begin: begin,
+            timestamp_end: self.last,
+            seq: self.seq,
+            events_discarded: self.discarded,
+            vpid: self.cpu,
+            ..PacketHeader::default()
+        }
+        .with_len(self.packet.len())
+        .write_to(&mut self.packet);
+        let r = self.file.write_all(&self.packet);
+        self.packet.truncate(PACKET_HEADER_LEN);
         self.seq += 1;
         r.map_err(|e| io::Error::new(e.kind(), format!("{}: {e}", self.path.display())))
     }
 }
 
-/// A decoded field value.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Val {
-    /// An integer.
-    Int(i64),
-    /// Text.
-    Str(String),
-}
+/// By event id: the system call of a `syscall_entry_`/`syscall_exit_` class, and whether it
+/// is the exit.
+type SyscallClasses = Arc<Vec<Option<(Arc<str>, bool)>>>;
 
-/// Most text fields a class has.
-const MAX_TEXT: usize = 2;
-/// Most fields a class has.
-const MAX_VALUES: usize = 8;
+/// An error reading a kernel trace: the file, where in it, and what was wrong (the process
+/// traces' reader's error).
+pub type ReadError = Error;
 
-/// One kernel event read back: no allocation of its own (integers inline, text shared with
-/// every other event holding the same string), so a trace of millions of events stays
-/// about 110 bytes an event.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct KEvent {
-    /// Timestamp in clock cycles of the trace's clock.
-    pub ts: u64,
-    /// CPU it happened on.
-    pub cpu: u32,
-    /// Index into [`CLASSES`].
-    pub class: u16,
-    /// Integer fields by position in the class (text fields' slots unused).
-    ints: [i64; MAX_VALUES],
-    /// Text fields, in their order in the class.
-    texts: [Option<Arc<str>>; MAX_TEXT],
-}
-
-impl KEvent {
-    /// An event of class `class` with `values` in the class's field order (a value of the
-    /// wrong kind reads as 0 or `""`; values past the class's fields are ignored).
-    pub fn new(ts: u64, cpu: u32, class: u16, values: &[Val]) -> KEvent {
-        let mut e = KEvent {
-            ts,
-            cpu,
-            class,
-            ints: [0; MAX_VALUES],
-            texts: Default::default(),
-        };
-        let mut t = 0;
-        for (i, ((_, _, ty), v)) in CLASSES[usize::from(class)]
-            .fields
-            .iter()
-            .zip(values)
-            .enumerate()
-        {
-            match (ty, v) {
-                (Ty::Str, Val::Str(s)) if t < MAX_TEXT => {
-                    e.texts[t] = Some(Arc::from(s.as_str()));
-                    t += 1;
-                }
-                (Ty::Str, _) => t += 1,
-                (_, Val::Int(n)) if i < MAX_VALUES => e.ints[i] = *n,
-                _ => {}
-            }
-        }
-        e
-    }
-
-    /// The event's name.
-    pub fn name(&self) -> &'static str {
-        CLASSES[usize::from(self.class)].name
-    }
-
-    /// The integer field `field` (0 if absent).
-    pub fn int(&self, field: &str) -> i64 {
-        CLASSES[usize::from(self.class)]
-            .fields
-            .iter()
-            .position(|(n, _, ty)| *n == field && *ty != Ty::Str)
-            .and_then(|i| self.ints.get(i).copied())
-            .unwrap_or(0)
-    }
-
-    /// The text field `field` (`""` if absent).
-    pub fn text(&self, field: &str) -> &str {
-        CLASSES[usize::from(self.class)]
-            .fields
-            .iter()
-            .filter(|(_, _, ty)| *ty == Ty::Str)
-            .position(|(n, _, _)| *n == field)
-            .and_then(|i| self.texts.get(i)?.as_deref())
-            .unwrap_or("")
-    }
-}
-
-/// An error reading a kernel trace: the file and what was wrong.
-#[derive(Debug)]
-pub struct ReadError {
-    /// The file.
-    pub path: PathBuf,
-    /// What was wrong.
-    pub message: String,
-}
-
-impl std::fmt::Display for ReadError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.path.display(), self.message)
-    }
-}
-
-impl std::error::Error for ReadError {}
-
-fn err(path: &Path, message: impl Into<String>) -> ReadError {
-    ReadError {
-        path: path.to_path_buf(),
-        message: message.into(),
-    }
-}
-
-/// A kernel trace read into memory, its events in time order.
+/// A kernel trace: its metadata, and its streams, read on demand ([`KernelTrace::events`]).
 #[derive(Debug)]
 pub struct KernelTrace {
     /// The directory (`DIR/kernel`).
@@ -399,123 +292,112 @@ pub struct KernelTrace {
     pub clock: KernelClock,
     /// The ftrace clock used.
     pub trace_clock: String,
-    /// Events in time order (per-CPU streams merged).
-    pub events: Vec<KEvent>,
-    /// Events the kernel lost, summed over the streams.
-    pub discarded: u64,
     /// CPUs that have a stream.
     pub cpus: Vec<u32>,
+    desc: Arc<TraceDesc>,
+    streams: Vec<PathBuf>,
+    /// By event id: the system call of a `syscall_entry_`/`syscall_exit_` class, and whether
+    /// it is the exit.
+    syscalls: SyscallClasses,
 }
 
-/// The kernel trace directory of session `dir`, if it has one (`dir` may be the kernel
-/// directory itself).
-pub fn kernel_dir(dir: &Path) -> Option<PathBuf> {
-    let k = dir.join(KERNEL_DIR);
-    if k.join("metadata").is_file() {
-        return Some(k);
-    }
-    (dir.file_name().is_some_and(|n| n == KERNEL_DIR) && dir.join("metadata").is_file())
-        .then(|| dir.to_path_buf())
-}
-
-fn tsdl_value<'a>(block: &'a str, key: &str) -> Option<&'a str> {
-    block.lines().find_map(|l| {
-        let l = l.trim();
-        let rest = l.strip_prefix(key)?.trim_start().strip_prefix('=')?;
-        Some(rest.trim().trim_end_matches(';').trim().trim_matches('"'))
-    })
-}
-
-/// What [`read_meta`] returns: the clock, the ftrace clock's name, and the event ids of the
-/// metadata paired with the indexes of their [`CLASSES`].
-pub type Meta = (KernelClock, String, Vec<(u16, u16)>);
-
-/// Reads the metadata of kernel trace `dir`.
-pub fn read_meta(dir: &Path) -> Result<Meta, ReadError> {
-    let path = dir.join("metadata");
-    let text = std::fs::read_to_string(&path).map_err(|e| err(&path, e.to_string()))?;
-    if !text.contains(&format!("producer = \"{PRODUCER}\";")) {
-        return Err(err(&path, "not a kernel trace written by hushtrace"));
-    }
-    let clock_block = text
-        .split("clock {")
-        .nth(1)
-        .and_then(|r| r.split("};").next())
-        .ok_or_else(|| err(&path, "no clock block"))?;
-    let num = |k: &str| -> Result<i64, ReadError> {
-        tsdl_value(clock_block, k)
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| err(&path, format!("clock block: bad or missing `{k}`")))
-    };
-    let clock = KernelClock {
-        name: tsdl_value(clock_block, "name").unwrap_or("").to_string(),
-        uuid: tsdl_value(clock_block, "uuid")
-            .and_then(parse_uuid)
-            .ok_or_else(|| err(&path, "clock block: bad uuid"))?,
-        desc: ClockDesc {
-            freq: u64::try_from(num("freq")?).unwrap_or(0).max(1),
-            offset_s: num("offset_s")?,
-            offset: u64::try_from(num("offset")?).unwrap_or(0),
-            source: tsdl_value(clock_block, "description")
-                .unwrap_or("")
-                .to_string(),
-        },
-        note: tsdl_value(&text, "clock_note").unwrap_or("").to_string(),
-    };
-    let trace_clock = tsdl_value(&text, "trace_clock").unwrap_or("").to_string();
-    // Map the metadata's event ids to our classes by name.
-    let mut ids = Vec::new();
-    for block in text.split("event {").skip(1) {
-        let name = tsdl_value(block, "name").unwrap_or("");
-        let id: u16 = tsdl_value(block, "id")
-            .and_then(|v| v.parse().ok())
-            .ok_or_else(|| err(&path, format!("event {name:?}: bad id")))?;
-        let class = crate::schema::id_of(name)
-            .ok_or_else(|| err(&path, format!("unknown kernel event {name:?}")))?;
-        ids.push((id, class));
-    }
-    Ok((clock, trace_clock, ids))
+/// The CPU of stream file `name` (`channel<k>_<cpu>`).
+fn stream_cpu(name: &str) -> Option<u32> {
+    name.strip_prefix(STREAM_PREFIX)?
+        .split_once('_')?
+        .1
+        .parse()
+        .ok()
 }
 
 impl KernelTrace {
-    /// Reads the kernel trace in `dir` (a `kernel/` directory).
+    /// Opens the kernel trace in `dir` (a `kernel/` directory): reads and checks its metadata
+    /// and lists its stream files.
     pub fn open(dir: &Path) -> Result<KernelTrace, ReadError> {
-        let (clock, trace_clock, ids) = read_meta(dir)?;
+        // Not through a symbolic link: the directory itself is opened with O_NOFOLLOW.
+        drop(hushtrace_ctf::file::Dir::open(dir)?);
+        let mpath = dir.join("metadata");
+        let (desc, env) = read_kernel_metadata(&mpath)?;
+        // The classes must be this hushtrace's, field for field: events are decoded by them.
+        let ours = event_classes(&ClassTable::default());
+        let one = event_classes(&ClassTable::new(vec!["x".into()]));
+        let fields_of = |i: usize| one.get(CLASSES.len() + i).and_then(|c| c.fields.clone());
+        let mut syscalls = Vec::new();
+        for c in &desc.events {
+            let call = match (
+                c.name.strip_prefix(SYSCALL_ENTRY),
+                c.name.strip_prefix(SYSCALL_EXIT),
+            ) {
+                (Some(call), _) if c.fields == fields_of(0) => Some((call, false)),
+                (_, Some(call)) if c.fields == fields_of(1) => Some((call, true)),
+                _ => None,
+            };
+            if let Some((call, exit)) = call {
+                let i = usize::from(c.id);
+                if syscalls.len() <= i {
+                    syscalls.resize(i + 1, None);
+                }
+                syscalls[i] = Some((Arc::from(call), exit));
+                continue;
+            }
+            if !ours
+                .iter()
+                .any(|o| o.name == c.name && o.fields == c.fields)
+            {
+                return Err(Error::not_hushtrace(
+                    &mpath,
+                    Location::File,
+                    format!(
+                        "kernel event {:?} is unknown or has other fields than this hushtrace's",
+                        c.name
+                    ),
+                ));
+            }
+        }
         let mut streams = Vec::new();
-        for e in std::fs::read_dir(dir).map_err(|e| err(dir, e.to_string()))? {
-            let e = e.map_err(|e| err(dir, e.to_string()))?;
-            if e.file_name().to_string_lossy().starts_with(STREAM_PREFIX) {
-                let ft = e.file_type().map_err(|x| err(&e.path(), x.to_string()))?;
-                if !ft.is_file() {
-                    return Err(err(&e.path(), "not a regular file"));
+        let mut cpus = Vec::new();
+        for e in std::fs::read_dir(dir).map_err(|e| Error::io(dir, e))? {
+            let e = e.map_err(|e| Error::io(dir, e))?;
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.starts_with(STREAM_PREFIX) {
+                if let Some(cpu) = stream_cpu(&name) {
+                    if !cpus.contains(&cpu) {
+                        cpus.push(cpu);
+                    }
                 }
                 streams.push(e.path());
             }
         }
         streams.sort();
-        let mut events = Vec::new();
-        let mut discarded = 0;
-        let mut cpus = Vec::new();
-        let mut strings = Interner::default();
-        for p in &streams {
-            let (cpu, d) = read_stream(p, &ids, &mut strings, &mut events)?;
-            discarded += d;
-            if let Some(c) = cpu {
-                if !cpus.contains(&c) {
-                    cpus.push(c);
-                }
-            }
-        }
         cpus.sort_unstable();
-        // Stable: events of one stream keep their order at equal times.
-        events.sort_by_key(|e| e.ts);
         Ok(KernelTrace {
             dir: dir.to_path_buf(),
-            clock,
-            trace_clock,
-            events,
-            discarded,
+            clock: KernelClock {
+                name: env.clock_name,
+                uuid: desc.clock_uuid,
+                desc: desc.clock.clone(),
+                note: env.clock_note,
+            },
+            trace_clock: env.trace_clock,
             cpus,
+            desc: Arc::new(desc),
+            streams,
+            syscalls: Arc::new(syscalls),
+        })
+    }
+
+    /// The events of every stream in time order (per-CPU streams merged), read as they are
+    /// consumed: memory is one window per stream whatever the trace's size.
+    pub fn events(&self) -> Result<Events, ReadError> {
+        let streams = self
+            .streams
+            .iter()
+            .map(|p| Ok((0, StreamReader::open(self.desc.clone(), p)?)))
+            .collect::<Result<Vec<_>, Error>>()?;
+        Ok(Events {
+            merged: Merged::new(vec![self.desc.clone()], streams)?,
+            read: 0,
+            syscalls: self.syscalls.clone(),
         })
     }
 
@@ -523,122 +405,107 @@ impl KernelTrace {
     pub fn epoch_ns(&self, ts: u64) -> i128 {
         self.clock.desc.to_epoch_ns(ts)
     }
-}
 
-/// One shared copy of each distinct text (task names repeat in every event).
-#[derive(Default)]
-struct Interner(std::collections::HashMap<Vec<u8>, Arc<str>>);
-
-impl Interner {
-    fn intern(&mut self, b: &[u8]) -> Arc<str> {
-        if let Some(s) = self.0.get(b) {
-            return s.clone();
-        }
-        let s: Arc<str> = Arc::from(String::from_utf8_lossy(b).as_ref());
-        self.0.insert(b.to_vec(), s.clone());
-        s
+    /// [`KernelTrace::epoch_ns`] clamped to `i64` (the unit of [`crate::analysis`]).
+    pub fn ns(&self, ts: u64) -> i64 {
+        self.epoch_ns(ts).clamp(i64::MIN as i128, i64::MAX as i128) as i64
     }
 }
 
-fn rd_u64(b: &[u8], at: usize) -> u64 {
-    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+/// The events of a kernel trace in time order (see [`KernelTrace::events`]).
+#[derive(Debug)]
+pub struct Events {
+    merged: Merged,
+    read: u64,
+    syscalls: SyscallClasses,
 }
 
-/// Reads one stream file's events into `out`; returns its CPU and its lost-event count.
-fn read_stream(
-    path: &Path,
-    ids: &[(u16, u16)],
-    strings: &mut Interner,
-    out: &mut Vec<KEvent>,
-) -> Result<(Option<u32>, u64), ReadError> {
-    let data = std::fs::read(path).map_err(|e| err(path, e.to_string()))?;
-    let mut pos = 0usize;
-    let mut cpu_seen = None;
-    let mut discarded = 0;
-    while pos < data.len() {
-        let h = data
-            .get(pos..pos + PACKET_HEADER_LEN)
-            .ok_or_else(|| err(path, format!("byte offset {pos}: truncated packet header")))?;
-        if u32::from_le_bytes(h[0..4].try_into().expect("4")) != MAGIC {
-            return Err(err(path, format!("byte offset {pos}: bad packet magic")));
-        }
-        let content = (rd_u64(h, 48) / 8) as usize;
-        let size = (rd_u64(h, 56) / 8) as usize;
-        discarded = rd_u64(h, 72);
-        let cpu = u32::from_le_bytes(h[80..84].try_into().expect("4"));
-        cpu_seen = Some(cpu);
-        if content < PACKET_HEADER_LEN
-            || size < content
-            || pos.checked_add(size).is_none_or(|end| end > data.len())
-        {
-            return Err(err(
-                path,
-                format!("byte offset {pos}: packet size {size} / content {content} out of bounds"),
-            ));
-        }
-        let end = pos + content;
-        let mut p = pos + PACKET_HEADER_LEN;
-        while p < end {
-            let b = &data[p..end];
-            if b.len() < EVENT_HEADER_LEN {
-                return Err(err(
-                    path,
-                    format!("byte offset {p}: truncated event header"),
-                ));
-            }
-            let id = u16::from_le_bytes([b[0], b[1]]);
-            let ts = rd_u64(b, 2);
-            let class = ids
-                .iter()
-                .find(|(i, _)| *i == id)
-                .map(|(_, c)| *c)
-                .ok_or_else(|| err(path, format!("byte offset {p}: unknown event id {id}")))?;
-            let mut q = EVENT_HEADER_LEN;
-            let mut ev = KEvent {
-                ts,
-                cpu,
-                class,
-                ints: [0; MAX_VALUES],
-                texts: Default::default(),
+impl Events {
+    /// The next event; `Ok(None)` at the end.
+    #[allow(clippy::should_implement_trait)] // fallible
+    pub fn next(&mut self) -> Result<Option<KEvent>, ReadError> {
+        let (decoded, stream, offset) = {
+            let Some(m) = self.merged.next()? else {
+                return Ok(None);
             };
-            let mut t = 0;
-            for (i, (_, _, ty)) in CLASSES[usize::from(class)].fields.iter().enumerate() {
-                let short = || err(path, format!("byte offset {}: truncated event", p + q));
-                let int = |n: usize| b.get(q..q + n).ok_or_else(short);
-                let v = match ty {
-                    Ty::I32 => i32::from_le_bytes(int(4)?.try_into().expect("4")) as i64,
-                    Ty::U32 => u32::from_le_bytes(int(4)?.try_into().expect("4")) as i64,
-                    Ty::I64 => i64::from_le_bytes(int(8)?.try_into().expect("8")),
-                    Ty::Str => {
-                        let rest = b.get(q..).ok_or_else(short)?;
-                        let n = rest.iter().position(|&c| c == 0).ok_or_else(short)?;
-                        if t < MAX_TEXT {
-                            ev.texts[t] = Some(strings.intern(&rest[..n]));
-                        }
-                        t += 1;
-                        q += n + 1;
-                        continue;
+            let ev = m.event;
+            let mut vals = [In::Int(0); MAX_FIELDS];
+            let mut n = 0;
+            let mut ok = true;
+            for (_, v) in ev.fields() {
+                let Some(slot) = vals.get_mut(n) else {
+                    ok = false;
+                    break;
+                };
+                *slot = match v {
+                    Value::I32(x) => In::Int(x.into()),
+                    Value::U32(x) => In::Int(x.into()),
+                    Value::I64(x) => In::Int(x),
+                    Value::Str(s) => In::Text(s),
+                    _ => {
+                        ok = false;
+                        break;
                     }
                 };
-                q += if matches!(ty, Ty::I64) { 8 } else { 4 };
-                if i < MAX_VALUES {
-                    ev.ints[i] = v;
-                }
+                n += 1;
             }
-            out.push(ev);
-            p += q;
+            let syscall = self
+                .syscalls
+                .get(usize::from(ev.class.id))
+                .and_then(|s| s.as_ref());
+            let decoded = ok
+                .then(|| match syscall {
+                    Some((call, exit)) => Event::syscall(call.clone(), *exit, &vals[..n]),
+                    None => Event::decode(&ev.class.name, &vals[..n]),
+                })
+                .flatten()
+                .map(|event| KEvent {
+                    ts: ev.timestamp,
+                    cpu: ev.packet.vpid,
+                    event,
+                });
+            (decoded, m.stream, ev.offset)
+        };
+        match decoded {
+            Some(e) => {
+                self.read += 1;
+                Ok(Some(e))
+            }
+            None => Err(Error::corrupt(
+                self.merged.streams()[stream].1.path(),
+                offset,
+                "event fields do not match its class",
+            )),
         }
-        pos += size;
     }
-    Ok((cpu_seen, discarded))
+
+    /// Events returned so far.
+    pub fn read(&self) -> u64 {
+        self.read
+    }
+
+    /// Events the kernel lost, as the packets read so far say (all of them at the end).
+    pub fn discarded(&self) -> u64 {
+        self.merged
+            .streams()
+            .iter()
+            .map(|(_, s)| s.events_discarded())
+            .sum()
+    }
+
+    /// Tolerated defects so far (a truncated last packet: a recorder killed mid-write).
+    pub fn take_warnings(&mut self) -> Vec<Warning> {
+        self.merged.take_warnings()
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::schema::id_of;
+    use crate::event::{Comm, SchedSwitch, Wake};
+    use hushtrace_ctf::metadata::ClockDesc;
 
-    fn meta() -> KernelMeta {
+    pub(crate) fn meta() -> KernelMeta {
         KernelMeta {
             uuid: [3; 16],
             clock: KernelClock {
@@ -656,7 +523,17 @@ mod tests {
             hostname: "h".into(),
             kernel_release: "6.1".into(),
             categories: "sched".into(),
+            classes: Arc::default(),
         }
+    }
+
+    fn all(t: &KernelTrace) -> Result<Vec<KEvent>, ReadError> {
+        let mut ev = t.events()?;
+        let mut v = Vec::new();
+        while let Some(e) = ev.next()? {
+            v.push(e);
+        }
+        Ok(v)
     }
 
     #[test]
@@ -665,37 +542,129 @@ mod tests {
         let m = meta();
         std::fs::write(dir.path().join("metadata"), to_tsdl(&m)).unwrap();
         let mut w = StreamWriter::create(&dir.path().join("channel0_1"), m.uuid, 1, 1).unwrap();
-        let sw = id_of("sched_switch").unwrap();
-        w.event(
-            sw,
-            100,
-            &[
-                Out::Text(b"a"),
-                Out::Int(10),
-                Out::Int(120),
-                Out::Int(1),
-                Out::Text(b"b\xff"),
-                Out::Int(11),
-                Out::Int(-51),
-            ],
-        )
+        let sw = SchedSwitch {
+            prev_comm: Comm::new(b"a"),
+            prev_tid: 10,
+            prev_prio: 120,
+            prev_state: 1,
+            next_comm: Comm::new(b"b"),
+            next_tid: 11,
+            next_prio: -51,
+        };
+        w.write(&KEvent {
+            ts: 100,
+            cpu: 1,
+            event: Event::SchedSwitch(sw),
+        })
         .unwrap();
         w.lost(3);
-        w.event(id_of("irq_softirq_entry").unwrap(), 90, &[Out::Int(1)])
-            .unwrap();
+        w.write(&KEvent {
+            ts: 90,
+            cpu: 1,
+            event: Event::SoftirqEntry { vec: 1 },
+        })
+        .unwrap();
+        // Values that do not match the class are refused, not written as 0.
+        let id = crate::schema::id_of("sched_waking").unwrap();
+        assert!(w.event(id, 120, &[Out::Int(1)]).is_err());
         w.flush().unwrap();
         assert_eq!(w.reordered, 1);
         let t = KernelTrace::open(dir.path()).unwrap();
-        assert_eq!(t.events.len(), 2);
-        assert_eq!(t.discarded, 3);
         assert_eq!(t.cpus, [1]);
-        let e = &t.events[0];
-        assert_eq!((e.name(), e.ts, e.cpu), ("sched_switch", 100, 1));
-        assert_eq!(e.int("next_prio"), -51);
-        assert_eq!(e.text("next_comm"), "b\u{fffd}");
-        assert_eq!(t.events[1].ts, 100);
-        assert_eq!(t.clock.desc.offset_s, 5);
+        let mut ev = t.events().unwrap();
+        let e = ev.next().unwrap().unwrap();
+        assert_eq!((&*e.name(), e.ts, e.cpu), ("sched_switch", 100, 1));
+        assert_eq!(e.event, Event::SchedSwitch(sw));
+        let e = ev.next().unwrap().unwrap();
+        assert_eq!((e.ts, e.event), (100, Event::SoftirqEntry { vec: 1 }));
+        assert!(ev.next().unwrap().is_none());
+        assert_eq!(ev.discarded(), 3);
+        assert_eq!(t.clock, m.clock);
         assert_eq!(t.trace_clock, "x86-tsc");
+    }
+
+    #[test]
+    fn system_calls_are_written_and_read_by_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let classes = Arc::new(ClassTable::new(vec!["futex".into(), "read".into()]));
+        let m = KernelMeta {
+            classes: classes.clone(),
+            ..meta()
+        };
+        std::fs::write(dir.path().join("metadata"), to_tsdl(&m)).unwrap();
+        let p = dir.path().join("channel1_0");
+        let mut w = StreamWriter::create(&p, m.uuid, 1 << 16, 0)
+            .unwrap()
+            .with_classes(classes);
+        let call: Arc<str> = "read".into();
+        w.write(&KEvent {
+            ts: 5,
+            cpu: 0,
+            event: Event::SyscallEntry {
+                call: call.clone(),
+                tid: 7,
+                id: 0,
+            },
+        })
+        .unwrap();
+        w.write(&KEvent {
+            ts: 6,
+            cpu: 0,
+            event: Event::SyscallExit {
+                call,
+                tid: 7,
+                id: 0,
+                ret: 12,
+            },
+        })
+        .unwrap();
+        w.flush().unwrap();
+        let v = all(&KernelTrace::open(dir.path()).unwrap()).unwrap();
+        let names: Vec<_> = v.iter().map(|e| e.name().into_owned()).collect();
+        assert_eq!(names, ["syscall_entry_read", "syscall_exit_read"]);
+        assert!(matches!(
+            &v[1].event,
+            Event::SyscallExit {
+                ret: 12,
+                tid: 7,
+                ..
+            }
+        ));
+    }
+
+    #[test]
+    fn streams_are_merged_in_time_order() {
+        let dir = tempfile::tempdir().unwrap();
+        let m = meta();
+        std::fs::write(dir.path().join("metadata"), to_tsdl(&m)).unwrap();
+        let wake = |tid| {
+            Event::SchedWaking(Wake {
+                comm: Comm::new(b"x"),
+                tid,
+                prio: 120,
+                target_cpu: 0,
+            })
+        };
+        for cpu in 0..3u32 {
+            let p = dir.path().join(format!("channel0_{cpu}"));
+            let mut w = StreamWriter::create(&p, m.uuid, cpu.into(), cpu).unwrap();
+            for i in 0..1000u64 {
+                // Far apart: some headers compact, some extended.
+                let ts = i * (1 << 20) * (u64::from(cpu) + 1) + u64::from(cpu);
+                w.write(&KEvent {
+                    ts,
+                    cpu,
+                    event: wake(i as i32),
+                })
+                .unwrap();
+            }
+            w.flush().unwrap();
+        }
+        let t = KernelTrace::open(dir.path()).unwrap();
+        let v = all(&t).unwrap();
+        assert_eq!(v.len(), 3000);
+        assert!(v.windows(2).all(|w| w[0].ts <= w[1].ts));
+        assert_eq!(t.cpus, [0, 1, 2]);
     }
 
     #[test]
@@ -706,11 +675,16 @@ mod tests {
         let path = dir.path().join("channel0_0");
         let mut w = StreamWriter::create(&path, m.uuid, 0, 0).unwrap();
         for i in 0..20 {
-            w.event(
-                id_of("sched_waking").unwrap(),
-                i,
-                &[Out::Text(b"x"), Out::Int(1), Out::Int(2), Out::Int(3)],
-            )
+            w.write(&KEvent {
+                ts: i,
+                cpu: 0,
+                event: Event::SchedWaking(Wake {
+                    comm: Comm::new(b"x"),
+                    tid: 1,
+                    prio: 2,
+                    target_cpu: 3,
+                }),
+            })
             .unwrap();
         }
         w.flush().unwrap();
@@ -730,7 +704,9 @@ mod tests {
                 }
             }
             std::fs::write(&path, &b).unwrap();
-            let _ = KernelTrace::open(dir.path());
+            if let Ok(t) = KernelTrace::open(dir.path()) {
+                let _ = all(&t);
+            }
         }
     }
 
@@ -739,12 +715,20 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         std::fs::write(dir.path().join("metadata"), "/* CTF 1.8 */\n").unwrap();
         let e = KernelTrace::open(dir.path()).unwrap_err();
-        assert!(e
-            .to_string()
-            .contains("not a kernel trace written by hushtrace"));
-        std::fs::write(dir.path().join("metadata"), to_tsdl(&meta())).unwrap();
-        std::fs::write(dir.path().join("channel0_0"), [0u8; 100]).unwrap();
+        assert!(e.to_string().contains("not a hushtrace trace"), "{e}");
+        // A process trace's metadata is not a kernel trace's.
+        let (desc, _) = meta().to_desc();
+        std::fs::write(
+            dir.path().join("metadata"),
+            hushtrace_ctf::metadata::to_tsdl(&desc),
+        )
+        .unwrap();
         let e = KernelTrace::open(dir.path()).unwrap_err();
-        assert!(e.to_string().contains("bad packet magic"), "{e}");
+        assert!(e.to_string().contains("metadata"), "{e}");
+        std::fs::write(dir.path().join("metadata"), to_tsdl(&meta())).unwrap();
+        std::fs::write(dir.path().join("channel0_0"), [0u8; 200]).unwrap();
+        let t = KernelTrace::open(dir.path()).unwrap();
+        let e = all(&t).unwrap_err();
+        assert!(e.to_string().contains("magic"), "{e}");
     }
 }

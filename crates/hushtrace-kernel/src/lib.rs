@@ -15,7 +15,8 @@
 //! * [`capture`]: the recording; [`clock`]: the trace clock, `x86-tsc` (hushtrace's own cycle
 //!   counter) or `mono` with its offset written down.
 //! * [`ctf`]: the CTF 1.8 kernel trace under `DIR/kernel/`, with LTTng's kernel event names
-//!   and fields ([`schema`]) so babeltrace2 merges it with the user-space streams and Trace
+//!   and fields ([`schema`], typed in [`event`]), written and read through `hushtrace-ctf`'s
+//!   one format layer (packet headers, metadata, reader, safe file access) so babeltrace2 merges it with the user-space streams and Trace
 //!   Compass opens it as a kernel trace; and its reader.
 //! * [`flight`]: in overwrite mode, the kernel's rings written beside each snapshot of the
 //!   program (`<session>/snapshots/<n>/kernel/`).
@@ -33,6 +34,7 @@ pub mod analysis;
 pub mod capture;
 pub mod clock;
 pub mod ctf;
+pub mod event;
 pub mod flight;
 pub mod format;
 pub mod owner;
@@ -43,5 +45,6 @@ pub mod signals;
 pub mod tracefs;
 
 pub use capture::{parse_categories, Capture, Error, Options, Summary};
-pub use ctf::{kernel_dir, KEvent, KernelTrace, KERNEL_DIR};
+pub use ctf::{Events, KernelTrace, KERNEL_DIR};
+pub use event::{Event, KEvent};
 pub use schema::Category;

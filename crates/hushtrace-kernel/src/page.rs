@@ -29,11 +29,10 @@ const COMMIT_MASK: u64 = (1 << 27) - 1;
 /// The bits absolute time stamps do not hold.
 const TS_MSB: u64 = 0xf8 << 56;
 
-/// Events lost before a page, as its header says.
+/// Events lost before a page, as its header says (a page without loss has none: see
+/// [`Page::missed`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Missed {
-    /// None.
-    None,
     /// Some, how many unknown.
     Unknown,
     /// This many.
@@ -57,8 +56,8 @@ impl std::error::Error for PageError {}
 pub struct Page<'a> {
     /// Base timestamp (trace-clock units).
     pub timestamp: u64,
-    /// Events lost before this page.
-    pub missed: Missed,
+    /// Events lost before this page (`None`: no loss).
+    pub missed: Option<Missed>,
     data: &'a [u8],
 }
 
@@ -83,19 +82,19 @@ impl<'a> Page<'a> {
             ))
         })?;
         let missed = if commit & MISSED_EVENTS == 0 {
-            Missed::None
+            None
         } else if commit & MISSED_STORED != 0 {
             let at = h.data + len;
-            match page.get(at..at + h.commit.1) {
+            Some(match page.get(at..at + h.commit.1) {
                 Some(b) => {
                     let mut v = [0u8; 8];
                     v[..b.len()].copy_from_slice(b);
                     Missed::Count(u64::from_le_bytes(v))
                 }
                 None => Missed::Unknown,
-            }
+            })
         } else {
-            Missed::Unknown
+            Some(Missed::Unknown)
         };
         Ok(Page {
             timestamp,
@@ -315,7 +314,7 @@ mod tests {
             .record(2, &long);
         let page = b.finish(None, 4096);
         let p = Page::parse(&page, &H).unwrap();
-        assert_eq!(p.missed, Missed::None);
+        assert_eq!(p.missed, None);
         let r: Vec<_> = p.records().collect::<Result<_, _>>().unwrap();
         assert_eq!(r.len(), 3);
         assert_eq!(r[0], (1_005, &[1u8, 2, 3, 4][..]));
@@ -329,9 +328,9 @@ mod tests {
         let mut b = PageBuilder::new(1);
         b.record(1, &[0; 4]);
         let p = b.finish(Some(Some(42)), 4096);
-        assert_eq!(Page::parse(&p, &H).unwrap().missed, Missed::Count(42));
+        assert_eq!(Page::parse(&p, &H).unwrap().missed, Some(Missed::Count(42)));
         let p = b.finish(Some(None), 4096);
-        assert_eq!(Page::parse(&p, &H).unwrap().missed, Missed::Unknown);
+        assert_eq!(Page::parse(&p, &H).unwrap().missed, Some(Missed::Unknown));
     }
 
     #[test]

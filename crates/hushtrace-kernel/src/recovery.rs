@@ -12,8 +12,8 @@
 //! * [`part`] tells a reader whether the session has a kernel part and whether it can be read,
 //!   so that none is ever skipped without a word.
 
-use crate::ctf::{KernelTrace, KERNEL_DIR, STREAM_PREFIX};
-use hushtrace_ctf::layout;
+use crate::ctf::{KernelTrace, KERNEL_DIR, PACKET_MAX, STREAM_PREFIX};
+use hushtrace_ctf::layout::{PacketHeader, PACKET_HEADER_LEN};
 use std::fs::File;
 use std::io;
 use std::os::unix::io::AsRawFd;
@@ -61,34 +61,6 @@ fn being_recorded(dir: &Path) -> bool {
     File::open(dir).is_ok_and(|f| matches!(try_lock(&f), Ok(false)))
 }
 
-/// Writes the metadata `text` of kernel trace `dir` atomically: a temporary file, then a
-/// rename over `metadata` (a reader sees the old or the new one, never a part).
-pub fn write_metadata(dir: &Path, text: &str) -> io::Result<()> {
-    use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
-    let tmp = dir.join(TEMP_METADATA);
-    let path = dir.join("metadata");
-    let named = |e: io::Error| io::Error::new(e.kind(), format!("{}: {e}", path.display()));
-    let _ = std::fs::remove_file(&tmp);
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .create_new(true)
-        .mode(0o600)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&tmp)
-        .map_err(named)?;
-    f.write_all(text.as_bytes())
-        .and_then(|()| f.sync_data())
-        .and_then(|()| std::fs::rename(&tmp, &path))
-        .map_err(|e| {
-            let _ = std::fs::remove_file(&tmp);
-            named(e)
-        })
-}
-
-/// The temporary file of [`write_metadata`] (hidden: babeltrace2 skips it).
-const TEMP_METADATA: &str = ".metadata.tmp";
-
 /// A session's kernel part, as a reader finds it.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Part {
@@ -122,7 +94,9 @@ fn kernel_dir_of(dir: &Path) -> PathBuf {
     k
 }
 
-/// Why kernel directory `dir` cannot be read as it is (`None`: it can be opened).
+/// Why kernel directory `dir` cannot be read as it is, in a state its recorder leaves (being
+/// recorded, killed before the metadata or in a packet's write); `None`: it can be opened, and
+/// the reader says what else is wrong with it (hostile or damaged files are errors).
 fn problem(dir: &Path) -> Option<String> {
     if !dir.is_dir() {
         return Some("not a directory".into());
@@ -136,7 +110,8 @@ fn problem(dir: &Path) -> Option<String> {
         Ok(s) => s,
         Err(e) => return Some(e.to_string()),
     };
-    if !dir.join("metadata").is_file() {
+    // Absent (a FIFO, a link or a directory under that name is the reader's error).
+    if std::fs::symlink_metadata(dir.join("metadata")).is_err() {
         let data = streams
             .iter()
             .any(|p| std::fs::metadata(p).is_ok_and(|m| m.len() > 0));
@@ -148,17 +123,14 @@ fn problem(dir: &Path) -> Option<String> {
             "no metadata and no events: its recorder died as it started".into()
         });
     }
+    // Damage (a scan error) is not a state a recorder leaves: the reader names it and fails.
     for p in &streams {
-        match scan(p) {
-            Ok(s) if s.partial > 0 => {
-                return Some(format!(
-                    "{}: a partial packet at its end (its recorder was killed): run `hushtrace \
-                     recover`",
-                    p.display()
-                ))
-            }
-            Ok(_) => {}
-            Err(e) => return Some(e),
+        if scan(p).is_ok_and(|s| s.partial > 0) {
+            return Some(format!(
+                "{}: a partial packet at its end (its recorder was killed): run `hushtrace \
+                 recover`",
+                p.display()
+            ));
         }
     }
     None
@@ -190,18 +162,11 @@ struct Scan {
     partial: u64,
 }
 
-/// Bytes of a packet's beginning that say its size (magic, UUID, ids, times, content and
-/// packet sizes): the same offsets in every hushtrace packet header
-/// ([`hushtrace_ctf::layout`]), whatever follows them.
-const SIZES_END: usize = layout::OFF_PACKET_SIZE + 8;
-
-/// `(content, packet)` sizes in bytes of the packet beginning with `h` (at least
-/// [`SIZES_END`] bytes); `None` when the magic is wrong.
-fn packet_sizes(h: &[u8]) -> Option<(u64, u64)> {
-    (layout::read_u32(h, layout::OFF_MAGIC)? == layout::MAGIC).then_some((
-        layout::read_u64(h, layout::OFF_CONTENT_SIZE)? / 8,
-        layout::read_u64(h, layout::OFF_PACKET_SIZE)? / 8,
-    ))
+/// The header of the packet beginning with `h` (at least [`PACKET_HEADER_LEN`] bytes, decoded
+/// by [`PacketHeader`], the one codec of hushtrace's packet headers); `None` when the magic is
+/// wrong.
+fn packet_header(h: &[u8]) -> Option<PacketHeader> {
+    PacketHeader::decode(h).filter(|_| PacketHeader::magic_ok(h))
 }
 
 /// Walks the packets of stream file `path` (reading their headers only): complete ones, then
@@ -214,18 +179,24 @@ fn scan(path: &Path) -> Result<Scan, String> {
     let len = f.metadata().map_err(named)?.len();
     let mut s = Scan::default();
     let mut pos = 0u64;
-    let mut h = [0u8; SIZES_END];
-    while len - pos >= SIZES_END as u64 {
-        f.read_exact_at(&mut h, pos).map_err(named)?;
-        let Some((content, size)) = packet_sizes(&h) else {
+    let mut h = [0u8; PACKET_HEADER_LEN];
+    while pos < len {
+        let n = (len - pos).min(PACKET_HEADER_LEN as u64) as usize;
+        f.read_exact_at(&mut h[..n], pos).map_err(named)?;
+        // Even a partial header starts with the magic: a write is cut, not garbled.
+        if n >= 4 && !PacketHeader::magic_ok(&h[..n]) {
             return Err(format!(
                 "{}: byte offset {pos}: not a packet (bad magic)",
                 path.display()
             ));
+        }
+        let Some(p) = packet_header(&h[..n]) else {
+            break;
         };
-        if content < SIZES_END as u64 || size < content {
+        let (content, size) = (p.content_size / 8, p.packet_size / 8);
+        if content < PACKET_HEADER_LEN as u64 || size < content || size > PACKET_MAX as u64 {
             return Err(format!(
-                "{}: byte offset {pos}: packet size {size} / content {content} impossible",
+                "{}: byte offset {pos}: packet size {size} / content {content} impossible                  (a hushtrace kernel packet has {PACKET_HEADER_LEN} to {PACKET_MAX} bytes)",
                 path.display()
             ));
         }
@@ -250,15 +221,13 @@ pub fn complete_from(dir: &Path) -> Option<u64> {
     use std::os::unix::fs::FileExt;
     let mut from = None;
     for p in streams(dir).ok()? {
-        let mut h = [0u8; layout::OFF_EVENTS_DISCARDED + 8];
+        let mut h = [0u8; PACKET_HEADER_LEN];
         let Ok(f) = File::open(&p) else { continue };
-        if f.read_exact_at(&mut h, 0).is_err() || packet_sizes(&h).is_none() {
+        if f.read_exact_at(&mut h, 0).is_err() {
             continue;
         }
-        let discarded = layout::read_u64(&h, layout::OFF_EVENTS_DISCARDED).unwrap_or(0);
-        let begin = layout::read_u64(&h, layout::OFF_TIMESTAMP_BEGIN).unwrap_or(0);
-        if discarded > 0 {
-            from = from.max(Some(begin));
+        if let Some(first) = packet_header(&h).filter(|p| p.events_discarded > 0) {
+            from = from.max(Some(first.timestamp_begin));
         }
     }
     from
@@ -310,7 +279,8 @@ pub fn recover(session_dir: &Path) -> Recovery {
             return r;
         }
     };
-    // `.metadata.tmp` (here) or `.metadata.recover.tmp` (`hushtrace_ctf`'s replace).
+    // `.metadata.recover.tmp` (`hushtrace_ctf::file::Dir::replace_file`, how the recorder
+    // writes it) or `.metadata.tmp` (the name earlier recorders used).
     if let Ok(rd) = std::fs::read_dir(&dir) {
         for e in rd.flatten() {
             let n = e.file_name().to_string_lossy().into_owned();
@@ -360,7 +330,8 @@ fn cut(path: &Path, len: u64) -> Result<(), String> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::ctf::{self, KernelClock, KernelMeta, Out, StreamWriter};
+    use crate::clock::KernelClock;
+    use crate::ctf::{self, KernelMeta, Out, StreamWriter};
     use crate::schema::id_of;
     use hushtrace_ctf::metadata::ClockDesc;
 
@@ -382,13 +353,32 @@ mod tests {
             hostname: "h".into(),
             kernel_release: "6.1".into(),
             categories: "sched".into(),
+            classes: Default::default(),
         }
+    }
+
+    /// Writes the metadata of [`meta`] into `dir` as the recorder does.
+    fn write_metadata(dir: &Path) {
+        hushtrace_ctf::file::Dir::open(dir)
+            .and_then(|d| d.replace_file("metadata", ctf::to_tsdl(&meta()).as_bytes()))
+            .unwrap();
+    }
+
+    /// How many events kernel trace `dir` holds, read to the end.
+    fn count(dir: &Path) -> usize {
+        let k = KernelTrace::open(dir).unwrap();
+        let mut ev = k.events().unwrap();
+        let mut n = 0;
+        while ev.next().unwrap().is_some() {
+            n += 1;
+        }
+        n
     }
 
     /// A kernel directory with `packets` packets of 10 events in `channel0_0`.
     fn trace(dir: &Path, packets: u64) -> PathBuf {
         std::fs::create_dir_all(dir).unwrap();
-        write_metadata(dir, &ctf::to_tsdl(&meta())).unwrap();
+        write_metadata(dir);
         let path = dir.join("channel0_0");
         let mut w = StreamWriter::create(&path, meta().uuid, 0, 0).unwrap();
         for p in 0..packets {
@@ -412,11 +402,17 @@ mod tests {
         let stream = trace(&k, 3);
         let whole = std::fs::read(&stream).unwrap();
         let packet = whole.len() / 3;
-        for keep in [1, SIZES_END - 1, SIZES_END + 5, packet - 1] {
+        for keep in [
+            1,
+            3,
+            PACKET_HEADER_LEN - 1,
+            PACKET_HEADER_LEN + 5,
+            packet - 1,
+        ] {
             let mut b = whole.clone();
             b.extend_from_slice(&whole[..keep]);
             std::fs::write(&stream, &b).unwrap();
-            std::fs::write(k.join(TEMP_METADATA), "half").unwrap();
+            std::fs::write(k.join(".metadata.tmp"), "half").unwrap();
             std::fs::write(k.join(".metadata.recover.tmp"), "half").unwrap();
             assert!(
                 matches!(part(tmp.path()), Part::Unreadable(_, ref w) if w.contains("partial")),
@@ -427,9 +423,9 @@ mod tests {
             assert_eq!(r.problem, None);
             assert_eq!(r.cut, [(stream.clone(), keep as u64)]);
             assert!(r.temp_removed);
-            assert!(!k.join(".metadata.recover.tmp").exists() && !k.join(TEMP_METADATA).exists());
+            assert!(!k.join(".metadata.recover.tmp").exists() && !k.join(".metadata.tmp").exists());
             assert_eq!(r.readable, Some(1));
-            assert_eq!(KernelTrace::open(&k).unwrap().events.len(), 30);
+            assert_eq!(count(&k), 30);
             assert_eq!(std::fs::read(&stream).unwrap(), whole);
             assert_eq!(part(tmp.path()), Part::Readable(k.clone()));
             // Again: nothing to do.
@@ -475,6 +471,36 @@ mod tests {
         assert!(r.problem.as_deref().unwrap().contains("bad magic"), "{r:?}");
         assert!(r.cut.is_empty());
         assert_eq!(std::fs::read(&stream).unwrap(), b);
+        // Readers are not told to skip it: their reader names the damage and fails.
+        assert_eq!(part(tmp.path()), Part::Readable(k.clone()));
+        let mut ev = KernelTrace::open(&k).unwrap().events().unwrap();
+        let e = std::iter::from_fn(|| ev.next().transpose())
+            .find_map(Result::err)
+            .expect("an error");
+        assert!(e.to_string().contains("magic"), "{e}");
+        // A packet claiming more than the writer ever writes is damage, not a cut write.
+        let mut b = std::fs::read(&stream).unwrap();
+        b[second] ^= 0xff;
+        let size = PacketHeader::decode(&b).unwrap().with_len(PACKET_MAX + 1);
+        size.write_to(&mut b);
+        std::fs::write(&stream, &b).unwrap();
+        let r = recover(tmp.path());
+        assert!(
+            r.problem.as_deref().unwrap().contains("impossible"),
+            "{r:?}"
+        );
+        assert!(r.cut.is_empty());
+        assert_eq!(std::fs::read(&stream).unwrap(), b);
+        // A short tail that does not start as a packet is damage too, not a cut write.
+        let tmp = tempfile::tempdir().unwrap();
+        let k = tmp.path().join(KERNEL_DIR);
+        let stream = trace(&k, 1);
+        let mut b = std::fs::read(&stream).unwrap();
+        b.extend_from_slice(&[0xab; 10]);
+        std::fs::write(&stream, &b).unwrap();
+        let r = recover(tmp.path());
+        assert!(r.problem.as_deref().unwrap().contains("bad magic"), "{r:?}");
+        assert_eq!(std::fs::read(&stream).unwrap(), b);
     }
 
     #[test]
@@ -488,7 +514,7 @@ mod tests {
         std::fs::remove_file(k.join("metadata")).unwrap();
         let r = recover(tmp.path());
         assert!(r.problem.unwrap().contains("no metadata"));
-        write_metadata(&k, &ctf::to_tsdl(&meta())).unwrap();
+        write_metadata(&k);
         // Recording: read as "still being recorded", and not touched.
         let lock = RecordingLock::take(&k).unwrap();
         assert!(RecordingLock::take(&k).is_err());

@@ -1,30 +1,9 @@
 //! The kernel events hushtrace records: LTTng's names and fields (lttng-modules
 //! `instrumentation/events/sched.h`, `irq.h`), each taken from one ftrace event.
 
-/// A field's type in the CTF trace.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Ty {
-    /// `int32_t`.
-    I32,
-    /// `int64_t`.
-    I64,
-    /// `uint32_t`.
-    U32,
-    /// A NUL-terminated UTF-8 `string`.
-    Str,
-}
-
-impl Ty {
-    /// The TSDL type name.
-    pub fn tsdl(self) -> &'static str {
-        match self {
-            Ty::I32 => "int32_t",
-            Ty::I64 => "int64_t",
-            Ty::U32 => "uint32_t",
-            Ty::Str => "string",
-        }
-    }
-}
+/// A field's type in the CTF trace: the process traces' field types (`int32_t`, `int64_t`,
+/// `uint32_t`, `string` here), so one writer and one reader serve both.
+pub use hushtrace_ctf::FieldType as Ty;
 
 /// Which `--kernel` category enables an event.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -33,7 +12,7 @@ pub enum Category {
     Sched,
     /// Hard and soft interrupts.
     Irq,
-    /// The traced program's system calls.
+    /// The traced program's system calls, by name (`syscall_entry_futex`).
     Syscalls,
 }
 
@@ -69,7 +48,8 @@ pub struct Class {
     pub ftrace: &'static str,
     /// Category that enables it.
     pub category: Category,
-    /// `(CTF field name, ftrace field name, type)`.
+    /// `(CTF field name, ftrace field name, type)`; every ftrace field must be in the running
+    /// kernel's `format` file of the event (checked when the recording starts).
     pub fields: &'static [(&'static str, &'static str, Ty)],
 }
 
@@ -254,24 +234,6 @@ pub const CLASSES: &[Class] = &[
         category: Category::Irq,
         fields: VECTOR,
     },
-    Class {
-        name: "syscall_entry_unknown",
-        sys: "raw_syscalls",
-        ftrace: "sys_enter",
-        category: Category::Syscalls,
-        fields: &[("tid", "common_pid", Ty::I32), ("id", "id", Ty::I64)],
-    },
-    Class {
-        name: "syscall_exit_unknown",
-        sys: "raw_syscalls",
-        ftrace: "sys_exit",
-        category: Category::Syscalls,
-        fields: &[
-            ("tid", "common_pid", Ty::I32),
-            ("id", "id", Ty::I64),
-            ("ret", "ret", Ty::I64),
-        ],
-    },
 ];
 
 #[cfg(test)]
@@ -279,6 +241,105 @@ pub const CLASSES: &[Class] = &[
 fn classes_fit_the_decoder() {
     assert!(CLASSES.iter().all(|c| c.fields.len() <= 8));
     assert!(CLASSES.len() < usize::from(u16::MAX));
+}
+
+/// Prefix of the system-call entry events (`syscall_entry_futex`, as LTTng names them).
+pub const SYSCALL_ENTRY: &str = "syscall_entry_";
+/// Prefix of the system-call exit events (`syscall_exit_futex`).
+pub const SYSCALL_EXIT: &str = "syscall_exit_";
+
+/// The fields of every `syscall_entry_<name>` event: the thread and the call's number, from
+/// the ftrace event `syscalls:sys_enter_<name>`.
+pub const SYSCALL_ENTRY_FIELDS: &[(&str, &str, Ty)] = &[
+    ("tid", "common_pid", Ty::I32),
+    ("id", "__syscall_nr", Ty::I64),
+];
+/// The fields of every `syscall_exit_<name>` event (`syscalls:sys_exit_<name>`).
+pub const SYSCALL_EXIT_FIELDS: &[(&str, &str, Ty)] = &[
+    ("tid", "common_pid", Ty::I32),
+    ("id", "__syscall_nr", Ty::I64),
+    ("ret", "ret", Ty::I64),
+];
+
+/// The event classes of a trace: [`CLASSES`] (ids `0..CLASSES.len()`), then for each system
+/// call of `syscalls` (the running kernel's, by name) its entry and its exit event.
+///
+/// ```
+/// use hushtrace_kernel::schema::{ClassTable, CLASSES};
+/// let t = ClassTable::new(vec!["read".into(), "futex".into()]);
+/// let id = t.id_of("syscall_exit_futex").unwrap();
+/// assert_eq!(usize::from(id), CLASSES.len() + 3);
+/// assert_eq!(t.name(id), Some("syscall_exit_futex".into()));
+/// assert_eq!(t.fields(id).unwrap().len(), 3);
+/// ```
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ClassTable {
+    syscalls: Vec<String>,
+}
+
+impl ClassTable {
+    /// The table with the system calls `syscalls`, in this order.
+    pub fn new(syscalls: Vec<String>) -> ClassTable {
+        ClassTable { syscalls }
+    }
+
+    /// The system calls.
+    pub fn syscalls(&self) -> &[String] {
+        &self.syscalls
+    }
+
+    /// Number of classes.
+    pub fn len(&self) -> usize {
+        CLASSES.len() + 2 * self.syscalls.len()
+    }
+
+    /// Whether there is none (never: [`CLASSES`] is not empty).
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The CTF name of class `id`.
+    pub fn name(&self, id: u16) -> Option<std::borrow::Cow<'static, str>> {
+        let i = usize::from(id);
+        if let Some(c) = CLASSES.get(i) {
+            return Some(c.name.into());
+        }
+        let k = i - CLASSES.len();
+        let call = self.syscalls.get(k / 2)?;
+        let prefix = if k.is_multiple_of(2) {
+            SYSCALL_ENTRY
+        } else {
+            SYSCALL_EXIT
+        };
+        Some(format!("{prefix}{call}").into())
+    }
+
+    /// The fields of class `id`.
+    pub fn fields(&self, id: u16) -> Option<&'static [(&'static str, &'static str, Ty)]> {
+        let i = usize::from(id);
+        if let Some(c) = CLASSES.get(i) {
+            return Some(c.fields);
+        }
+        let k = i - CLASSES.len();
+        (k / 2 < self.syscalls.len()).then_some(if k.is_multiple_of(2) {
+            SYSCALL_ENTRY_FIELDS
+        } else {
+            SYSCALL_EXIT_FIELDS
+        })
+    }
+
+    /// The id of the class called `name`.
+    pub fn id_of(&self, name: &str) -> Option<u16> {
+        if let Some(id) = id_of(name) {
+            return Some(id);
+        }
+        let (call, exit) = match name.strip_prefix(SYSCALL_ENTRY) {
+            Some(c) => (c, 0),
+            None => (name.strip_prefix(SYSCALL_EXIT)?, 1),
+        };
+        let k = self.syscalls.iter().position(|s| s == call)?;
+        u16::try_from(CLASSES.len() + 2 * k + exit).ok()
+    }
 }
 
 /// The id of the class called `name`.

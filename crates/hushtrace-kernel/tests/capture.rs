@@ -2,19 +2,30 @@
 //! order, the instance removed by `finish` and by drop, babeltrace2 on the result.
 //!
 //! Shares the lock file of `crates/hushtrace-cli/tests/kernel.rs` (ftrace instances are
-//! global); skipped, with the reason printed, where tracefs cannot be used.
+//! global); they fail where tracefs cannot be used (run them as root).
 
-use hushtrace_kernel::{Capture, KernelTrace, Options};
+use hushtrace_kernel::{Capture, Event, KEvent, KernelTrace, Options};
 use std::process::Command;
 
+/// The cross-process lock of the kernel tests. Panics where tracefs cannot be used: these
+/// tests must run (as root, with tracefs), never pass by skipping.
 fn lock(test: &str) -> Option<std::fs::File> {
     if let Err(e) = hushtrace_kernel::tracefs::find_or_mount() {
-        println!("SKIPPED {test}: {e}");
-        return None;
+        panic!("{test} needs tracefs (run as root): {e}");
     }
     Some(hushtrace_testsupport::cross_process_lock(
         "hushtrace-kernel-tests",
     ))
+}
+
+/// Every event of `k`, in time order.
+fn all(k: &KernelTrace) -> Vec<KEvent> {
+    let mut ev = k.events().unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = ev.next().unwrap() {
+        v.push(e);
+    }
+    v
 }
 
 fn instance_exists() -> bool {
@@ -41,25 +52,27 @@ fn capture_records_a_child_and_cleans_up() {
 
     let k = KernelTrace::open(&tmp.path().join("kernel")).unwrap();
     assert_eq!(k.trace_clock, s.trace_clock);
+    let events = all(&k);
     // SAFETY: gettid has no arguments and cannot fail.
-    let me = unsafe { libc::syscall(libc::SYS_gettid) };
+    let me = unsafe { libc::syscall(libc::SYS_gettid) } as i32;
+    let pid = pid as i32;
     assert!(
-        k.events.iter().any(|e| e.name() == "sched_process_fork"
-            && e.int("parent_tid") == me
-            && e.int("child_tid") == pid),
+        events
+            .iter()
+            .any(|e| matches!(&e.event, Event::SchedProcessFork(f)
+            if f.parent_tid == me && f.child_tid == pid)),
         "no fork of {pid} by {me}"
     );
-    assert!(k.events.iter().any(|e| e.name() == "sched_switch"
-        && e.int("prev_tid") == pid
-        && e.text("prev_comm") == "sleep"));
-    assert!(k
-        .events
+    assert!(events
         .iter()
-        .any(|e| e.name() == "sched_process_exit" && e.int("tid") == pid));
+        .any(|e| matches!(&e.event, Event::SchedSwitch(s)
+        if s.prev_tid == pid && s.prev_comm.as_str() == "sleep")));
+    assert!(events
+        .iter()
+        .any(|e| matches!(&e.event, Event::SchedProcessExit(x) if x.tid == pid)));
     // Per CPU, time never goes back (the reader keeps each CPU's order).
     for cpu in &k.cpus {
-        let ts: Vec<u64> = k
-            .events
+        let ts: Vec<u64> = events
             .iter()
             .filter(|e| e.cpu == *cpu)
             .map(|e| e.ts)
@@ -71,7 +84,7 @@ fn capture_records_a_child_and_cleans_up() {
         .duration_since(std::time::UNIX_EPOCH)
         .unwrap()
         .as_nanos() as i128;
-    let first = k.epoch_ns(k.events[0].ts);
+    let first = k.epoch_ns(events[0].ts);
     assert!(
         (now - first).abs() < 60_000_000_000,
         "first event {first}, now {now}"
@@ -86,7 +99,7 @@ fn capture_records_a_child_and_cleans_up() {
         let text = String::from_utf8_lossy(&out.stdout);
         assert!(text.contains(&format!("prev_tid = {pid}")));
     } else {
-        println!("babeltrace2 not installed: not checked");
+        panic!("babeltrace2 is required (apt-get install -y babeltrace2)");
     }
 }
 
@@ -102,6 +115,21 @@ fn dropping_a_capture_removes_its_instance() {
     assert!(!instance_exists());
     // The metadata was written at the start: what was recorded still reads.
     KernelTrace::open(&tmp.path().join("kernel")).unwrap();
+}
+
+#[test]
+fn the_metadata_is_written_before_the_first_packet() {
+    let Some(_l) = lock("the_metadata_is_written_before_the_first_packet") else {
+        return;
+    };
+    let tmp = tempfile::tempdir().unwrap();
+    let cap = Capture::start(tmp.path(), &Options::default()).unwrap();
+    // Before any packet (and whatever happens to the recorder from now on, SIGKILL
+    // included), the kernel trace has its metadata, with the clock chosen at the start.
+    let k = KernelTrace::open(&tmp.path().join("kernel")).unwrap();
+    let s = cap.finish(None).unwrap();
+    assert_eq!(k.trace_clock, s.trace_clock);
+    assert_eq!(k.clock.note, s.clock_note);
 }
 
 #[test]

@@ -136,6 +136,36 @@ pub fn spawn_fork_safe(f: Box<dyn FnOnce() + Send>) -> std::io::Result<()> {
     platform::spawn_raw(f).map(platform::RawThread::detach)
 }
 
+/// The clock this process stamps its events with, as the runtime decided it: the cycle counter
+/// when it is invariant and `HUSHTRACE_CLOCK` ([`env::CLOCK`]) is not `monotonic`, else
+/// `clock_gettime(CLOCK_MONOTONIC)`. Calibrates once per process (about 20 ms the first time).
+/// `hushtrace record --kernel` stamps the kernel trace with the same decision.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ClockChoice {
+    /// Frequency, epoch offset and source (`"tsc"`, `"cntvct"`, `"clock_gettime"`).
+    pub desc: hushtrace_ctf::metadata::ClockDesc,
+    /// Whether timestamps are cycle-counter values (else `CLOCK_MONOTONIC` nanoseconds).
+    pub counter: bool,
+    /// The clock UUID every process trace of this boot writes (the kernel boot id).
+    pub uuid: [u8; 16],
+}
+
+/// The clock decision of this process (see [`ClockChoice`]).
+///
+/// ```
+/// let c = hushtrace::clock_choice();
+/// assert!(c.desc.freq >= 1_000_000);
+/// assert_eq!(c.counter, c.desc.source != "clock_gettime");
+/// ```
+pub fn clock_choice() -> ClockChoice {
+    let desc = clock::calibrate().clone();
+    ClockChoice {
+        desc,
+        counter: clock::counter_usable(),
+        uuid: state::boot_clock_uuid(),
+    }
+}
+
 /// Ends a span when dropped (see [`span!`]). Not `Send`: the end is recorded on the thread that
 /// began the span.
 ///

@@ -260,7 +260,7 @@ impl Shared {
 
 /// The clock UUID: the kernel boot id, so every process of a session (and every session of
 /// this boot) shares one clock and readers can merge them.
-fn boot_clock_uuid() -> [u8; 16] {
+pub(crate) fn boot_clock_uuid() -> [u8; 16] {
     platform::boot_id()
         .and_then(|s| hushtrace_ctf::metadata::parse_uuid(&s))
         .unwrap_or([0x68; 16])

@@ -9,6 +9,16 @@ use std::process::{Command, Output};
 /// The `hushtrace` binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
 
+/// Every event of kernel trace `k` in time order, and the count of events the kernel lost.
+pub fn kernel_events(k: &hushtrace_kernel::KernelTrace) -> (Vec<hushtrace_kernel::KEvent>, u64) {
+    let mut ev = k.events().unwrap();
+    let mut v = Vec::new();
+    while let Some(e) = ev.next().unwrap() {
+        v.push(e);
+    }
+    (v, ev.discarded())
+}
+
 /// Runs `hushtrace ARGS` to completion.
 pub fn hushtrace(args: &[&str]) -> Output {
     Command::new(BIN).args(args).output().unwrap()

@@ -11,7 +11,10 @@
 //! added to the first piece's (an id declared twice is an error).
 
 use super::{Error, Location};
-use crate::metadata::{parse_uuid, to_tsdl, ClockDesc, EventClass, TraceDesc, KIND_URI_PREFIX};
+use crate::metadata::{
+    kernel_to_tsdl, parse_uuid, to_tsdl, ClockDesc, EventClass, KernelEnv, TraceDesc,
+    KIND_URI_PREFIX,
+};
 use hushtrace_core::{FieldType, Kind};
 use std::collections::{HashMap, HashSet};
 use std::path::Path;
@@ -84,7 +87,7 @@ pub fn parse_metadata(bytes: &[u8], path: &Path) -> Result<TraceDesc, Error> {
     let chunks = split_updates(text);
     let (first_line, first) = chunks[0];
     debug_assert_eq!(first_line, 1);
-    let mut desc = extract(first, &|n| n).map_err(|(line, what)| bad(line, what))?;
+    let (mut desc, _) = extract(first, &|n| n, false).map_err(|(line, what)| bad(line, what))?;
     check_shape(&to_tsdl(&desc), first, 0).map_err(|(line, what)| bad(line, what))?;
     if chunks.len() == 1 {
         return Ok(desc);
@@ -104,7 +107,7 @@ pub fn parse_metadata(bytes: &[u8], path: &Path) -> Result<TraceDesc, Error> {
             .unwrap_or_default();
         let whole = format!("{header}{body}");
         let at = |n: usize| start + n.saturating_sub(header_lines);
-        let update = extract(&whole, &at).map_err(|(n, what)| bad(n, what))?;
+        let (update, _) = extract(&whole, &at, false).map_err(|(n, what)| bad(n, what))?;
         let expected = to_tsdl(&update);
         check_shape(&expected[header.len()..], body, start)
             .map_err(|(line, what)| bad(line, what))?;
@@ -120,6 +123,56 @@ pub fn parse_metadata(bytes: &[u8], path: &Path) -> Result<TraceDesc, Error> {
     }
     desc.events.sort_by_key(|e| e.id);
     Ok(desc)
+}
+
+/// Reads and parses the metadata file of a kernel trace (`DIR/kernel/metadata`, see
+/// [`kernel_to_tsdl`]): safely opened and bounded as [`read_metadata`].
+pub fn read_kernel_metadata(path: &Path) -> Result<(TraceDesc, KernelEnv), Error> {
+    let Some(bytes) = crate::file::read_regular(path, MAX_METADATA_BYTES)? else {
+        return Err(Error::not_hushtrace(
+            path,
+            Location::File,
+            format!("metadata larger than {MAX_METADATA_BYTES} bytes"),
+        ));
+    };
+    parse_kernel_metadata(&bytes, path)
+}
+
+/// Parses the metadata `bytes` of a kernel trace (the content of the file `path`, used in
+/// errors): exactly what [`kernel_to_tsdl`] renders, else an error naming the first line that
+/// differs.
+///
+/// ```
+/// use hushtrace_ctf::metadata::*;
+/// use hushtrace_ctf::reader::{parse_kernel_metadata, parse_metadata};
+/// let t = TraceDesc {
+///     uuid: [1; 16], clock_uuid: [2; 16],
+///     clock: ClockDesc { freq: 1_000_000_000, offset_s: 5, offset: 0, source: "tsc".into() },
+///     vpid: 0, procname: String::new(), hostname: "h".into(), events: vec![],
+/// };
+/// let k = KernelEnv { clock_name: "hushtrace".into(), clock_note: "n".into(),
+///     trace_clock: "x86-tsc".into(), kernel_release: "6.1".into(), categories: "sched".into() };
+/// let text = kernel_to_tsdl(&t, &k);
+/// assert_eq!(parse_kernel_metadata(text.as_bytes(), "m".as_ref()).unwrap(), (t.clone(), k));
+/// assert!(parse_metadata(text.as_bytes(), "m".as_ref()).is_err());
+/// assert!(parse_kernel_metadata(to_tsdl(&t).as_bytes(), "m".as_ref()).is_err());
+/// ```
+pub fn parse_kernel_metadata(bytes: &[u8], path: &Path) -> Result<(TraceDesc, KernelEnv), Error> {
+    let bad = |line: usize, what: String| Error::not_hushtrace(path, Location::Line(line), what);
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        Error::not_hushtrace(
+            path,
+            Location::Offset(e.valid_up_to() as u64),
+            "metadata is not valid UTF-8",
+        )
+    })?;
+    if !text.starts_with(SIGNATURE) {
+        return Err(bad(1, format!("expected `{SIGNATURE}` on the first line")));
+    }
+    let (desc, env) = extract(text, &|n| n, true).map_err(|(line, what)| bad(line, what))?;
+    let env = env.ok_or_else(|| bad(1, "no kernel environment".into()))?;
+    check_shape(&kernel_to_tsdl(&desc, &env), text, 0).map_err(|(line, what)| bad(line, what))?;
+    Ok((desc, env))
 }
 
 /// The pieces of `text`, each with the number of its first line: the text up to the second
@@ -200,8 +253,13 @@ struct PartialEvent {
 type Failure = (usize, String);
 
 /// Picks the values out of the text, line by line; `line_of` maps a line number of `text` to the
-/// one reported.
-fn extract(text: &str, line_of: &dyn Fn(usize) -> usize) -> Result<TraceDesc, Failure> {
+/// one reported. With `kernel`, the text is a kernel trace's ([`kernel_to_tsdl`]): its
+/// environment is returned too, and the process fields of the description are 0 and empty.
+fn extract(
+    text: &str,
+    line_of: &dyn Fn(usize) -> usize,
+    kernel: bool,
+) -> Result<(TraceDesc, Option<KernelEnv>), Failure> {
     let mut block = Block::Top;
     let mut block_line = 0;
     // Values of the trace, env and clock blocks, keyed by "block.key".
@@ -320,7 +378,23 @@ fn extract(text: &str, line_of: &dyn Fn(usize) -> usize) -> Result<TraceDesc, Fa
     if freq == 0 {
         return Err((get("clock.freq")?.0, "clock frequency 0".into()));
     }
-    Ok(TraceDesc {
+    let (vpid, procname, env) = if kernel {
+        let env = KernelEnv {
+            clock_name: string("clock.name")?,
+            clock_note: string("env.clock_note")?,
+            trace_clock: string("env.trace_clock")?,
+            kernel_release: string("env.kernel_release")?,
+            categories: string("env.categories")?,
+        };
+        (0, String::new(), Some(env))
+    } else {
+        (
+            num(get("env.vpid")?, "vpid")?,
+            string("env.procname")?,
+            None,
+        )
+    };
+    let desc = TraceDesc {
         uuid: uuid("trace.uuid")?,
         clock_uuid: uuid("clock.uuid")?,
         clock: ClockDesc {
@@ -329,11 +403,12 @@ fn extract(text: &str, line_of: &dyn Fn(usize) -> usize) -> Result<TraceDesc, Fa
             offset: num(get("clock.offset")?, "offset")?,
             source: string("env.clock_source")?,
         },
-        vpid: num(get("env.vpid")?, "vpid")?,
-        procname: string("env.procname")?,
+        vpid,
+        procname,
         hostname: string("env.hostname")?,
         events,
-    })
+    };
+    Ok((desc, env))
 }
 
 fn finish_event(ev: PartialEvent, end_line: usize) -> Result<EventClass, Failure> {
