@@ -26,6 +26,8 @@
 use crate::funcs::{self, keeping_error, Func, Role, GENERATION};
 use crate::gil::GilCell;
 use pyo3::ffi;
+use pyo3::Python;
+use std::cell::RefMut;
 use std::collections::HashMap;
 use std::sync::atomic::Ordering;
 
@@ -57,11 +59,17 @@ struct State {
 
 static STATE: GilCell<Option<State>> = GilCell::new(None);
 
+/// The task table, borrowed (checked): `None` when it is borrowed already, which only Python
+/// code run under a borrow (a `__del__`) coming back here could cause; the caller then leaves
+/// that task unfollowed rather than alias the table.
+///
 /// # Safety
-/// The GIL is held; the borrow is not kept across calls into Python.
-unsafe fn state() -> &'static mut State {
-    // SAFETY: forwarded contract.
-    unsafe { STATE.get() }.get_or_insert_with(State::default)
+/// The GIL is held.
+unsafe fn state<'py>() -> Option<RefMut<'py, State>> {
+    // SAFETY: the GIL is held (caller).
+    let py = unsafe { Python::assume_attached() };
+    let table = STATE.borrow_mut(py).ok()?;
+    Some(RefMut::map(table, |t| t.get_or_insert_with(State::default)))
 }
 
 /// The attribute `name` of `o` (new reference), or NULL with no exception set.
@@ -171,7 +179,11 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
             return;
         }
         func.task.set(Role::Coroutine as u8);
-        let st = state();
+        let Some(mut st) = state() else {
+            ffi::Py_DECREF(weak);
+            cs.task_end.record_typed((id, func.id)); // cannot follow it: keep the trace balanced
+            return;
+        };
         let key = key_of(coro);
         if let Some(old) = st.by_coro.remove(&key) {
             // Only possible if the same coroutine is given to two tasks (asyncio refuses):
@@ -289,7 +301,7 @@ unsafe fn finished(f: &Func, coro: usize) {
     // SAFETY: GIL held (caller); the borrow ends before `end` (which calls no Python code but
     // may free a weak reference).
     let open = unsafe {
-        let st = state();
+        let Some(mut st) = state() else { return };
         match st.by_coro.get(&coro) {
             Some(o) if std::ptr::eq(o.func, f) => {}
             _ => return,
@@ -313,11 +325,12 @@ unsafe extern "C" fn on_freed(
 ) -> *mut ffi::PyObject {
     // SAFETY: called by CPython with the GIL held and the weak reference (borrowed).
     unsafe {
-        let st = state();
-        if let Some(coro) = st.by_weak.remove(&(weak as usize)) {
-            if let Some(o) = st.by_coro.remove(&coro) {
-                keeping_error(|| end(o));
-            }
+        let open = state().and_then(|mut st| {
+            let coro = st.by_weak.remove(&(weak as usize))?;
+            st.by_coro.remove(&coro)
+        });
+        if let Some(o) = open {
+            keeping_error(|| end(o));
         }
         let n = ffi::Py_None();
         ffi::Py_INCREF(n);
@@ -418,7 +431,8 @@ pub unsafe fn profile_return(f: &Func, frame: *mut ffi::PyFrameObject, arg: *mut
             x if x == Role::Coroutine as u8 => {
                 let gen = ffi::PyFrame_GetGenerator(frame);
                 if !gen.is_null() {
-                    if state().by_coro.contains_key(&(gen as usize)) && !suspended(gen) {
+                    let open = state().is_some_and(|st| st.by_coro.contains_key(&(gen as usize)));
+                    if open && !suspended(gen) {
                         keeping_error(|| finished(f, gen as usize));
                     }
                     ffi::Py_DECREF(gen);
@@ -428,7 +442,7 @@ pub unsafe fn profile_return(f: &Func, frame: *mut ffi::PyFrameObject, arg: *mut
             #[cfg(not(Py_3_11))]
             x if x == Role::Coroutine as u8 => {
                 let key = frame as usize;
-                if state().by_coro.contains_key(&key)
+                if state().is_some_and(|st| st.by_coro.contains_key(&key))
                     && (arg.is_null() || returned(frame as *mut ffi::PyObject))
                 {
                     keeping_error(|| finished(f, key));
