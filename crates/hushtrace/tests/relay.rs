@@ -49,7 +49,7 @@ fn spawn_role(role: &str, env: &[(&str, String)]) -> Child {
         .stdout(Stdio::piped())
         .stderr(Stdio::piped());
     for (k, _) in std::env::vars() {
-        if k.starts_with("HUSHTRACE_") && k != "HUSHTRACE_SKIP_EXTERNAL" {
+        if k.starts_with("HUSHTRACE_") {
             cmd.env_remove(k);
         }
     }

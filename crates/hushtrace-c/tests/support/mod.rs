@@ -163,7 +163,7 @@ pub fn run(exe: &Path, args: &[&str], vars: &[(&str, &str)]) -> Output {
     let mut cmd = Command::new(exe);
     cmd.args(args);
     for (k, _) in std::env::vars() {
-        if k.starts_with("HUSHTRACE_") && k != "HUSHTRACE_SKIP_EXTERNAL" {
+        if k.starts_with("HUSHTRACE_") {
             cmd.env_remove(k);
         }
     }
