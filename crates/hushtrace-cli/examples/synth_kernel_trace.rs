@@ -5,7 +5,6 @@
 //! 90 and 50 other tasks take turns (sched_switch, sched_waking), MEGABYTES in all.
 
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
-use hushtrace_kernel::clock::KernelClock;
 use hushtrace_kernel::ctf::{to_tsdl, KernelMeta, StreamWriter};
 use hushtrace_kernel::event::{Comm, SchedSwitch, Wake};
 use hushtrace_kernel::{Event, KEvent};
@@ -33,20 +32,7 @@ fn main() {
         .clone();
     let k = dir.join("kernel");
     std::fs::create_dir(&k).unwrap();
-    let meta = KernelMeta {
-        uuid: [7; 16],
-        clock: KernelClock {
-            name: "hushtrace".into(),
-            uuid: user.clock_uuid,
-            desc: user.clock.clone(),
-            note: "synthetic".into(),
-        },
-        trace_clock: "x86-tsc".into(),
-        hostname: "h".into(),
-        kernel_release: "6.1".into(),
-        categories: "sched".into(),
-        classes: Default::default(),
-    };
+    let meta = KernelMeta::synthetic(&user);
     std::fs::write(k.join("metadata"), to_tsdl(&meta)).unwrap();
     for cpu in 0..2u32 {
         let path = k.join(format!("channel0_{cpu}"));

@@ -615,7 +615,6 @@ impl KernelReport {
 mod tests {
     use super::*;
     use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
-    use hushtrace_kernel::clock::KernelClock;
     use hushtrace_kernel::ctf::{to_tsdl, KernelMeta, StreamWriter};
     use hushtrace_kernel::event::{Comm, SchedSwitch, Wake};
     use hushtrace_kernel::{Event, KEvent};
@@ -634,20 +633,7 @@ mod tests {
         let user = Session::open(dir).unwrap().traces[0].desc.clone();
         let k = dir.join("kernel");
         std::fs::create_dir(&k).unwrap();
-        let meta = KernelMeta {
-            uuid: [7; 16],
-            clock: KernelClock {
-                name: "hushtrace".into(),
-                uuid: user.clock_uuid,
-                desc: user.clock.clone(),
-                note: "synthetic".into(),
-            },
-            trace_clock: "x86-tsc".into(),
-            hostname: "h".into(),
-            kernel_release: "6.1".into(),
-            categories: "sched".into(),
-            classes: Default::default(),
-        };
+        let meta = KernelMeta::synthetic(&user);
         std::fs::write(k.join("metadata"), to_tsdl(&meta)).unwrap();
         let comm = Comm::new(b"t");
         for cpu in 0..2u32 {

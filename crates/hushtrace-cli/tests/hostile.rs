@@ -660,7 +660,6 @@ fn one_hostile_process_does_not_block_the_recovery_of_others() {
 /// A session of process 90 (one thread, spans) and a kernel trace of two CPUs in `dir`:
 /// sched_switch events of thread 90 in and out. Returns the good bytes of `channel0_0`.
 fn kernel_session(dir: &Path) -> Vec<u8> {
-    use hushtrace_kernel::clock::KernelClock;
     use hushtrace_kernel::ctf::{to_tsdl, KernelMeta, StreamWriter};
     use hushtrace_kernel::event::{Comm, SchedSwitch};
     use hushtrace_kernel::{Event, KEvent};
@@ -670,20 +669,7 @@ fn kernel_session(dir: &Path) -> Vec<u8> {
         .clone();
     let k = dir.join("kernel");
     std::fs::create_dir(&k).unwrap();
-    let meta = KernelMeta {
-        uuid: [7; 16],
-        clock: KernelClock {
-            name: "hushtrace".into(),
-            uuid: user.clock_uuid,
-            desc: user.clock.clone(),
-            note: "synthetic".into(),
-        },
-        trace_clock: "x86-tsc".into(),
-        hostname: "h".into(),
-        kernel_release: "6.1".into(),
-        categories: "sched".into(),
-        classes: Default::default(),
-    };
+    let meta = KernelMeta::synthetic(&user);
     std::fs::write(k.join("metadata"), to_tsdl(&meta)).unwrap();
     for cpu in 0..2u32 {
         let mut w = StreamWriter::create(

@@ -56,6 +56,28 @@ pub struct KernelMeta {
     pub classes: Arc<ClassTable>,
 }
 
+impl KernelMeta {
+    /// The metadata of a synthetic `sched` kernel trace stamped with the clock of the
+    /// user-space trace `user` (its UUID and calibration), as `record --kernel` would write it
+    /// beside that trace: for tests, examples and benchmarks that build kernel traces.
+    pub fn synthetic(user: &TraceDesc) -> KernelMeta {
+        KernelMeta {
+            uuid: [7; 16],
+            clock: KernelClock {
+                name: "hushtrace".into(),
+                uuid: user.clock_uuid,
+                desc: user.clock.clone(),
+                note: "synthetic".into(),
+            },
+            trace_clock: "x86-tsc".into(),
+            hostname: "h".into(),
+            kernel_release: "6.1".into(),
+            categories: "sched".into(),
+            classes: Default::default(),
+        }
+    }
+}
+
 /// The event classes of `table` as the metadata declares them, the id being the index.
 fn event_classes(table: &ClassTable) -> Vec<EventClass> {
     (0..table.len())
