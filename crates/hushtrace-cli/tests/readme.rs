@@ -58,6 +58,31 @@ fn every_shell_block_is_run_or_says_why_not() {
     assert!(problems.is_empty(), "{}", problems.join("\n"));
 }
 
+/// The README installs the `hushtrace` command before any text uses it (the demo's closing
+/// hints and every later section run `hushtrace ...`).
+#[test]
+fn the_command_is_installed_before_the_text_uses_it() {
+    let readme = readme_blocks::text();
+    let install = readme
+        .find("cargo install --path crates/hushtrace-cli")
+        .expect("the README installs the command");
+    let before = &readme[..install];
+    for c in [
+        "record",
+        "convert",
+        "report",
+        "flamegraph",
+        "recover",
+        "ctl",
+        "demo",
+    ] {
+        assert!(
+            !before.contains(&format!("hushtrace {c}")),
+            "`hushtrace {c}` is used before the README installs the command"
+        );
+    }
+}
+
 /// A word that looks like an abbreviated or full commit hash: 7 to 40 hexadecimal digits with
 /// both a digit and a letter.
 fn looks_like_a_commit(word: &str) -> bool {

@@ -80,7 +80,7 @@ pub fn parse(readme: &str) -> Readme {
     let mut pending: Option<(usize, String)> = None;
     for (i, line) in readme.lines().enumerate() {
         if let Some(block) = open.as_mut() {
-            if line.trim_end() == "```" {
+            if line.trim() == "```" {
                 blocks.push(open.take().unwrap());
             } else {
                 block.text.push_str(line);
@@ -88,7 +88,7 @@ pub fn parse(readme: &str) -> Readme {
             }
             continue;
         }
-        if let Some(lang) = line.strip_prefix("```") {
+        if let Some(lang) = line.trim_start().strip_prefix("```") {
             open = Some(Block {
                 line: i + 1,
                 lang: lang.trim().to_string(),
