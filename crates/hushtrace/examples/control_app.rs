@@ -2,8 +2,8 @@
 //! program of the README's flight recorder section.
 //!
 //! ```sh
-//! cargo build --release -p hushtrace --example control_app
-//! HUSHTRACE_OUTPUT=/var/tmp/fr HUSHTRACE_MODE=overwrite ./target/release/examples/control_app &
+//! cargo build --example control_app
+//! HUSHTRACE_OUTPUT=/var/tmp/fr HUSHTRACE_MODE=overwrite ./target/debug/examples/control_app &
 //! hushtrace ctl $! snapshot        # ... then Ctrl-C or `kill $!` to end it
 //! ```
 //!
