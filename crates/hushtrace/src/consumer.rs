@@ -14,6 +14,7 @@
 //! | `flush` | the flush of idle threads' open packets (and live beacons) |
 //! | `snapshot` | snapshots of the flight recorder |
 //! | `answers`, `ctl` | answers to `hushtrace ctl` (feature `control`) |
+//! | `status` | the `status` answer, running or stopped (feature `control`) |
 //! | `stats` | counts, `status` numbers, the statistics file |
 //! | `lifecycle` | the consumer thread: start, wake-ups, a fork child's new consumer |
 
@@ -29,6 +30,8 @@ mod setup;
 pub(crate) mod sink;
 mod snapshot;
 mod stats;
+#[cfg(feature = "control")]
+mod status;
 
 pub(crate) use lifecycle::{ensure_running, spawn, throttle_registration, wake};
 
