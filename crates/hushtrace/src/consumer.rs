@@ -54,8 +54,8 @@ pub(crate) struct Consumer {
     /// The control socket (`hushtrace ctl`), if one could be bound.
     #[cfg(feature = "control")]
     control: Option<crate::control::Server>,
-    /// Events written per stream instance (for `status`).
-    written_by_stream: HashMap<u64, u64>,
+    /// Events written and lost, in total and per stream (for `status`).
+    tally: stats::Tally,
     /// Snapshots taken by this process.
     snapshots: u64,
     /// The metadata as of `types_gen` (the sinks' metadata and the flush's event sizes).

@@ -88,11 +88,7 @@ impl Consumer {
                     stream: b.instance,
                     vtid: id.vtid,
                     name: String::from_utf8_lossy(name).into_owned(),
-                    written: self
-                        .written_by_stream
-                        .get(&b.instance)
-                        .copied()
-                        .unwrap_or(0),
+                    written: self.tally.written(b.instance),
                     discarded: b.lost(),
                 }
             })

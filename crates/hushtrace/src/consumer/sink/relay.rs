@@ -32,7 +32,7 @@ mod conn;
 mod link;
 mod sender;
 
-use super::{Fate, Packet, Sink};
+use super::{Fate, Handed, Outcome, Packet, RelayFailure, Sink, SinkError};
 use crate::config::{Config, Error};
 use crate::platform;
 use conn::Conn;
@@ -71,13 +71,29 @@ pub(crate) struct RelaySink {
     /// behind).
     unresolved: HashMap<u64, u64>,
     /// Packets not delivered to the relay (not queued, refused, or lost with a connection).
-    lost_packets: u64,
-    /// Events in them.
-    lost_events: u64,
-    /// Fates not reported yet of packets that were never queued: (instance, events).
-    dropped: Vec<(u64, u64)>,
+    lost: Lost,
+    /// Packets that were never queued, whose fate is not reported yet.
+    dropped: Vec<Handed>,
     /// The relay was stalled when this process was forked from its parent.
     inherited_stall: bool,
+}
+
+/// Packets the relay did not get, and the events in them.
+#[derive(Debug, Default)]
+struct Lost {
+    packets: u64,
+    events: u64,
+}
+
+impl Lost {
+    /// Counts `o` if it was not delivered, and reports it to `each`.
+    fn report(&mut self, o: Outcome, each: &mut dyn FnMut(Outcome)) {
+        if !o.delivered {
+            self.packets += 1;
+            self.events += o.events;
+        }
+        each(o);
+    }
 }
 
 impl RelaySink {
@@ -93,8 +109,7 @@ impl RelaySink {
             thread: None,
             announced: HashSet::new(),
             unresolved: HashMap::new(),
-            lost_packets: 0,
-            lost_events: 0,
+            lost: Lost::default(),
             dropped: Vec::new(),
             inherited_stall: RELAY_STALLED.swap(false, Ordering::Relaxed),
         })
@@ -149,7 +164,7 @@ impl RelaySink {
                 // No thread: nothing reaches the relay; every packet counts as its loss.
                 let mut st = self.link.lock();
                 st.finished = true;
-                st.close_error = Some("cannot start the relay sender thread".into());
+                st.close_error = Some(RelayFailure::NoSender);
             }
         }
     }
@@ -184,7 +199,7 @@ impl RelaySink {
         let fits = st.queued_bytes + p.len() <= RELAY_QUEUE_BYTES;
         if !fits || st.finished || st.queue.len() >= QUEUE_MESSAGES {
             drop(st);
-            self.dropped.push((instance, events));
+            self.dropped.push(Handed { instance, events });
             return;
         }
         let mut copy = st.free.pop().unwrap_or_default();
@@ -233,48 +248,33 @@ impl RelaySink {
         }
     }
 
-    /// Reports the fates known so far of the packets handed over: `each(instance, events,
-    /// delivered)`. Never waits for the relay.
-    fn settle_fates(&mut self, mut each: impl FnMut(u64, u64, bool)) {
+    /// Reports the fates known so far of the packets handed over, in order, to `each`. Never
+    /// waits for the relay.
+    fn settle_fates(&mut self, each: &mut dyn FnMut(Outcome)) {
+        // Taken out of the lock: the sender is not held up while they are counted.
         let results = std::mem::take(&mut self.link.lock().results);
-        for (instance, events, delivered) in results {
-            if let Some(n) = self.unresolved.get_mut(&instance) {
-                *n = n.saturating_sub(events);
+        for o in results {
+            if let Some(n) = self.unresolved.get_mut(&o.instance) {
+                *n = n.saturating_sub(o.events);
                 if *n == 0 {
-                    self.unresolved.remove(&instance);
+                    self.unresolved.remove(&o.instance);
                 }
             }
-            self.report(instance, events, delivered, &mut each);
+            self.lost.report(o, each);
         }
-        for (instance, events) in std::mem::take(&mut self.dropped) {
-            self.report(instance, events, false, &mut each);
+        for h in self.dropped.drain(..) {
+            self.lost.report(h.fate(false), each);
         }
-    }
-
-    fn report(
-        &mut self,
-        instance: u64,
-        events: u64,
-        delivered: bool,
-        each: &mut impl FnMut(u64, u64, bool),
-    ) {
-        if !delivered {
-            self.lost_packets += 1;
-            self.lost_events += events;
-        }
-        each(instance, events, delivered);
     }
 
     /// Ends the relay session: the sender sends what is queued and closes the session (waits
     /// until the relay wrote everything). Waits for the sender only while it makes progress
     /// ([`CLOSE_STALL`]); left behind, what it had not delivered is reported lost. Reports
     /// the last fates like [`RelaySink::settle`].
-    fn close_session(&mut self, mut each: impl FnMut(u64, u64, bool)) -> Result<(), String> {
-        if self.conn.as_ref().is_some_and(|c| c.client.is_none())
-            && self.link.lock().queue.is_empty()
-        {
+    fn close_session(&mut self, each: &mut dyn FnMut(Outcome)) -> Result<(), RelayFailure> {
+        if self.conn.as_ref().is_some_and(|c| !c.connected()) && self.link.lock().queue.is_empty() {
             // Never connected and nothing to send: no thread to start.
-            self.settle_fates(&mut each);
+            self.settle_fates(each);
             return Ok(());
         }
         self.start();
@@ -301,7 +301,7 @@ impl RelaySink {
         };
         let error = st.close_error.take();
         drop(st);
-        self.settle_fates(&mut each);
+        self.settle_fates(each);
         if finished {
             if let Some(t) = self.thread.take() {
                 t.join();
@@ -309,13 +309,11 @@ impl RelaySink {
             return error.map_or(Ok(()), Err);
         }
         // Left behind (it ends when its relay operation times out): what it had is lost.
-        for (instance, events) in std::mem::take(&mut self.unresolved) {
-            self.report(instance, events, false, &mut each);
+        for (instance, events) in self.unresolved.drain() {
+            self.lost
+                .report(Handed { instance, events }.fate(false), each);
         }
-        Err(format!(
-            "the relay did not answer for {} s: stopped waiting for it",
-            CLOSE_STALL.as_secs()
-        ))
+        Err(RelayFailure::Stalled(CLOSE_STALL))
     }
 }
 
@@ -359,24 +357,17 @@ impl Sink for RelaySink {
         self.forget_stream(instance);
     }
 
-    fn settle(&mut self, each: &mut dyn FnMut(u64, u64, bool)) {
+    fn settle(&mut self, each: &mut dyn FnMut(Outcome)) {
         self.settle_fates(each);
         self.watch();
     }
 
     /// Ends the relay session. Packets the relay could not get are reported: in relay-only
     /// mode they are the session's loss (counted by the caller), else only the relay copy's.
-    fn close(&mut self, each: &mut dyn FnMut(u64, u64, bool)) -> Result<(), String> {
+    fn close(&mut self, each: &mut dyn FnMut(Outcome)) -> Result<(), SinkError> {
+        let closed = self.close_session(each);
+        let Lost { packets, events } = self.lost;
         let url = self.url();
-        // Lost so far, and what the close reports.
-        let (mut packets, mut events) = (self.lost_packets, self.lost_events);
-        let closed = self.close_session(|instance, n, delivered| {
-            if !delivered {
-                packets += 1;
-                events += n;
-            }
-            each(instance, n, delivered);
-        });
         if packets > 0 {
             eprintln!(
                 "hushtrace: {packets} packets ({events} events) could not be streamed to the \
@@ -388,12 +379,10 @@ impl Sink for RelaySink {
                 }
             );
         }
-        closed.map_err(|e| {
-            if self.relay_only {
-                format!("relay {url}: {e}")
-            } else {
-                format!("relay {url}: {e} (the local trace is complete)")
-            }
+        closed.map_err(|failure| SinkError::Relay {
+            url,
+            failure,
+            relay_only: self.relay_only,
         })
     }
 }

@@ -2,7 +2,7 @@
 //! connection, its streams and metadata, packets sent without waiting and their
 //! acknowledgements, and reconnection with backoff after a lost connection.
 
-use super::super::relay_default_names;
+use super::super::{relay_default_names, Handed, Outcome};
 use crate::config::{Config, Error};
 use hushtrace_ctf::layout::STREAM_PREFIX;
 use hushtrace_ctf::metadata::{to_tsdl, TraceDesc};
@@ -24,9 +24,9 @@ pub(super) struct Conn {
     /// Name of this process's trace directory (`<pid>` or `<pid>.<n>`): the stream path.
     dir_name: String,
     live_timer: Duration,
-    pub(super) client: Option<RelayClient>,
+    client: Option<RelayClient>,
     /// Connections made so far: the first stores under `dir_name`, later ones `dir_name-<n>`.
-    pub(super) connections: u32,
+    connections: u32,
     meta: Option<StreamId>,
     /// Data streams announced on the current connection, by buffer instance.
     streams: HashMap<u64, StreamId>,
@@ -34,12 +34,33 @@ pub(super) struct Conn {
     sent_classes: Vec<bool>,
     retry_at: Option<Instant>,
     backoff: Duration,
+    fates: Fates,
+}
+
+/// The fates of the packets given to the connection.
+#[derive(Debug, Default)]
+struct Fates {
     /// Packets sent on the current connection whose acknowledgement is not collected yet,
-    /// oldest first: (buffer instance, events).
-    in_flight: VecDeque<(u64, u64)>,
-    /// Packets whose fate is known and not reported yet, in order: (instance, events,
-    /// delivered). Not delivered: not sent, refused, or in flight on a lost connection.
-    pub(super) done: Vec<(u64, u64, bool)>,
+    /// oldest first.
+    in_flight: VecDeque<Handed>,
+    /// Packets whose fate is known and not reported yet, in order. Not delivered: not sent,
+    /// refused, or in flight on a lost connection.
+    done: Vec<Outcome>,
+}
+
+impl Fates {
+    /// The oldest packet in flight got its answer.
+    fn ack(&mut self, delivered: bool) {
+        if let Some(h) = self.in_flight.pop_front() {
+            self.done.push(h.fate(delivered));
+        }
+    }
+
+    /// The connection went: what it still owed never arrives.
+    fn lose_in_flight(&mut self) {
+        self.done
+            .extend(self.in_flight.drain(..).map(|h| h.fate(false)));
+    }
 }
 
 impl Conn {
@@ -63,9 +84,18 @@ impl Conn {
             sent_classes: Vec::new(),
             retry_at: None,
             backoff: FIRST_BACKOFF,
-            in_flight: VecDeque::new(),
-            done: Vec::new(),
+            fates: Fates::default(),
         })
+    }
+
+    /// Whether a connection is up (or was, until an operation found it broken).
+    pub(super) fn connected(&self) -> bool {
+        self.client.is_some()
+    }
+
+    /// Connections made so far (a new one means the streams must be announced again).
+    pub(super) fn connections(&self) -> u32 {
+        self.connections
     }
 
     /// The relay's address, for messages.
@@ -182,10 +212,9 @@ impl Conn {
     fn lost_connection(&mut self) {
         // Answers read before the loss count; what the connection still owed never arrives.
         if let Some(mut c) = self.client.take() {
-            c.take_read_acks(|ok| self.note_ack(ok));
+            c.take_read_acks(|ok| self.fates.ack(ok));
         }
-        self.done
-            .extend(self.in_flight.drain(..).map(|(i, n)| (i, n, false)));
+        self.fates.lose_in_flight();
         self.meta = None;
         self.streams.clear();
         self.retry_at = Some(Instant::now() + self.backoff);
@@ -203,10 +232,10 @@ impl Conn {
     /// relay's answer: [`Conn::settle`] reports whether it was delivered.
     pub(super) fn packet(&mut self, instance: u64, bytes: &[u8], events: u64, desc: &TraceDesc) {
         if self.ready(desc) && self.try_packet(instance, bytes).is_ok() {
-            self.in_flight.push_back((instance, events));
+            self.fates.in_flight.push_back(Handed { instance, events });
             return;
         }
-        self.done.push((instance, events, false));
+        self.not_sent(Handed { instance, events });
         if self.client.as_ref().is_some_and(|c| c.is_broken()) {
             self.lost_connection();
         }
@@ -218,30 +247,26 @@ impl Conn {
         self.client_mut()?.send_packet_nowait(id, bytes, &index)
     }
 
-    /// The oldest packet in flight got its answer.
-    fn note_ack(&mut self, delivered: bool) {
-        if let Some((instance, events)) = self.in_flight.pop_front() {
-            self.done.push((instance, events, delivered));
-        }
+    /// A packet that was not sent (no metadata yet to send it with): lost to the relay.
+    pub(super) fn not_sent(&mut self, h: Handed) {
+        self.fates.done.push(h.fate(false));
     }
 
     /// Collects the relay's answers for the packets sent since the last call and reports each
-    /// packet's fate in order: `each(instance, events, delivered)`. Waits for the answers
-    /// still in flight (bounded by the connection's I/O timeout).
-    pub(super) fn settle(&mut self, mut each: impl FnMut(u64, u64, bool)) {
-        if let Some(mut c) = self.client.take() {
-            let r = c.collect_acks(|ok| self.note_ack(ok));
-            let broken = r.is_err() && c.is_broken();
-            self.client = Some(c);
-            if broken {
-                self.lost_connection();
+    /// packet's fate in order to `each`. Waits for the answers still in flight (bounded by
+    /// the connection's I/O timeout).
+    pub(super) fn settle(&mut self, mut each: impl FnMut(Outcome)) {
+        match self.client.as_mut() {
+            Some(c) => {
+                let r = c.collect_acks(|ok| self.fates.ack(ok));
+                if r.is_err() && c.is_broken() {
+                    self.lost_connection();
+                }
             }
-        } else {
-            self.done
-                .extend(self.in_flight.drain(..).map(|(i, n)| (i, n, false)));
+            None => self.fates.lose_in_flight(),
         }
-        for (instance, events, delivered) in self.done.drain(..) {
-            each(instance, events, delivered);
+        for o in self.fates.done.drain(..) {
+            each(o);
         }
     }
 
@@ -291,9 +316,9 @@ impl Conn {
     }
 
     /// Ends the relay session cleanly (waits until the relay wrote everything).
-    pub(super) fn close(mut self) -> Result<(), String> {
+    pub(super) fn close(mut self) -> Result<(), hushtrace_relay::Error> {
         match self.client.take() {
-            Some(c) => c.close().map_err(|e| e.to_string()),
+            Some(c) => c.close(),
             None => Ok(()),
         }
     }

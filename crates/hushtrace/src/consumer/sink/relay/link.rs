@@ -2,6 +2,7 @@
 //! of messages for the relay, the newest metadata, the fates of sent packets, and the sender's
 //! progress (for the end of the session, which does not wait for a stuck sender).
 
+use super::super::{Outcome, RelayFailure};
 use hushtrace_ctf::metadata::TraceDesc;
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -39,15 +40,16 @@ pub(super) struct LinkState {
     /// The newest metadata and its number (bumped by each update).
     pub(super) desc: Option<Arc<TraceDesc>>,
     pub(super) desc_gen: u64,
-    /// Fates of sent packets not collected by the consumer yet: (instance, events, delivered).
-    pub(super) results: Vec<(u64, u64, bool)>,
+    /// Fates of sent packets not collected by the consumer yet, in order.
+    pub(super) results: Vec<Outcome>,
     /// Packet copies to reuse.
     pub(super) free: Vec<Vec<u8>>,
     pub(super) closing: bool,
     pub(super) finished: bool,
     /// The consumer left the sender behind: it reports nothing more and ends.
     pub(super) abandoned: bool,
-    pub(super) close_error: Option<String>,
+    /// Why the relay session did not end cleanly.
+    pub(super) close_error: Option<RelayFailure>,
 }
 
 #[derive(Debug)]

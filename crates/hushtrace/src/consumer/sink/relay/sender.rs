@@ -1,6 +1,7 @@
 //! The relay's sender thread (`hushtrace-relay`): takes the queued messages in batches,
 //! sends them on its connection ([`super::conn::Conn`]) and reports the fates of the packets.
 
+use super::super::{Handed, RelayFailure};
 use super::conn::Conn;
 use super::link::{Link, Msg};
 use hushtrace_ctf::metadata::TraceDesc;
@@ -16,7 +17,7 @@ pub(super) fn send_loop(mut conn: Conn, link: &Link) {
     let mut desc_gen = 0;
     let mut sent_gen = 0;
     let mut wanted: HashSet<u64> = HashSet::new();
-    let mut connections = conn.connections;
+    let mut connections = conn.connections();
     let mut results = Vec::new();
     let mut spare = Vec::new();
     loop {
@@ -64,7 +65,7 @@ pub(super) fn send_loop(mut conn: Conn, link: &Link) {
                 } => {
                     match &desc {
                         Some(d) => conn.packet(instance, &bytes, events, d),
-                        None => conn.done.push((instance, events, false)),
+                        None => conn.not_sent(Handed { instance, events }),
                     }
                     bytes_done += bytes.len();
                     spare.push(bytes);
@@ -79,18 +80,18 @@ pub(super) fn send_loop(mut conn: Conn, link: &Link) {
                 Msg::Beacon(i, ts) => conn.beacon(i, ts),
             }
             link.note_progress();
-            if conn.client.is_some() {
+            if conn.connected() {
                 link.connected.store(true, Ordering::Relaxed);
             }
             // A new connection: its streams are announced again.
-            if conn.connections != connections && conn.client.is_some() {
-                connections = conn.connections;
+            if conn.connections() != connections && conn.connected() {
+                connections = conn.connections();
                 for &i in &wanted {
                     conn.announce(i);
                 }
             }
         }
-        conn.settle(|i, n, ok| results.push((i, n, ok)));
+        conn.settle(|o| results.push(o));
         link.note_progress();
         {
             let mut st = link.lock();
@@ -101,7 +102,7 @@ pub(super) fn send_loop(mut conn: Conn, link: &Link) {
             let mut st = link.lock();
             if !st.abandoned {
                 st.results.append(&mut results);
-                st.close_error = r.err();
+                st.close_error = r.err().map(RelayFailure::Close);
                 st.finished = true;
                 link.finished.notify_all();
             }
