@@ -17,6 +17,23 @@ fn opts(name: &str) -> SessionOptions {
         .connect_timeout(Duration::from_secs(2))
 }
 
+/// Waits until the relay's verbose log (`lttng-relayd -v`) holds every one of `lines`; fails
+/// naming `what` after a 60 s watchdog (a hang, not slowness).
+fn wait_for_log(relay: &Relayd, lines: &[&str], what: &str) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let log = relay.stderr();
+        if lines.iter().all(|l| log.contains(l)) {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "gave up waiting for {what} (relayd log lines {lines:?}); relayd log:\n{log}"
+        );
+        std::thread::sleep(Duration::from_millis(10));
+    }
+}
+
 #[test]
 fn streamed_trace_reads_back_with_exact_counts() {
     let rec = record();
@@ -70,7 +87,13 @@ fn live_viewer_sees_events_before_the_session_closes() {
         .spawn()
         .expect("babeltrace2");
     let rx = hushtrace_testsupport::stdout_lines(&mut viewer);
-    std::thread::sleep(Duration::from_millis(500)); // let the viewer attach
+    // A live viewer starts at the newest data: the data goes out once it is attached, which
+    // it is when it polls for its streams' next index.
+    wait_for_log(
+        &relay,
+        &["Viewer get next index"],
+        "the live viewer to attach",
+    );
 
     send_all(&mut client, &parent_ids, parent);
     let child = &rec.processes[1];
@@ -149,7 +172,7 @@ fn killed_relay_gives_errors_not_hangs() {
         .expect("first packet");
     relay.kill();
 
-    let started = Instant::now();
+    // (How long these sends take is measured by benches/give_up.rs.)
     let mut delivered = 0;
     let mut lost = 0;
     let mut first_err = None;
@@ -163,7 +186,6 @@ fn killed_relay_gives_errors_not_hangs() {
             }
         }
     }
-    let took = started.elapsed();
     let e = first_err.expect("sending to a killed relay must fail");
     assert!(
         matches!(
@@ -175,7 +197,6 @@ fn killed_relay_gives_errors_not_hangs() {
     assert_eq!(delivered, 0, "{e}");
     assert_eq!(lost, 50);
     assert!(client.is_broken());
-    assert!(took < io * 2, "took {took:?}");
     assert!(matches!(client.close(), Err(Error::Broken { .. })));
 
     // a new client to the dead relay: a clear connect error, at once
@@ -232,7 +253,12 @@ fn relay_log_has_no_errors() {
         }
     }
     client.close().expect("close");
-    std::thread::sleep(Duration::from_millis(200));
+    // What the relay logs about the session happens before it notes both connections closed.
+    wait_for_log(
+        &relay,
+        &["Control connection closed", "Data connection closed"],
+        "the relay to close the connections",
+    );
     relay.stop();
     let log = relay.stderr();
     let errors: Vec<&str> = log

@@ -14,6 +14,7 @@
 //! | `flush` | the flush of idle threads' open packets (and live beacons) |
 //! | `snapshot` | snapshots of the flight recorder |
 //! | `answers`, `ctl` | answers to `hushtrace ctl` (feature `control`) |
+//! | `status` | the `status` answer, running or stopped (feature `control`) |
 //! | `stats` | counts, `status` numbers, the statistics file |
 //! | `lifecycle` | the consumer thread: start, wake-ups, a fork child's new consumer |
 
@@ -29,6 +30,8 @@ mod setup;
 pub(crate) mod sink;
 mod snapshot;
 mod stats;
+#[cfg(feature = "control")]
+mod status;
 
 pub(crate) use lifecycle::{ensure_running, spawn, throttle_registration, wake};
 
@@ -51,8 +54,8 @@ pub(crate) struct Consumer {
     /// The control socket (`hushtrace ctl`), if one could be bound.
     #[cfg(feature = "control")]
     control: Option<crate::control::Server>,
-    /// Events written per stream instance (for `status`).
-    written_by_stream: HashMap<u64, u64>,
+    /// Events written and lost, in total and per stream (for `status`).
+    tally: stats::Tally,
     /// Snapshots taken by this process.
     snapshots: u64,
     /// The metadata as of `types_gen` (the sinks' metadata and the flush's event sizes).

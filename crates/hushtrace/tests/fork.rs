@@ -40,17 +40,22 @@ fn wait_child(pid: libc::pid_t, timeout: Duration) -> i32 {
     }
 }
 
-/// Three threads tracing `("fork", "busy", seq)` until `stop` is set.
-fn busy_threads(stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
-    (0..3)
-        .map(|_| {
-            let stop = stop.clone();
+/// Events each busy thread has traced so far (updated every 64 events).
+type Progress = Arc<[AtomicU64; 3]>;
+
+/// Three threads tracing `("fork", "busy", seq)` until `stop` is set, and their progress.
+fn busy_threads(stop: &Arc<AtomicBool>) -> (Vec<std::thread::JoinHandle<u64>>, Progress) {
+    let progress: Progress = Arc::new(Default::default());
+    let workers = (0..3)
+        .map(|i| {
+            let (stop, progress) = (stop.clone(), progress.clone());
             std::thread::spawn(move || {
                 let mut seq = 0u64;
                 while !stop.load(Ordering::Relaxed) {
                     hushtrace::event!("fork", "busy", seq = seq);
                     seq += 1;
                     if seq.is_multiple_of(64) {
+                        progress[i].store(seq, Ordering::Relaxed);
                         // Keep the volume modest: the point is being busy at fork time.
                         std::thread::sleep(Duration::from_micros(200));
                     }
@@ -58,7 +63,19 @@ fn busy_threads(stop: &Arc<AtomicBool>) -> Vec<std::thread::JoinHandle<u64>> {
                 seq
             })
         })
-        .collect()
+        .collect();
+    (workers, progress)
+}
+
+/// Waits until each busy thread has traced at least `more` events since the call.
+fn wait_each_traces(progress: &Progress, more: u64) {
+    let from: Vec<u64> = progress.iter().map(|p| p.load(Ordering::Relaxed)).collect();
+    common::wait_until("each busy thread to trace", || {
+        progress
+            .iter()
+            .zip(&from)
+            .all(|(p, &f)| p.load(Ordering::Relaxed) >= f + more)
+    });
 }
 
 /// In a child: emit `k` events on the main thread and `k` on a new thread.
@@ -109,8 +126,9 @@ fn fork_scenario(grandchild: bool) {
         .start()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let workers = busy_threads(&stop);
-    std::thread::sleep(Duration::from_millis(20));
+    let (workers, progress) = busy_threads(&stop);
+    // Every worker is busy tracing when the process forks.
+    wait_each_traces(&progress, 64);
     let parent_main_tid = gettid();
     hushtrace::event!("parent", "before_fork", seq = 0u64);
     // SAFETY: fork; the child only runs tracing code and exits with _exit.
@@ -139,7 +157,8 @@ fn fork_scenario(grandchild: bool) {
     }
     assert!(pid > 0, "fork failed");
     assert_eq!(wait_child(pid, Duration::from_secs(60)), 0, "child failed");
-    std::thread::sleep(Duration::from_millis(20));
+    // The parent's workers go on tracing after the fork, into the parent's trace.
+    wait_each_traces(&progress, 64);
     stop.store(true, Ordering::Relaxed);
     let emitted: u64 = workers.into_iter().map(|w| w.join().unwrap()).sum();
     let st = session.stop().unwrap();
@@ -215,7 +234,7 @@ fn many_forks_while_threads_trace_and_toggle() {
         .start()
         .unwrap();
     let stop = Arc::new(AtomicBool::new(false));
-    let workers = busy_threads(&stop);
+    let (workers, _) = busy_threads(&stop);
     let toggles = Arc::new(AtomicU64::new(0));
     let toggler = {
         let (stop, toggles) = (stop.clone(), toggles.clone());

@@ -22,6 +22,8 @@ const PARENT_MAIN: u64 = 3000;
 const PARENT_WORKER: u64 = 2000;
 const CHILD_MAIN: u64 = 1500;
 const CHILD_WORKER: u64 = 700;
+/// Events the killed-relay role traces after the relay was killed (several packets).
+const AFTER_KILL: u64 = 200_000;
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -31,6 +33,25 @@ static SERIAL: Mutex<()> = Mutex::new(());
 use hushtrace_testsupport::{
     babeltrace, count_per_thread, free_port, stdout_lines, wait_line, wait_or_kill, Relayd,
 };
+
+/// Whether a data stream file (`stream_<n>`) below `dir` holds data.
+fn has_stream_data(dir: &Path) -> bool {
+    std::fs::read_dir(dir)
+        .into_iter()
+        .flatten()
+        .flatten()
+        .any(|e| {
+            let path = e.path();
+            if path.is_dir() {
+                return has_stream_data(&path);
+            }
+            let name = e.file_name().to_string_lossy().into_owned();
+            // (Not the index files, `index/stream_<n>.idx`, which have a header from the start.)
+            name.starts_with("stream_")
+                && !name.ends_with(".idx")
+                && e.metadata().is_ok_and(|m| m.len() > 0)
+        })
+}
 
 /// Where the relay writes session `session` of this test's host name.
 fn session_dir(relay: &Relayd, session: &str) -> PathBuf {
@@ -211,13 +232,22 @@ fn role_killed(builder: hushtrace::SessionBuilder) {
         unsafe { hushtrace::verify::exit_thread() };
     });
     println!("ready");
+    // Traces until the test has killed the relay (it says so with the file KILLED), then
+    // AFTER_KILL more events: packets the dead relay cannot get.
+    let killed = std::env::var("KILLED").unwrap();
+    let watchdog = Instant::now() + Duration::from_secs(120);
     let mut n = 0u64;
-    let started = Instant::now();
-    while started.elapsed() < Duration::from_secs(4) {
+    let mut last = None;
+    while last.is_none_or(|last| n < last) {
         hushtrace::event!("relaytest", "main", seq = n);
         n += 1;
         if n.is_multiple_of(64) {
+            // Pacing: the volume stays modest (the rings discard little).
             std::thread::sleep(Duration::from_micros(200));
+            if last.is_none() && Path::new(&killed).exists() {
+                last = Some(n + AFTER_KILL);
+            }
+            assert!(Instant::now() < watchdog, "the test never killed the relay");
         }
     }
     stop.store(true, Ordering::Relaxed);
@@ -462,9 +492,14 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
     let _g = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut relay = Relayd::start();
     let out = temp_dir("relay-killed");
+    let killed = out.with_extension("killed");
     let mut p = spawn_role(
         "killed",
-        &[("OUT", out.display().to_string()), ("RELAY", relay.url())],
+        &[
+            ("OUT", out.display().to_string()),
+            ("RELAY", relay.url()),
+            ("KILLED", killed.display().to_string()),
+        ],
     );
     let rx = stdout_lines(&mut p);
     let mut stderr = p.stderr.take().unwrap();
@@ -474,8 +509,12 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
         s
     });
     wait_line(&rx, "ready", Duration::from_secs(30));
-    std::thread::sleep(Duration::from_millis(1000));
+    // Killed mid-stream: once the relay has stored some of the trace.
+    common::wait_until("the relay to store a packet", || {
+        has_stream_data(&relay.traces())
+    });
     relay.kill();
+    std::fs::write(&killed, b"").unwrap();
     let result = wait_line(&rx, "result ", Duration::from_secs(60));
     wait_exit(&mut p, Duration::from_secs(30), "the traced program");
     let err = err.join().unwrap();
@@ -504,6 +543,7 @@ fn killed_relay_no_hang_exact_losses_no_syscalls() {
         assert_eq!(in_trace, v["written"], "the local trace: {result}");
     }
     let _ = std::fs::remove_dir_all(&out);
+    let _ = std::fs::remove_file(&killed);
 }
 
 /// An unreachable relay at start: a clear error naming the address.

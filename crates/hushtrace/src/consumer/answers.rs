@@ -1,6 +1,7 @@
 //! Answers to control requests (`hushtrace ctl`) while the session runs; a stopped session's
-//! socket is served by `ctl.rs`.
+//! socket is served by `ctl.rs`. The `status` answer is built by `status.rs`.
 
+use super::status::{Status, ThreadStatus};
 use super::{ctl, Consumer};
 use crate::control::{self, Request};
 use crate::platform;
@@ -71,61 +72,36 @@ impl Consumer {
     }
 
     fn status_json(&self) -> String {
-        let cfg = &self.shared.cfg;
-        let mut s = format!(
-            "{{\"ok\":true,\"pid\":{},\"session\":true,\"state\":\"running\",\"mode\":\"{}\",\"subbuf_size\":{},\
-             \"num_subbufs\":{},\"read_timer_ms\":{},\"direct_io\":{},\"written\":{},\"discarded\":{},",
-            self.shared.pid.load(Ordering::Relaxed),
-            cfg.mode,
-            cfg.subbuf_size,
-            cfg.num_subbufs,
-            cfg.read_timer.as_millis(),
-            cfg.direct_io,
-            self.shared.written.load(Ordering::Relaxed),
-            self.shared.total_lost(),
-        );
-        ctl::sched_json(&mut s, cfg, self.sched_error.as_deref());
-        s.push_str(",\"trace_dir\":");
-        control::json_str(&mut s, &self.dir.path().display().to_string());
-        s.push_str(",\"threads\":[");
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
-        let mut first = true;
-        let mut omitted = 0u64;
-        for b in bufs.iter().filter(|b| {
-            matches!(
-                b.state.load(Ordering::Acquire),
-                BufState::Attached | BufState::Exited | BufState::Detached
-            )
-        }) {
-            // The answer stays under the control server's size limit.
-            if s.len() > control::MAX_ANSWER - 4096 {
-                omitted += 1;
-                continue;
-            }
-            let id = b.ident();
-            if !first {
-                s.push(',');
-            }
-            first = false;
-            let name = String::from_utf8_lossy(
-                &id.procname[..id.procname.iter().position(|&c| c == 0).unwrap_or(16)],
-            )
-            .into_owned();
-            s.push_str(&format!(
-                "{{\"stream\":{},\"vtid\":{},\"name\":",
-                b.instance, id.vtid
-            ));
-            control::json_str(&mut s, &name);
-            s.push_str(&format!(
-                ",\"written\":{},\"discarded\":{}}}",
-                self.written_by_stream
-                    .get(&b.instance)
-                    .copied()
-                    .unwrap_or(0),
-                b.lost()
-            ));
+        let threads = bufs
+            .iter()
+            .filter(|b| {
+                matches!(
+                    b.state.load(Ordering::Acquire),
+                    BufState::Attached | BufState::Exited | BufState::Detached
+                )
+            })
+            .map(|b| {
+                let id = b.ident();
+                let name = &id.procname[..id.procname.iter().position(|&c| c == 0).unwrap_or(16)];
+                ThreadStatus {
+                    stream: b.instance,
+                    vtid: id.vtid,
+                    name: String::from_utf8_lossy(name).into_owned(),
+                    written: self.tally.written(b.instance),
+                    discarded: b.lost(),
+                }
+            })
+            .collect();
+        Status {
+            pid: self.shared.pid.load(Ordering::Relaxed),
+            cfg: &self.shared.cfg,
+            written: self.shared.written.load(Ordering::Relaxed),
+            discarded: self.shared.total_lost(),
+            sched_error: self.sched_error.as_deref(),
+            trace_dir: &self.dir.path().display().to_string(),
+            threads: Some(threads),
         }
-        s.push_str(&format!("],\"threads_omitted\":{omitted}}}"));
-        s
+        .to_json()
     }
 }

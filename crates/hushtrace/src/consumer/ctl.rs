@@ -3,6 +3,7 @@
 //! `status` says the process is stopped (not "not traced") and `start` starts the session
 //! again with the settings it had.
 
+use super::status::Status;
 use crate::config::Config;
 use crate::control::{self, Request, Server};
 use crate::platform;
@@ -75,47 +76,19 @@ fn serve_stopped(mut server: Server, pid: u32, stopped: Stopped) {
     }
 }
 
-/// The consumer's scheduling in a status answer: `"consumer_sched":"fifo:10",
-/// "consumer_cpus":[0,1]` (`null`: inherited), `"consumer_sched_error":null` or what the
-/// kernel refused.
-pub(super) fn sched_json(s: &mut String, cfg: &Config, error: Option<&str>) {
-    s.push_str(&format!(
-        "\"consumer_sched\":\"{}\",\"consumer_cpus\":",
-        cfg.consumer_sched
-    ));
-    match &cfg.consumer_cpus {
-        Some(cpus) => s.push_str(&format!("[{}]", crate::config::cpu_list_text(cpus))),
-        None => s.push_str("null"),
-    }
-    s.push_str(",\"consumer_sched_error\":");
-    match error {
-        Some(e) => control::json_str(s, e),
-        None => s.push_str("null"),
-    }
-}
-
 fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
     match req {
         Request::Ping => format!("{{\"ok\":true,\"pid\":{pid},\"state\":\"stopped\"}}"),
-        Request::Status => {
-            let mut s = format!(
-                "{{\"ok\":true,\"pid\":{pid},\"session\":false,\"state\":\"stopped\",\
-                 \"mode\":\"{}\",\"subbuf_size\":{},\"num_subbufs\":{},\"read_timer_ms\":{},\
-                 \"direct_io\":{},\"written\":{},\"discarded\":{},",
-                st.cfg.mode,
-                st.cfg.subbuf_size,
-                st.cfg.num_subbufs,
-                st.cfg.read_timer.as_millis(),
-                st.cfg.direct_io,
-                st.written,
-                st.discarded
-            );
-            sched_json(&mut s, &st.cfg, None);
-            s.push_str(",\"trace_dir\":");
-            control::json_str(&mut s, &st.trace_dir);
-            s.push_str(",\"threads\":[]}");
-            s
+        Request::Status => Status {
+            pid,
+            cfg: &st.cfg,
+            written: st.written,
+            discarded: st.discarded,
+            sched_error: None,
+            trace_dir: &st.trace_dir,
+            threads: None,
         }
+        .to_json(),
         Request::List => list_json(pid, "stopped"),
         Request::Enable(g) => enable(&g, true),
         Request::Disable(g) => enable(&g, false),

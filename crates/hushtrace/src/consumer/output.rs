@@ -3,14 +3,13 @@
 //! (`hushtrace_ctf::partial::rest_of_packet`, shared with crash recovery). The body is never
 //! copied here: a renumbered packet is a new header plus the ring's bytes.
 
-use super::sink::{Fate, Packet};
+use super::sink::{Fate, Handed, Packet};
 use super::Consumer;
 use crate::ring::{Buffer, ConsumerKey};
 use hushtrace_ctf::layout::{
     read_u64, OFF_EVENTS_DISCARDED, OFF_PACKET_SEQ_NUM, PACKET_HEADER_LEN,
 };
 use hushtrace_ctf::partial::rest_of_packet;
-use std::sync::atomic::Ordering;
 
 impl Consumer {
     /// Writes one packet of `b` that the ring handed over ([`super::flush::StreamOut`]).
@@ -54,46 +53,36 @@ impl Consumer {
                 self.note_error(e);
             }
         }
-        let mut sinks = std::mem::take(&mut self.sinks);
-        for s in &mut sinks {
+        let handed = Handed {
+            instance: p.instance,
+            events: p.events,
+        };
+        for s in &mut self.sinks {
             let fate = s.packet(p);
             if !s.counts() {
                 continue;
             }
             match fate {
-                Fate::Delivered => self.count(p.instance, p.events, true),
+                Fate::Delivered => self.tally.count(&self.shared, handed.fate(true)),
                 Fate::Failed(e) => {
-                    self.note_error(e);
-                    self.count(p.instance, p.events, false);
+                    self.shared.note_error(e);
+                    self.tally.count(&self.shared, handed.fate(false));
                 }
                 Fate::Pending | Fate::Skipped => {}
             }
         }
-        self.sinks = sinks;
     }
 
     /// Collects the fates the outputs reported (never waits); counts them for the outputs
     /// whose record counts.
     pub(super) fn settle_sinks(&mut self) {
-        let mut sinks = std::mem::take(&mut self.sinks);
-        for s in &mut sinks {
+        for s in &mut self.sinks {
             let counts = s.counts();
-            s.settle(&mut |instance, events, delivered| {
+            s.settle(&mut |o| {
                 if counts {
-                    self.count(instance, events, delivered)
+                    self.tally.count(&self.shared, o);
                 }
             });
-        }
-        self.sinks = sinks;
-    }
-
-    /// Counts a packet's events as written (`delivered`) or lost.
-    pub(super) fn count(&mut self, instance: u64, events: u64, delivered: bool) {
-        if delivered {
-            *self.written_by_stream.entry(instance).or_default() += events;
-            self.shared.written.fetch_add(events, Ordering::Relaxed);
-        } else {
-            self.shared.lost.fetch_add(events, Ordering::Relaxed);
         }
     }
 }

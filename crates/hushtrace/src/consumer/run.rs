@@ -140,21 +140,19 @@ impl Consumer {
     /// record counts report their last fates; a failure of such an output is the session's
     /// error, another's only a message (the local trace is complete).
     fn close_sinks(&mut self) {
-        let mut sinks = std::mem::take(&mut self.sinks);
-        for s in &mut sinks {
+        for s in &mut self.sinks {
             let counts = s.counts();
-            let r = s.close(&mut |instance, n, delivered| {
+            let r = s.close(&mut |o| {
                 if counts {
-                    self.count(instance, n, delivered);
+                    self.tally.count(&self.shared, o);
                 }
             });
             match r {
-                Err(e) if counts => self.note_error(e),
+                Err(e) if counts => self.shared.note_error(e),
                 Err(e) => eprintln!("hushtrace: {e}"),
                 Ok(()) => {}
             }
         }
-        self.sinks = sinks;
     }
 
     /// Marks a drained buffer's ring file clean and removes it.

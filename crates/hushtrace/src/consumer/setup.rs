@@ -68,7 +68,7 @@ impl Consumer {
             types_gen: None,
             #[cfg(feature = "control")]
             control,
-            written_by_stream: std::collections::HashMap::new(),
+            tally: super::stats::Tally::default(),
             snapshots: 0,
             desc: TraceDesc {
                 uuid: [0; 16],

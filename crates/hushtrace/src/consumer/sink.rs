@@ -1,10 +1,16 @@
 //! The consumer's outputs behind one interface. Each output is one file below this one:
 //! `file.rs` (the trace directory's stream files and metadata) and `relay.rs` (an LTTng relay
 //! daemon, feature `relay`). A new output implements [`Sink`] and is added in `setup.rs`.
+//! What goes wrong in an output is a [`SinkError`] (`error.rs`).
 
+mod error;
 pub(crate) mod file;
 #[cfg(feature = "relay")]
 pub(crate) mod relay;
+
+#[cfg(feature = "relay")]
+pub(crate) use error::RelayFailure;
+pub(crate) use error::SinkError;
 
 use crate::config::Error;
 use hushtrace_ctf::metadata::TraceDesc;
@@ -31,13 +37,46 @@ impl Packet<'_> {
     }
 }
 
+/// The events of one packet of stream `instance`, whose fate an output reports later
+/// ([`Fate::Pending`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Handed {
+    /// The buffer instance: the stream.
+    pub instance: u64,
+    /// How many events the packet holds.
+    pub events: u64,
+}
+
+impl Handed {
+    /// Its fate: delivered or not.
+    pub fn fate(self, delivered: bool) -> Outcome {
+        Outcome {
+            instance: self.instance,
+            events: self.events,
+            delivered,
+        }
+    }
+}
+
+/// The fate of a packet an output took as [`Fate::Pending`], as [`Sink::settle`] and
+/// [`Sink::close`] report it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct Outcome {
+    /// The buffer instance: the stream.
+    pub instance: u64,
+    /// How many events the packet held.
+    pub events: u64,
+    /// Whether the output got it (else its events are lost to that output).
+    pub delivered: bool,
+}
+
 /// What became of a packet handed to an output.
 #[derive(Debug)]
 pub(crate) enum Fate {
     /// Written.
     Delivered,
     /// Not written; the error says why.
-    Failed(String),
+    Failed(SinkError),
     /// Handed on; [`Sink::settle`] reports its fate later.
     Pending,
     /// This output takes no packets (relay-only mode's local directory).
@@ -82,13 +121,13 @@ pub(crate) trait Sink: Send + std::fmt::Debug {
     /// A buffer was freed: stream `instance` ends.
     fn forget(&mut self, _instance: u64) {}
 
-    /// Reports the fates of [`Fate::Pending`] packets known so far: `each(instance, events,
-    /// delivered)`. Never waits.
-    fn settle(&mut self, _each: &mut dyn FnMut(u64, u64, bool)) {}
+    /// Reports the fates of [`Fate::Pending`] packets known so far, in order, to `each`.
+    /// Never waits.
+    fn settle(&mut self, _each: &mut dyn FnMut(Outcome)) {}
 
     /// The session ends: writes what is pending and closes; reports the last fates like
-    /// [`Sink::settle`]. The error is a message for the user.
-    fn close(&mut self, _each: &mut dyn FnMut(u64, u64, bool)) -> Result<(), String> {
+    /// [`Sink::settle`]. The error says what the output could not do.
+    fn close(&mut self, _each: &mut dyn FnMut(Outcome)) -> Result<(), SinkError> {
         Ok(())
     }
 }

@@ -417,3 +417,42 @@ pub fn takes_direct(dir: &Path) -> bool {
     let _ = std::fs::remove_file(&p);
     ok
 }
+
+/// How long [`wait_for`] waits before it gives up: a watchdog against a hang, not a timing
+/// assertion (the conditions the tests wait for hold within milliseconds on an idle machine).
+pub const WATCHDOG: Duration = Duration::from_secs(60);
+
+/// Polls `cond` every millisecond until it holds; an error naming `what` if it does not within
+/// [`WATCHDOG`].
+pub fn wait_for(what: &str, mut cond: impl FnMut() -> bool) -> Result<(), String> {
+    let deadline = Instant::now() + WATCHDOG;
+    while !cond() {
+        if Instant::now() > deadline {
+            return Err(format!("gave up after {WATCHDOG:?} waiting for {what}"));
+        }
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    Ok(())
+}
+
+/// [`wait_for`], failing the test with its message.
+pub fn wait_until(what: &str, cond: impl FnMut() -> bool) {
+    if let Err(e) = wait_for(what, cond) {
+        panic!("{e}");
+    }
+}
+
+/// The stream files (`stream_<n>`) of trace directory `dir` that hold data: how many, and
+/// their bytes in all.
+pub fn stream_files(dir: &Path) -> (usize, u64) {
+    let mut n = 0;
+    let mut bytes = 0;
+    for e in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let len = e.metadata().map(|m| m.len()).unwrap_or(0);
+        if e.file_name().to_string_lossy().starts_with("stream_") && len > 0 {
+            n += 1;
+            bytes += len;
+        }
+    }
+    (n, bytes)
+}

@@ -1,7 +1,7 @@
 //! The local output: the trace directory's `metadata` file and one stream file per buffer
 //! (see `tracedir.rs` for how files are opened and written).
 
-use super::{Fate, Packet, Sink};
+use super::{Fate, Outcome, Packet, Sink, SinkError};
 use crate::config::Error;
 use crate::tracedir::{Dir, StreamIo, TraceFiles};
 use hushtrace_ctf::layout::METADATA_FILE;
@@ -54,14 +54,14 @@ impl Sink for FileSink {
         }
         match self.files.append_parts(p.instance, &[p.header, p.body]) {
             Ok(()) => Fate::Delivered,
-            Err(e) => Fate::Failed(format!(
-                "{}: {e}",
-                self.files
+            Err(source) => Fate::Failed(SinkError::Write {
+                path: self
+                    .files
                     .dir
                     .path()
-                    .join(self.files.stream_name(p.instance))
-                    .display()
-            )),
+                    .join(self.files.stream_name(p.instance)),
+                source,
+            }),
         }
     }
 
@@ -69,7 +69,7 @@ impl Sink for FileSink {
         self.files.forget(instance);
     }
 
-    fn close(&mut self, _each: &mut dyn FnMut(u64, u64, bool)) -> Result<(), String> {
+    fn close(&mut self, _each: &mut dyn FnMut(Outcome)) -> Result<(), SinkError> {
         self.files.close_all();
         Ok(())
     }
