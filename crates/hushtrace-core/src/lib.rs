@@ -19,6 +19,7 @@
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod callsite;
+mod deadline;
 mod field;
 mod glob;
 pub mod mirror;
@@ -31,6 +32,10 @@ pub use callsite::{
     assign_ids, callsites, reset_interrupted_publications, types_generation, Callsite,
     CallsiteState, Interest, Kind, CALLSITES, INTEREST_DISABLED, INTEREST_ENABLED,
     INTEREST_NEEDS_TYPES,
+};
+pub use deadline::{
+    parse_duration_ns, DeadlineError, DeadlineErrorKind, DeadlineRule, DeadlineRules,
+    MAX_DEADLINE_RULES,
 };
 pub use field::{Field, FieldType, MAX_FIELDS, STR_CAP};
 pub use glob::glob_match;
