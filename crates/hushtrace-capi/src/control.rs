@@ -139,3 +139,56 @@ pub extern "C" fn ht_verify_exit_thread() -> ! {
     // that nothing on this thread's stack is still in use by another thread.
     unsafe { hushtrace::verify::exit_thread() }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::ffi::CStr;
+
+    /// The calling thread's last error.
+    fn last_error() -> String {
+        // SAFETY: `ht_last_error` returns a NUL-terminated string.
+        unsafe { CStr::from_ptr(crate::error::ht_last_error()) }
+            .to_string_lossy()
+            .into_owned()
+    }
+
+    #[test]
+    fn enable_and_disable_refuse_bad_globs_with_a_message() {
+        let long = format!("{}\0", "a".repeat(MAX_GLOB + 1));
+        let cases: [(*const c_char, &str); 6] = [
+            (std::ptr::null(), "the glob is NULL"),
+            (c"".as_ptr(), "empty"),
+            (long.as_ptr() as *const c_char, "longer than 1024 bytes"),
+            (c"\xff".as_ptr(), "not UTF-8"),
+            (c"a\"b".as_ptr(), "quotes"),
+            (c"a:b:c".as_ptr(), "more than one ':'"),
+        ];
+        for (glob, why) in cases {
+            for f in [ht_enable, ht_disable] {
+                // SAFETY: NULL or NUL-terminated strings.
+                assert_eq!(unsafe { f(glob) }, ERR_INVALID, "{why}");
+                assert!(last_error().contains(why), "{why}: {}", last_error());
+            }
+        }
+    }
+
+    #[test]
+    fn enable_and_disable_switch_the_matching_callsites_and_count_them() {
+        let reg = |name| {
+            hushtrace::register_callsite("capi-test", name, hushtrace::Kind::Instant, &[]).unwrap()
+        };
+        let (a, b) = (reg("a"), reg("b"));
+        let call = |f: unsafe extern "C" fn(*const c_char) -> c_int, glob: &CStr| {
+            // SAFETY: a NUL-terminated string.
+            unsafe { f(glob.as_ptr()) }
+        };
+        assert_eq!(call(ht_disable, c"capi-test:*"), 2);
+        assert!(!a.is_enabled() && !b.is_enabled());
+        assert_eq!(call(ht_enable, c"capi-test:a"), 1);
+        assert!(a.is_enabled() && !b.is_enabled());
+        assert_eq!(call(ht_disable, c"capi-test:a"), 1);
+        assert!(!a.is_enabled());
+        assert_eq!(call(ht_enable, c"capi-test-nothing:*"), 0);
+    }
+}

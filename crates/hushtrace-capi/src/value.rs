@@ -167,3 +167,58 @@ unsafe fn c_str_value<'a>(s: *const c_char) -> &'a str {
         Err(e) => std::str::from_utf8(&b[..e.valid_up_to()]).unwrap_or(""),
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// [`c_str_value`] of `bytes` (which carry their NUL, or not).
+    fn c_str(bytes: &[u8]) -> &str {
+        // SAFETY: every call below passes a NUL within the slice or `STR_CAP` bytes or more,
+        // so no byte past the slice is read.
+        unsafe { c_str_value(bytes.as_ptr() as *const c_char) }
+    }
+
+    #[test]
+    fn strings_stop_at_nul_cap_and_bad_utf8() {
+        // SAFETY: NULL is allowed.
+        assert_eq!(unsafe { c_str_value(std::ptr::null()) }, "");
+        assert_eq!(c_str(b"abc\0def\0"), "abc");
+        assert_eq!(
+            c_str(b"ok\xff tail\0"),
+            "ok",
+            "cut before the first bad byte"
+        );
+        // Exactly STR_CAP bytes and no NUL: all kept, nothing read beyond (Miri checks).
+        let full = vec![b'a'; STR_CAP];
+        assert_eq!(c_str(&full), "a".repeat(STR_CAP));
+        // A two-byte character across the cap is dropped whole, not split.
+        let mut across = vec![b'a'; STR_CAP - 1];
+        across.extend_from_slice("é\0".as_bytes());
+        assert_eq!(c_str(&across), "a".repeat(STR_CAP - 1));
+    }
+
+    #[test]
+    fn each_type_code_reads_its_member() {
+        let i = |i| HtValue { i };
+        let u = |u| HtValue { u };
+        // SAFETY: each value holds the member its code says.
+        unsafe {
+            assert_eq!(value(3, u(0xffff_ffff)), Value::U32(u32::MAX));
+            assert_eq!(value(4, u(u64::MAX)), Value::U64(u64::MAX));
+            assert_eq!(value(7, i(-5)), Value::I32(-5));
+            assert_eq!(value(8, i(i64::MIN)), Value::I64(i64::MIN));
+            assert_eq!(value(9, HtValue { f: -1.5 }), Value::F64(-1.5));
+            assert_eq!(value(10, u(1)), Value::Bool(true));
+            assert_eq!(value(11, HtValue { s: c"s".as_ptr() }), Value::Str("s"));
+            assert_eq!(value(99, u(1)), Value::Bool(false), "unknown code");
+            // The recorders' static reads agree with the codes.
+            assert_eq!(U32::get(u(0xffff_ffff)), u32::MAX);
+            assert_eq!(I32::get(i(-5)), -5);
+            assert_eq!(I64::get(i(i64::MIN)), i64::MIN);
+            assert_eq!(F64::get(HtValue { f: -1.5 }), -1.5);
+            assert!(Bool::get(u(1)) && !Bool::get(u(0)));
+            assert_eq!(Str::get(HtValue { s: c"s".as_ptr() }), "s");
+        }
+    }
+}
