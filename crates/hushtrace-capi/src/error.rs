@@ -33,6 +33,12 @@ pub(crate) fn failed(e: impl std::fmt::Display) -> c_int {
 }
 
 /// Runs `f`, turning a panic into `on_panic` and a last-error message.
+///
+/// `#[inline]`: the recorders (`record.rs`) call it on every enabled C tracepoint. Without the
+/// attribute a release build (16 codegen units) may place it in another unit than its caller,
+/// where it is not inlined: each recorder then calls it with a closure, the call the recorders
+/// exist to avoid (docs/BENCHMARKS.md §4).
+#[inline]
 pub(crate) fn guard<R>(on_panic: R, f: impl FnOnce() -> R) -> R {
     match catch_unwind(AssertUnwindSafe(f)) {
         Ok(r) => r,
