@@ -91,8 +91,9 @@ int ht_session_stop(ht_session *s, ht_stats *out);
  *  HUSHTRACE_SUBBUF_SIZE, HUSHTRACE_NUM_SUBBUFS, HUSHTRACE_READ_TIMER_MS, HUSHTRACE_DIRECT_IO,
  *  HUSHTRACE_CONSUMER_SCHED, HUSHTRACE_CONSUMER_CPUS, HUSHTRACE_NO_SYSCALL_POLICY and the
  *  other HUSHTRACE_* variables of the README's table. 0 started (it stops at exit()); 1 when
- *  no HUSHTRACE_* variable is set (nothing to do); negative on error: a bad value, or another
- *  HUSHTRACE_* variable set without HUSHTRACE_OUTPUT (ht_last_error() names it). */
+ *  none of the table's variables is set (nothing to do; an empty value counts as unset);
+ *  negative on error (HT_ERR_FAILED for a bad value, or another of them set without
+ *  HUSHTRACE_OUTPUT; ht_last_error() names it). */
 int ht_start_from_env(void);
 
 /** The message of the calling thread's last failed call ("" if none). Valid until the next

@@ -10,17 +10,14 @@
 //!
 //! Everything runs with the GIL held; the per-call hooks do no Python-level work.
 
-// The runtime under the name the C interface's source uses.
-extern crate hushtrace as hushtrace_rt;
+// The C interface (`ht_*`, the symbols `libhushtrace.so` exports), linked into this extension
+// from `hushtrace-capi`, the crate `libhushtrace.so` is built from: the package loads the
+// extension with `RTLD_GLOBAL`, so a C library loaded afterwards (linked with `-lhushtrace` or
+// not) binds its tracepoints and `ht_*` calls to the runtime the Python code records into — one
+// runtime, one session, one trace per process. `extern crate` links it although no Rust code
+// here names it (a cdylib exports the `#[no_mangle]` functions of every crate it links).
+extern crate hushtrace_capi;
 
-/// The C interface (`ht_*`, the symbols `libhushtrace.so` exports), compiled into this
-/// extension from the very source of `crates/hushtrace-c`: the package loads the extension
-/// with `RTLD_GLOBAL`, so a C library loaded afterwards (linked with `-lhushtrace` or not)
-/// binds its tracepoints and `ht_*` calls to the runtime the Python code records into — one
-/// runtime, one session, one trace per process.
-#[allow(missing_docs, clippy::all)]
-#[path = "../../hushtrace-c/src/lib.rs"]
-mod capi;
 mod funcs;
 mod gil;
 mod hook;
