@@ -26,3 +26,5 @@ echo "== miri: hushtrace-core field encoding tests"
 cargo +nightly miri test -p hushtrace-core --lib -- field::
 echo "== miri: hushtrace-tracing capture (uninitialised scratch)"
 cargo +nightly miri test -p hushtrace-tracing --lib -- capture::
+echo "== miri: hushtrace-capi C field values read through raw pointers"
+cargo +nightly miri test -p hushtrace-capi --lib -- value::
