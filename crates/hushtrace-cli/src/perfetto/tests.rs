@@ -1,4 +1,3 @@
-
 use super::proto::*;
 use prost::Message;
 
