@@ -1,4 +1,3 @@
-
 use super::*;
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
 use hushtrace_kernel::ctf::{to_tsdl, KernelMeta, StreamWriter};
