@@ -1,4 +1,3 @@
-
 use super::*;
 
 const M: u64 = 1 << 24;
