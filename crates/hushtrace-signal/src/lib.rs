@@ -14,7 +14,7 @@
 //!   previous action back; [`die_by`]: ending the process by a signal as if it had not been
 //!   caught.
 //!
-//! Only libc calls (`pipe2`, `fcntl`, `read`, `write`, `close`, `sigaction`,
+//! Only libc calls (`pipe2` through `std::io::pipe`, `fcntl`, `read`, `write`, `close`, `sigaction`,
 //! `pthread_sigmask`, `raise`); no thread is started here, so a user that must start its
 //! watcher in a fork child can start it the fork-safe way.
 //!
@@ -38,6 +38,7 @@
 
 use std::ffi::c_int;
 use std::io;
+use std::os::fd::IntoRawFd;
 use std::sync::atomic::{AtomicI32, Ordering};
 
 /// A pipe a signal handler writes signal numbers to and a watcher thread reads them from.
@@ -74,14 +75,16 @@ impl SignalPipe {
         if fd < 0 {
             return;
         }
-        // SAFETY: reading this thread's errno location.
-        let saved = unsafe { *libc::__errno_location() };
+        // SAFETY: this thread's errno location, valid for the thread's life.
+        let errno = unsafe { errno_location() };
+        // SAFETY: `errno` is valid (above).
+        let saved = unsafe { *errno };
         let b = sig as u8;
         // SAFETY: one byte from a live local to the pipe's non-blocking write end; a closed or
         // full pipe fails harmlessly.
         unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
         // SAFETY: as above.
-        unsafe { *libc::__errno_location() = saved };
+        unsafe { *errno = saved };
     }
 
     /// Makes a new pipe (both ends close-on-exec: a program this process runs inherits
@@ -89,25 +92,20 @@ impl SignalPipe {
     /// are closed: in the child of a `fork()`, they are copies of the parent's, whose watcher
     /// is not in this process.
     pub fn open(&'static self) -> io::Result<Watch> {
-        let mut fds = [-1; 2];
-        // SAFETY: `fds` has room for the two descriptors.
-        if unsafe { libc::pipe2(fds.as_mut_ptr(), libc::O_CLOEXEC) } != 0 {
-            return Err(io::Error::last_os_error());
-        }
-        // SAFETY: `fds[1]` is the write end just made.
-        unsafe { libc::fcntl(fds[1], libc::F_SETFL, libc::O_NONBLOCK) };
-        let old_wake = self.wake.swap(fds[1], Ordering::AcqRel);
-        let old_watch = self.watch.swap(fds[0], Ordering::AcqRel);
+        // Close-on-exec, and no lock taken (`pipe2(2)` on Linux): usable in a fork child.
+        let (rd, wr) = io::pipe()?;
+        let (rd, wr) = (rd.into_raw_fd(), wr.into_raw_fd());
+        // SAFETY: `wr` is the write end just made, owned by this pipe from now on.
+        unsafe { libc::fcntl(wr, libc::F_SETFL, libc::O_NONBLOCK) };
+        let old_wake = self.wake.swap(wr, Ordering::AcqRel);
+        let old_watch = self.watch.swap(rd, Ordering::AcqRel);
         for fd in [old_wake, old_watch] {
             if fd >= 0 {
                 // SAFETY: a descriptor this pipe made and no thread of this process uses now.
                 unsafe { libc::close(fd) };
             }
         }
-        Ok(Watch {
-            pipe: self,
-            fd: fds[0],
-        })
+        Ok(Watch { pipe: self, fd: rd })
     }
 
     /// Closes the write end: the handler writes nothing more, and the watcher's
@@ -160,6 +158,28 @@ impl Watch {
             unsafe { libc::close(self.fd) };
         }
     }
+}
+
+/// This thread's `errno`.
+///
+/// # Safety
+///
+/// The pointer is valid on this thread only, for as long as the thread lives.
+#[cfg(any(target_os = "linux", target_os = "android"))]
+unsafe fn errno_location() -> *mut c_int {
+    // SAFETY: no precondition; the caller keeps the pointer on this thread.
+    unsafe { libc::__errno_location() }
+}
+
+/// This thread's `errno`.
+///
+/// # Safety
+///
+/// The pointer is valid on this thread only, for as long as the thread lives.
+#[cfg(target_vendor = "apple")]
+unsafe fn errno_location() -> *mut c_int {
+    // SAFETY: no precondition; the caller keeps the pointer on this thread.
+    unsafe { libc::__error() }
 }
 
 /// An empty signal set (for [`catch`]'s `mask`).
@@ -227,4 +247,70 @@ pub fn die_by(sig: c_int) -> ! {
         libc::raise(sig);
     }
     std::process::exit(128 + sig)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_signal_reaches_the_watcher_and_errno_is_kept() {
+        static PIPE: SignalPipe = SignalPipe::new();
+        extern "C" fn on_signal(sig: c_int) {
+            PIPE.notify(sig);
+        }
+        let watch = PIPE.open().unwrap();
+        let prev = catch(libc::SIGUSR2, on_signal, empty_set(), libc::SA_RESTART).unwrap();
+        assert_eq!(
+            disposition(libc::SIGUSR2).unwrap().sa_sigaction,
+            on_signal as extern "C" fn(c_int) as usize
+        );
+        // SAFETY: this thread's errno location, used on this thread.
+        unsafe { *errno_location() = libc::EAGAIN };
+        // SAFETY: raise(3) sends SIGUSR2 to this thread, whose handler runs before it returns.
+        unsafe { libc::raise(libc::SIGUSR2) };
+        // SAFETY: as above.
+        assert_eq!(unsafe { *errno_location() }, libc::EAGAIN, "errno restored");
+        assert_eq!(watch.wait(), Some(libc::SIGUSR2));
+        restore(libc::SIGUSR2, &prev);
+        assert_eq!(
+            disposition(libc::SIGUSR2).unwrap().sa_sigaction,
+            prev.sa_sigaction
+        );
+        PIPE.shut();
+        assert_eq!(watch.wait(), None);
+        watch.close();
+    }
+
+    #[test]
+    fn a_full_pipe_drops_wake_ups_instead_of_blocking() {
+        static PIPE: SignalPipe = SignalPipe::new();
+        let watch = PIPE.open().unwrap();
+        // Far more than a pipe holds (64 KiB on Linux): notify must never block.
+        for _ in 0..200_000 {
+            PIPE.notify(libc::SIGHUP);
+        }
+        assert_eq!(watch.wait(), Some(libc::SIGHUP));
+        PIPE.shut();
+        watch.close();
+    }
+
+    #[test]
+    fn opening_again_replaces_the_pipe_and_ends_the_old_watch() {
+        static PIPE: SignalPipe = SignalPipe::new();
+        let old = PIPE.open().unwrap();
+        PIPE.notify(libc::SIGTERM);
+        // As in a fork child: a new pipe, the old one's ends closed.
+        let new = PIPE.open().unwrap();
+        old.close(); // not the pipe's any more: closes nothing
+        PIPE.notify(libc::SIGINT);
+        assert_eq!(
+            new.wait(),
+            Some(libc::SIGINT),
+            "the old pipe's pending byte is gone"
+        );
+        PIPE.shut();
+        assert_eq!(new.wait(), None);
+        new.close();
+    }
 }
