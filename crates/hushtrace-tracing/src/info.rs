@@ -79,15 +79,14 @@ impl Info {
 
 /// The fields the bridge puts before a callsite's own: an event's level; a span begin's id and
 /// parent; a `Span::record`'s span id.
-pub(crate) const EVENT_PREFIX: &[(&str, FieldType)] = &[("level", FieldType::Str)];
+const EVENT_PREFIX: &[(&str, FieldType)] = &[("level", FieldType::Str)];
 
-pub(crate) const BEGIN_PREFIX: &[(&str, FieldType)] =
-    &[("id", FieldType::U64), ("parent", FieldType::U64)];
+const BEGIN_PREFIX: &[(&str, FieldType)] = &[("id", FieldType::U64), ("parent", FieldType::U64)];
 
-pub(crate) const RECORD_PREFIX: &[(&str, FieldType)] = &[("span_id", FieldType::U64)];
+const RECORD_PREFIX: &[(&str, FieldType)] = &[("span_id", FieldType::U64)];
 
 /// A name the trace metadata can hold: NUL, quotes, backslashes and newlines become `_`.
-pub(crate) fn clean_name(s: &str) -> String {
+fn clean_name(s: &str) -> String {
     let s: String = s
         .chars()
         .map(|c| {
@@ -106,7 +105,7 @@ pub(crate) fn clean_name(s: &str) -> String {
 }
 
 /// The callsite's field names as identifiers, distinct from each other and from `reserved`.
-pub(crate) fn field_names(meta: &Metadata<'_>, reserved: &[&str]) -> Vec<String> {
+fn field_names(meta: &Metadata<'_>, reserved: &[&str]) -> Vec<String> {
     let mut out: Vec<String> = Vec::new();
     for f in meta.fields() {
         let mut n: String = f

@@ -5,39 +5,39 @@ use super::*;
 
 /// Variants with typed fields kept per schema (more are registered but looked up under the
 /// lock; in practice a callsite records one set of types).
-pub(crate) const VARIANTS: usize = 8;
+const VARIANTS: usize = 8;
 
 /// The hushtrace callsites of one record shape: the prefix fields then the tracing fields.
 #[derive(Debug)]
 pub(crate) struct Schema {
-    pub(crate) category: String,
-    pub(crate) name: String,
-    pub(crate) kind: Kind,
-    pub(crate) prefix: &'static [(&'static str, FieldType)],
+    category: String,
+    name: String,
+    kind: Kind,
+    prefix: &'static [(&'static str, FieldType)],
     /// Every field a string (plus the prefix): registered with the tracing callsite; its
     /// enabled state is the callsite's, and no-syscall threads record it when no typed variant
     /// fits.
     pub(crate) fallback: Registered,
-    pub(crate) variants: [AtomicPtr<Variant>; VARIANTS],
+    variants: [AtomicPtr<Variant>; VARIANTS],
     /// Serializes the registration of typed variants.
-    pub(crate) lock: Mutex<()>,
-    pub(crate) fields: Vec<String>,
+    lock: Mutex<()>,
+    fields: Vec<String>,
 }
 
 /// One registered set of types of a schema.
 #[derive(Clone, Copy, Debug)]
-pub(crate) struct Variant {
+struct Variant {
     /// `signature` of its types.
-    pub(crate) sig: u64,
-    pub(crate) reg: Registered,
+    sig: u64,
+    reg: Registered,
     /// Its monomorphic recorder, for small shapes ([`typed::recorder`]).
-    pub(crate) rec: Option<typed::Recorder>,
+    rec: Option<typed::Recorder>,
 }
 
 impl Variant {
     /// Records `vals` if they have this variant's types; `None` if not.
     #[inline(always)]
-    pub(crate) fn try_record(&self, vals: &[Value<'_>], sig: &mut Option<u64>) -> Option<bool> {
+    fn try_record(&self, vals: &[Value<'_>], sig: &mut Option<u64>) -> Option<bool> {
         match self.rec {
             Some(rec) => rec(self.reg, vals),
             None => (*sig.get_or_insert_with(|| signature(vals)) == self.sig)
@@ -95,7 +95,7 @@ impl Schema {
     /// string with the variant registered with the callsite.
     #[cold]
     #[inline(never)]
-    pub(crate) fn record_new(&self, cap: &mut Capture<'_>) {
+    fn record_new(&self, cap: &mut Capture<'_>) {
         if hushtrace::thread_in_no_syscall() {
             cap.stringify_all();
             self.fallback.record(cap.values());
@@ -116,7 +116,7 @@ impl Schema {
 
     /// The variant of the types of `cap` (signature `sig`), registered now unless another
     /// thread just did.
-    pub(crate) fn register(&self, sig: u64, cap: &Capture<'_>) -> Option<Variant> {
+    fn register(&self, sig: u64, cap: &Capture<'_>) -> Option<Variant> {
         let _g = self.lock.lock().unwrap_or_else(|e| e.into_inner());
         let mut free = None;
         for slot in &self.variants {
@@ -155,7 +155,7 @@ impl Schema {
 /// collision would record with a variant of other types, which `Registered::record` refuses
 /// and counts).
 #[inline]
-pub(crate) fn signature(vals: &[Value<'_>]) -> u64 {
+fn signature(vals: &[Value<'_>]) -> u64 {
     vals.iter()
         .map(Value::field_type)
         .fold(0xcbf2_9ce4_8422_2325, |h, t| {
