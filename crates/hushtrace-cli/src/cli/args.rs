@@ -170,7 +170,7 @@ pub(super) enum Cmd {
 }
 
 /// `--mode`: the spellings of [`Mode`], parsed by its `FromStr`.
-pub(super) fn mode_parser() -> impl TypedValueParser<Value = Mode> {
+fn mode_parser() -> impl TypedValueParser<Value = Mode> {
     PossibleValuesParser::new(Mode::ALL.map(Mode::as_str)).try_map(|s| s.parse::<Mode>())
 }
 
@@ -189,7 +189,7 @@ pub(super) enum ReportFormat {
 }
 
 /// `--consumer-sched`: the runtime's own parser, so the CLI accepts what the variable does.
-pub(super) fn parse_consumer_sched(v: &str) -> Result<hushtrace::ConsumerSched, String> {
+fn parse_consumer_sched(v: &str) -> Result<hushtrace::ConsumerSched, String> {
     v.parse()
 }
 
@@ -199,6 +199,6 @@ pub(super) fn parse_consumer_sched(v: &str) -> Result<hushtrace::ConsumerSched, 
 pub(super) struct CpuList(pub(super) Vec<usize>);
 
 /// `--consumer-cpus`: the runtime's own CPU-list parser.
-pub(super) fn parse_cpus(v: &str) -> Result<CpuList, String> {
+fn parse_cpus(v: &str) -> Result<CpuList, String> {
     hushtrace::parse_cpu_list(v).map(CpuList)
 }

@@ -4,7 +4,7 @@
 use super::*;
 
 /// The `timestamp_begin` of an encoded packet header.
-pub(super) fn begin_of(header: &[u8; PACKET_HEADER_LEN]) -> u64 {
+fn begin_of(header: &[u8; PACKET_HEADER_LEN]) -> u64 {
     PacketHeader::from_bytes(header).timestamp_begin
 }
 
@@ -41,7 +41,7 @@ pub fn recover_ring(ring: &Path, desc: &TraceDesc, stream: &Path) -> Result<Reco
 }
 
 /// Appends packets to a stream file at `at`, remembering the last one's header.
-pub(super) struct Appender<'a> {
+struct Appender<'a> {
     file: &'a File,
     path: &'a Path,
     at: u64,
@@ -60,7 +60,7 @@ impl Appender<'_> {
 }
 
 /// `path`'s directory and file name.
-pub(super) fn split(path: &Path) -> Result<(&Path, &str), String> {
+fn split(path: &Path) -> Result<(&Path, &str), String> {
     let name = path
         .file_name()
         .and_then(|n| n.to_str())
@@ -74,12 +74,7 @@ pub(super) fn split(path: &Path) -> Result<(&Path, &str), String> {
 
 /// Reads `len` bytes at `off` of the ring, with a fallible allocation (a clear error, never an
 /// abort, whatever size a header claims).
-pub(super) fn read_exact_at(
-    f: &File,
-    path: &Path,
-    off: u64,
-    len: usize,
-) -> Result<Vec<u8>, String> {
+fn read_exact_at(f: &File, path: &Path, off: u64, len: usize) -> Result<Vec<u8>, String> {
     let mut v = Vec::new();
     v.try_reserve_exact(len).map_err(|_| {
         format!(
@@ -285,7 +280,7 @@ pub(super) fn recover_ring_file(
 
 /// The length of the complete packets at the start of a stream file, and the header of the
 /// last one (`None`: no complete packet).
-pub(super) fn stream_tail(f: &File) -> io::Result<(u64, Option<PacketHeader>)> {
+fn stream_tail(f: &File) -> io::Result<(u64, Option<PacketHeader>)> {
     let len = f.metadata()?.len();
     let (mut off, mut last) = (0u64, None);
     let mut hdr = [0u8; PACKET_HEADER_LEN];

@@ -5,11 +5,10 @@ use super::ring::recover_ring_file;
 use super::*;
 
 /// The most bytes a ring directory pointer file may hold.
-pub(super) const MAX_POINTER_BYTES: u64 = 4096;
+const MAX_POINTER_BYTES: u64 = 4096;
 
 /// The most bytes of a types mirror read: a record per possible event id.
-pub(super) const MAX_TYPES_BYTES: u64 =
-    (u16::MAX as u64 + 1) * hushtrace_core::mirror::RECORD_LEN as u64;
+const MAX_TYPES_BYTES: u64 = (u16::MAX as u64 + 1) * hushtrace_core::mirror::RECORD_LEN as u64;
 
 /// Reads the ring directory pointer file at `path` through the safe-open layer: only a regular
 /// file, never through a symbolic link, never blocking, at most 4096 bytes read.
@@ -24,7 +23,7 @@ pub fn read_pointer_file(path: &Path) -> Result<Option<Vec<u8>>, crate::reader::
 /// subdirectory, or `None` (no rings). Every entry is opened through the safe-open layer: a
 /// pointer that is a FIFO, a device or a link is an error naming it, and the directory it
 /// names must belong to the trace directory's owner.
-pub(super) fn ring_dir(td: &Dir) -> Result<Option<Dir>, String> {
+fn ring_dir(td: &Dir) -> Result<Option<Dir>, String> {
     use rustix::fs::FileType;
     let pointer = [RINGS_FILE, LEGACY_RINGS_FILE]
         .into_iter()
@@ -80,7 +79,7 @@ pub(super) fn ring_dir(td: &Dir) -> Result<Option<Dir>, String> {
 
 /// The rings of `ring_dir` that still need recovery: `(file name, header)`, by instance.
 /// Entries that are not regular files, or not ring files, are skipped.
-pub(super) fn rings_in(ring_dir: &Dir) -> Vec<(String, RingHeader)> {
+fn rings_in(ring_dir: &Dir) -> Vec<(String, RingHeader)> {
     let mut out = Vec::new();
     let Ok(rd) = std::fs::read_dir(ring_dir.path()) else {
         return out;
@@ -141,11 +140,7 @@ pub struct ProcessRecovery {
 
 /// Fills in the field types the metadata lacks (callsites first hit shortly before the
 /// crash) from the types mirror in the ring directory, and rewrites the metadata if any.
-pub(super) fn complete_metadata(
-    td: &Dir,
-    ring_dir: &Dir,
-    desc: &mut TraceDesc,
-) -> Result<(), String> {
+fn complete_metadata(td: &Dir, ring_dir: &Dir, desc: &mut TraceDesc) -> Result<(), String> {
     if desc.events.iter().all(|c| c.fields.is_some()) {
         return Ok(());
     }
@@ -177,7 +172,7 @@ pub(super) fn complete_metadata(
 
 /// Whether process `pid` still exists (`/proc/<pid>`; a reused pid counts as alive, which
 /// only delays a recovery).
-pub(super) fn alive(pid: u32) -> bool {
+fn alive(pid: u32) -> bool {
     pid != 0 && Path::new(&format!("/proc/{pid}")).exists()
 }
 
@@ -227,7 +222,7 @@ pub fn recover_session(dir: &Path) -> Result<Vec<ProcessRecovery>, String> {
 }
 
 /// Recovers the dead rings of one process trace directory (`None`: it has none).
-pub(super) fn recover_process(td: &Dir) -> Result<Option<ProcessRecovery>, String> {
+fn recover_process(td: &Dir) -> Result<Option<ProcessRecovery>, String> {
     let Some(ring_dir) = ring_dir(td)? else {
         return Ok(None);
     };

@@ -54,7 +54,7 @@ impl Decoder {
     }
 }
 
-pub(super) fn short_record(class: &str, f: &Field) -> io::Error {
+fn short_record(class: &str, f: &Field) -> io::Error {
     io::Error::new(
         io::ErrorKind::InvalidData,
         format!(

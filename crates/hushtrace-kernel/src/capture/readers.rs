@@ -55,7 +55,7 @@ pub(super) fn join_readers(readers: Vec<Reader>) -> (Vec<CpuStats>, Vec<String>)
     (cpus, errors)
 }
 
-pub(super) fn read_cpu(
+fn read_cpu(
     file: std::fs::File,
     pipe: PathBuf,
     mut w: StreamWriter,
@@ -133,7 +133,7 @@ pub(super) fn read_cpu(
     }
 }
 
-pub(super) fn w_cpu(pipe: &Path) -> u32 {
+fn w_cpu(pipe: &Path) -> u32 {
     pipe.parent()
         .and_then(|p| p.file_name())
         .and_then(|n| n.to_string_lossy().strip_prefix("cpu")?.parse().ok())
