@@ -191,19 +191,6 @@ struct Source {
     channel: u32,
 }
 
-fn uuid_v4() -> [u8; 16] {
-    let mut u = [0u8; 16];
-    if let Ok(b) = std::fs::read("/proc/sys/kernel/random/uuid") {
-        if let Some(p) = std::str::from_utf8(&b)
-            .ok()
-            .and_then(|s| hushtrace_ctf::metadata::parse_uuid(s.trim()))
-        {
-            u = p;
-        }
-    }
-    u
-}
-
 impl Capture {
     /// Starts recording the kernel into `session_dir/kernel/`. Fails with [`Error::Access`]
     /// before anything is created when tracefs cannot be used.
@@ -224,7 +211,7 @@ impl Capture {
             trace_clock: TraceClock::Mono,
             clock: None,
             classes: Arc::default(),
-            uuid: uuid_v4(),
+            uuid: hushtrace::random_uuid(),
             categories: opts.categories.clone(),
             guard: None,
             stale,

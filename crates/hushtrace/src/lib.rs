@@ -91,6 +91,9 @@ pub use nosyscall::{
     set_thread_no_syscall, set_thread_trace_name, thread_in_no_syscall, try_set_thread_no_syscall,
     NoSyscallGuard,
 };
+/// A version 4 UUID from `getrandom(2)` (for traces that are not the runtime's own, such as
+/// `record --kernel`'s), mixed with the time and pid if that fails.
+pub use platform::random_uuid;
 pub use ring::Mode;
 pub use session::{start_from_env, Session, SessionBuilder};
 pub use snapshot::{snapshot, Snapshot};
