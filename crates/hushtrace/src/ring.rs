@@ -20,7 +20,7 @@
 //! * Producer state ([`Producer`]) is written only by the owner while the buffer is attached to
 //!   its thread (and by signal handlers nesting on it, hence relaxed atomics and signal-safe
 //!   local operations), and only by the consumer once the buffer is quiescent (thread exited,
-//!   session stopped: see `session.rs`), with the hand-over ordered by the buffer `state`
+//!   session stopped: see `session/stop.rs`), with the hand-over ordered by the buffer `state`
 //!   ([`BufState`]).
 //!
 //! # Who may call what
