@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Model-checks the ring with loom (tests/loom.rs): the packet hand-over, and the real ring code
-# (src/ring.rs on loom's atomics and heap memory) through its life cycle: reservation and packet
+# (src/ring.rs and src/ring/ on loom's atomics and heap memory) through its life cycle: reservation and packet
 # switches against a draining consumer, the overwrite-mode finish, a session stop's detach and
 # quiescence, thread exit with recycling and re-attachment, the flush's read of the open packet
 # and the snapshot of a live ring (both through the ring header page's words).

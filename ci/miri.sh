@@ -2,10 +2,11 @@
 # Runs the unit tests of the unsafe code under Miri (nightly): the ring (mmap'ed packets,
 # unaligned header stores, the hand-over), the spin lock, the signal-safe local counters, the
 # platform layer and the clock of crates/hushtrace, the field encoding of hushtrace-core and
-# the uninitialised capture scratch of the tracing bridge (hushtrace-tracing).
+# the uninitialised capture scratch of the tracing bridge (hushtrace-tracing) and the C
+# interface's field values read through raw pointers (hushtrace-capi).
 #
-# Under `cfg(miri)` the platform layer swaps in std-only fallbacks (platform/fallback.rs and
-# platform/generic.rs): rings come from the global allocator (zeroed, page-aligned), no
+# Under `cfg(miri)` the platform layer swaps in std-only fallbacks (platform/fallback.rs,
+# platform/generic.rs and platform/local_atomic.rs): rings come from the global allocator (zeroed, page-aligned), no
 # madvise/mlock/membarrier, relaxed atomics instead of the non-locked inline asm, an atomic
 # counter instead of rdtsc. Miri runs with its default isolation and strict provenance.
 # Its own target dir, so it never blocks other builds. Takes about a minute.
