@@ -37,5 +37,9 @@ mod tests {
         assert!(glob("*.fib", "__main__.fib"));
         assert!(!glob("json", "json.decoder"));
         assert!(glob("a?c", "abc"));
+        assert!(!glob("a?c", "ac"));
+        assert!(glob("*", ""));
+        assert!(glob("a*b*c", "a.x.b.y.c"));
+        assert!(!glob("a*b*c", "a.x.b.y"));
     }
 }
