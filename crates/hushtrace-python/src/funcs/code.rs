@@ -5,7 +5,7 @@ use super::{new_func, Func};
 use pyo3::ffi;
 use std::ffi::{c_void, CStr};
 use std::os::raw::c_int;
-use std::sync::atomic::{AtomicIsize, Ordering};
+use std::sync::atomic::{AtomicIsize, AtomicUsize, Ordering};
 
 #[cfg(Py_3_12)]
 extern "C" {
@@ -53,7 +53,11 @@ use {
 
 static EXTRA_INDEX: AtomicIsize = AtomicIsize::new(-1);
 
-/// Reserves the `co_extra` slot (once per process).
+/// Byte offset of the `co_extra` field in a code object, found by [`find_extra_offset`]; 0:
+/// not found, the hooks go through the API call.
+static EXTRA_OFFSET: AtomicUsize = AtomicUsize::new(0);
+
+/// Reserves the `co_extra` slot (once per process) and finds where a code object keeps it.
 ///
 /// # Safety
 /// The GIL is held.
@@ -67,7 +71,86 @@ pub unsafe fn init_code_extra() -> bool {
         return false;
     }
     EXTRA_INDEX.store(i, Ordering::Relaxed);
+    // SAFETY: GIL held; the index is reserved.
+    EXTRA_OFFSET.store(unsafe { find_extra_offset(i) }, Ordering::Relaxed);
     true
+}
+
+/// The byte offset of `co_extra` in `PyCodeObject` (0: not found). The field is read
+/// directly on every call, which costs a few instructions where the API call
+/// (`PyUnstable_Code_GetExtra`) costs about 30. Its offset differs between CPython versions
+/// and is not hard-coded: a scratch code object is read word by word before and after the
+/// API sets our slot in it; the one word that changed must point to the extra block
+/// (`_PyCodeObjectExtra`: its length, then one pointer per index) that holds the value set.
+/// Anything else (no word, or several, changed) leaves the API in use.
+///
+/// # Safety
+/// The GIL is held; `idx` is a reserved index.
+unsafe fn find_extra_offset(idx: ffi::Py_ssize_t) -> usize {
+    const WORD: usize = std::mem::size_of::<usize>();
+    // SAFETY: GIL held (caller). A new code object, released at the end; its words are read
+    // within the type's fixed size (`tp_basicsize`, inside the allocation); the changed word
+    // is dereferenced only after the API made it the extra block, whose length is checked
+    // before its entry is read.
+    unsafe {
+        let code = ffi::PyCode_NewEmpty(c"<hushtrace>".as_ptr(), c"probe".as_ptr(), 1);
+        if code.is_null() {
+            ffi::PyErr_Clear();
+            return 0;
+        }
+        let obj = code as *mut ffi::PyObject;
+        let words = (*ffi::Py_TYPE(obj)).tp_basicsize as usize / WORD;
+        let w = code as *const usize;
+        let before: Vec<usize> = (0..words).map(|i| *w.add(i)).collect();
+        let sentinel = &EXTRA_OFFSET as *const AtomicUsize as *mut c_void;
+        let mut found = 0;
+        if code_set_extra(obj, idx, sentinel) == 0 {
+            let changed: Vec<usize> = (1..words).filter(|&i| *w.add(i) != before[i]).collect();
+            if let [i] = changed[..] {
+                let block = *w.add(i) as *const ffi::Py_ssize_t;
+                if !block.is_null()
+                    && *block > idx
+                    && *(block.add(1 + idx as usize) as *const *mut c_void) == sentinel
+                {
+                    found = i * WORD;
+                }
+            }
+            if code_set_extra(obj, idx, std::ptr::null_mut()) != 0 {
+                ffi::PyErr_Clear();
+            }
+        } else {
+            ffi::PyErr_Clear();
+        }
+        ffi::Py_DECREF(obj);
+        found
+    }
+}
+
+/// The value of our `co_extra` slot in `code` (null when unset).
+///
+/// # Safety
+/// The GIL is held; `code` is a live object; [`init_code_extra`] succeeded.
+#[inline(always)]
+unsafe fn extra(code: *mut ffi::PyObject, idx: ffi::Py_ssize_t) -> *mut c_void {
+    let off = EXTRA_OFFSET.load(Ordering::Relaxed);
+    // SAFETY: GIL held, live object (caller). With the offset found, an object of the exact
+    // code type has its `co_extra` there: null, or the extra block, whose length is checked
+    // before the entry is read.
+    unsafe {
+        if off != 0 && ffi::Py_TYPE(code) == std::ptr::addr_of_mut!(ffi::PyCode_Type) {
+            let block = *((code as *const u8).add(off) as *const *const ffi::Py_ssize_t);
+            if block.is_null() || *block <= idx {
+                return std::ptr::null_mut();
+            }
+            return *(block.add(1 + idx as usize) as *const *mut c_void);
+        }
+        let mut p: *mut c_void = std::ptr::null_mut();
+        if code_get_extra(code, idx, &mut p) != 0 {
+            ffi::PyErr_Clear();
+            return std::ptr::null_mut();
+        }
+        p
+    }
 }
 
 /// The function of code object `code`, interned on first sight.
@@ -87,13 +170,10 @@ pub unsafe fn of_code(code: *mut ffi::PyObject) -> Option<&'static Func> {
 #[inline]
 pub unsafe fn known(code: *mut ffi::PyObject) -> Option<&'static Func> {
     let idx = EXTRA_INDEX.load(Ordering::Relaxed);
-    let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: GIL held, live code object, reserved index (caller).
-    if unsafe { code_get_extra(code, idx, &mut p) } == 0 && !p.is_null() {
-        // SAFETY: the slot holds only pointers to leaked `Func`s.
-        return Some(unsafe { &*(p as *const Func) });
-    }
-    None
+    let p = unsafe { extra(code, idx) };
+    // SAFETY: the slot holds only pointers to leaked `Func`s.
+    (!p.is_null()).then(|| unsafe { &*(p as *const Func) })
 }
 
 /// [`of_code`], with the module named by the caller when the code is not the running frame's
@@ -104,9 +184,9 @@ pub unsafe fn known(code: *mut ffi::PyObject) -> Option<&'static Func> {
 #[inline]
 pub unsafe fn of_code_in(code: *mut ffi::PyObject, module: Option<&str>) -> Option<&'static Func> {
     let idx = EXTRA_INDEX.load(Ordering::Relaxed);
-    let mut p: *mut c_void = std::ptr::null_mut();
     // SAFETY: GIL held, live code object, reserved index (caller).
-    if unsafe { code_get_extra(code, idx, &mut p) } == 0 && !p.is_null() {
+    let p = unsafe { extra(code, idx) };
+    if !p.is_null() {
         // SAFETY: the slot holds only pointers to leaked `Func`s, set below.
         return Some(unsafe { &*(p as *const Func) });
     }
