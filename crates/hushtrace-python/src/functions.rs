@@ -105,6 +105,9 @@ fn funcs_ready() -> Option<&'static funcs::Callsites> {
     funcs::callsites().ok()
 }
 
+/// Adds a `METH_FASTCALL` builtin function named `name` calling `f` (the profile hook's
+/// helpers below 3.12).
+#[cfg(not(Py_3_12))]
 fn add_fastcall(
     m: &Bound<'_, PyModule>,
     name: &'static std::ffi::CStr,
