@@ -2,8 +2,9 @@
 //! time the hooks see it and found again in O(1) on every later call.
 //!
 //! A code object's `Func` hangs off its `co_extra` slot (the per-code scratch space CPython
-//! keeps for tools like this one: `PyUnstable_Code_GetExtra`, `_PyCode_GetExtra` before 3.12),
-//! so a call costs one slot load and no hash or allocation; a C function's is kept in a map
+//! keeps for tools like this one: `PyUnstable_Code_GetExtra`, `_PyCode_GetExtra` before 3.12;
+//! the hooks read the field directly, at an offset found once, see [`code`]), so a call costs
+//! a few loads and no hash or allocation; a C function's is kept in a map
 //! keyed by its `PyMethodDef` (static for the life of the process). `Func`s are leaked (a few
 //! dozen bytes per distinct function, bounded by the program's code).
 //!
