@@ -26,7 +26,7 @@ mod glob;
 
 pub use cfunc::of_c_callable;
 pub(crate) use code::keeping_error;
-pub use code::{init_code_extra, known, of_code, of_code_in, str_of};
+pub use code::{extra_read_directly, init_code_extra, known, of_code, of_code_in, str_of};
 use glob::glob;
 
 use crate::gil::GilCell;

@@ -101,6 +101,13 @@ fn _close_open_frames(_py: Python<'_>) {
     }
 }
 
+/// Whether the hooks find a code object's function by reading its `co_extra` field directly
+/// (the offset probed when function tracing was first prepared), not through the API call.
+#[pyfunction]
+fn _code_extra_direct() -> bool {
+    funcs::extra_read_directly()
+}
+
 fn funcs_ready() -> Option<&'static funcs::Callsites> {
     funcs::callsites().ok()
 }
@@ -165,6 +172,7 @@ pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_prepare_functions, m)?)?;
     m.add_function(wrap_pyfunction!(_await_main, m)?)?;
     m.add_function(wrap_pyfunction!(_close_open_frames, m)?)?;
+    m.add_function(wrap_pyfunction!(_code_extra_direct, m)?)?;
     m.add_function(wrap_pyfunction!(_stop_c_calls, m)?)?;
     m.add_function(wrap_pyfunction!(_sigterm_net, m)?)?;
     m.add_function(wrap_pyfunction!(_sigterm_handler_started, m)?)?;

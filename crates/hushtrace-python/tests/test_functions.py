@@ -220,6 +220,30 @@ def test_threads_started_before_tracing_are_traced(tmp_path):
     assert list(c)[0][1] == last_json(r.stdout)["tid"]
 
 
+def test_hooks_read_co_extra_directly(tmp_path):
+    # The hooks find a code object's function by reading its co_extra field, at an offset
+    # probed when function tracing is prepared; the API call is only the fallback for an
+    # interpreter where the probe fails, and a supported CPython is not one.
+    text = """
+    import hushtrace, json, sys
+    from hushtrace import _hushtrace
+    before = _hushtrace._code_extra_direct()
+    hushtrace.start(sys.argv[1], functions=True)
+    def f():
+        return 1
+    f()
+    hushtrace.stop()
+    print(json.dumps([before, _hushtrace._code_extra_direct()]))
+    """
+    script = write_script(tmp_path, text)
+    out = tmp_path / "trace"
+    r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
+                       env=clean_env())
+    assert r.returncode == 0, r.stderr
+    assert last_json(r.stdout) == [False, True]
+    assert sum(calls(chrome(out, tmp_path), "f").values()) == 1
+
+
 def test_include_exclude_and_max_depth(tmp_path):
     trace, out = run_traced(tmp_path, COUNTED, run_args=["--exclude", "*.hanoi"])
     events = chrome(trace, tmp_path)

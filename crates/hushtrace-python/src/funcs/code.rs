@@ -126,6 +126,12 @@ unsafe fn find_extra_offset(idx: ffi::Py_ssize_t) -> usize {
     }
 }
 
+/// Whether the hooks read `co_extra` directly ([`find_extra_offset`] found the field), not
+/// through the API call.
+pub fn extra_read_directly() -> bool {
+    EXTRA_OFFSET.load(Ordering::Relaxed) != 0
+}
+
 /// The value of our `co_extra` slot in `code` (null when unset).
 ///
 /// # Safety
