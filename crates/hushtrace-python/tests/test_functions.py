@@ -233,14 +233,14 @@ def test_hooks_read_co_extra_directly(tmp_path):
         return 1
     f()
     hushtrace.stop()
-    print(json.dumps([before, _hushtrace._code_extra_direct()]))
+    print(json.dumps({"before": before, "after": _hushtrace._code_extra_direct()}))
     """
     script = write_script(tmp_path, text)
     out = tmp_path / "trace"
     r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
                        env=clean_env())
     assert r.returncode == 0, r.stderr
-    assert last_json(r.stdout) == [False, True]
+    assert last_json(r.stdout) == {"before": False, "after": True}
     assert sum(calls(chrome(out, tmp_path), "f").values()) == 1
 
 
