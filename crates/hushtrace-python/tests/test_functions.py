@@ -211,13 +211,37 @@ def test_threads_started_before_tracing_are_traced(tmp_path):
     script = write_script(tmp_path, text)
     out = tmp_path / "trace"
     r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
-                       env=clean_env(), timeout=60)
+                       env=clean_env())
     assert r.returncode == 0, r.stderr
     events = chrome(out, tmp_path)
     check_balanced(events)
     c = calls(events, "work")
     assert list(c.values()) == [50], c
     assert list(c)[0][1] == last_json(r.stdout)["tid"]
+
+
+def test_hooks_read_co_extra_directly(tmp_path):
+    # The hooks find a code object's function by reading its co_extra field, at an offset
+    # probed when function tracing is prepared; the API call is only the fallback for an
+    # interpreter where the probe fails, and a supported CPython is not one.
+    text = """
+    import hushtrace, json, sys
+    from hushtrace import _hushtrace
+    before = _hushtrace._code_extra_direct()
+    hushtrace.start(sys.argv[1], functions=True)
+    def f():
+        return 1
+    f()
+    hushtrace.stop()
+    print(json.dumps({"before": before, "after": _hushtrace._code_extra_direct()}))
+    """
+    script = write_script(tmp_path, text)
+    out = tmp_path / "trace"
+    r = subprocess.run([sys.executable, str(script), str(out)], capture_output=True, text=True,
+                       env=clean_env())
+    assert r.returncode == 0, r.stderr
+    assert last_json(r.stdout) == {"before": False, "after": True}
+    assert sum(calls(chrome(out, tmp_path), "f").values()) == 1
 
 
 def test_include_exclude_and_max_depth(tmp_path):
@@ -269,7 +293,7 @@ def test_module_mode_and_exit_code(tmp_path):
     out = tmp_path / "trace"
     r = subprocess.run([sys.executable, "-m", "hushtrace", "run", "-o", str(out), "-m",
                         "pkg.mod"], capture_output=True, text=True, env=clean_env(),
-                       cwd=tmp_path, timeout=60)
+                       cwd=tmp_path)
     assert r.returncode == 3, r.stderr
     events = chrome(out, tmp_path)
     assert sum(calls(events, "f", cat="__main__").values()) == 2
@@ -279,7 +303,7 @@ def test_record_traces_an_unchanged_program(tmp_path):
     script = write_script(tmp_path, COUNTED)
     out = tmp_path / "trace"
     r = subprocess.run([cli(), "record", "-o", str(out), "--", sys.executable, str(script)],
-                       capture_output=True, text=True, env=clean_env(), timeout=120)
+                       capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0, r.stderr
     counted = last_json(r.stdout)
     events = chrome(out, tmp_path)
@@ -349,7 +373,7 @@ def run_flight(tmp_path, mode):
     out = tmp_path / "trace"
     script = write_script(tmp_path, FLIGHT)
     r = subprocess.run([sys.executable, str(script), str(out), mode], capture_output=True,
-                       text=True, env=clean_env(), timeout=300)
+                       text=True, env=clean_env())
     assert r.returncode == 0, r.stdout + r.stderr
     return out, last_json(r.stdout)
 
