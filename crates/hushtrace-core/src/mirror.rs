@@ -86,7 +86,7 @@ pub struct MirrorClass {
 }
 
 /// Record `id`'s event class, when it holds one (callsites registered at run time, see the
-/// module docs).
+/// module docs) and its field names are identifiers, as registration requires.
 pub fn read_class(bytes: &[u8], id: u16) -> Option<MirrorClass> {
     let fields = read_record(bytes, id)?;
     let r = &bytes[id as usize * RECORD_LEN..(id as usize + 1) * RECORD_LEN];
@@ -116,6 +116,16 @@ pub fn read_class(bytes: &[u8], id: u16) -> Option<MirrorClass> {
         return None;
     }
     let text = |b: &[u8]| String::from_utf8(b.to_vec()).ok();
+    // What registration accepts, no more (the file may have been written by anyone).
+    let identifier = |n: &str| {
+        n.bytes()
+            .next()
+            .is_some_and(|b| b == b'_' || b.is_ascii_alphabetic())
+            && n.bytes().all(|b| b == b'_' || b.is_ascii_alphanumeric())
+    };
+    if !fields.iter().all(|(n, _)| identifier(n)) {
+        return None;
+    }
     Some(MirrorClass {
         name: format!("{}:{}", text(category)?, text(name)?),
         kind,
