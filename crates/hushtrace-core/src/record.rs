@@ -4,8 +4,12 @@
 //! and reads records back.
 //!
 //! Record `id` is [`RECORD_LEN`] bytes at `id * RECORD_LEN`: `u8` field count with the high bit
-//! set (0: unknown), [`MAX_FIELDS`] type bytes, then the field names NUL-separated.
+//! set (0: unknown), [`MAX_FIELDS`] type bytes, then the field names NUL-separated; then,
+//! when the record says what the event class is (callsites registered at run time, which the
+//! metadata lists only once the consumer has rewritten it), [`CLASS_MARK`] with the kind in its
+//! low bits, the category and the name, each NUL-terminated.
 
+use crate::callsite::Kind;
 use crate::field::MAX_FIELDS;
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
@@ -13,6 +17,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 pub const RECORD_LEN: usize = 256;
 /// Offset of the field names in a record.
 pub(crate) const NAMES_OFF: usize = 1 + MAX_FIELDS;
+/// The byte after the field names that starts an event class (its low 3 bits: the kind).
+pub(crate) const CLASS_MARK: u8 = 0xc0;
 
 static MIRROR: AtomicPtr<u8> = AtomicPtr::new(core::ptr::null_mut());
 static RECORDS: AtomicUsize = AtomicUsize::new(0);
@@ -38,6 +44,24 @@ pub(crate) fn forget() {
 /// Writes callsite `id`'s record: `types` (as `FieldType as u8`) and the field `names`, if a
 /// mapping is installed. Plain relaxed stores: no lock, allocation or system call.
 pub(crate) fn write(id: u16, types: &[u8], names: &[&str]) {
+    write_record(id, types, names, None);
+}
+
+/// Like [`write`], and the event class (`category`, `name`, `kind`) after the field names,
+/// when it fits: crash recovery can then describe the events of a callsite the metadata does
+/// not list yet.
+pub(crate) fn write_with_class(
+    id: u16,
+    types: &[u8],
+    names: &[&str],
+    category: &str,
+    name: &str,
+    kind: Kind,
+) {
+    write_record(id, types, names, Some((category, name, kind)));
+}
+
+fn write_record(id: u16, types: &[u8], names: &[&str], class: Option<(&str, &str, Kind)>) {
     let n = RECORDS.load(Ordering::Acquire);
     let base = MIRROR.load(Ordering::Acquire);
     if base.is_null() || id as usize >= n || types.len() > MAX_FIELDS {
@@ -64,6 +88,23 @@ pub(crate) fn write(id: u16, types: &[u8], names: &[&str]) {
         }
         put(off, 0);
         off += 1;
+    }
+    // The class, if it fits whole (else the record has none: a zero byte follows the names).
+    if let Some((category, name, kind)) = class {
+        // The mark, then each part and its NUL.
+        let len = 1 + (category.len() + 1) + (name.len() + 1);
+        if off + len <= RECORD_LEN {
+            put(off, CLASS_MARK | kind as u8);
+            off += 1;
+            for part in [category, name] {
+                for &b in part.as_bytes() {
+                    put(off, b);
+                    off += 1;
+                }
+                put(off, 0);
+                off += 1;
+            }
+        }
     }
     // The count last: a reader that sees it sees a complete record (for a crashed process,
     // whatever was stored before the death is in the shared mapping).

@@ -285,7 +285,14 @@ fn register(
     }));
     state.set_registered(id as u16, Callsite::signature_of(&types));
     let bytes: Vec<u8> = types.iter().map(|t| *t as u8).collect();
-    crate::record::write(id as u16, &bytes, cs.field_names);
+    crate::record::write_with_class(
+        id as u16,
+        &bytes,
+        cs.field_names,
+        cs.category,
+        cs.name,
+        kind,
+    );
     for (pattern, on) in RULES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         if matches(pattern, cs) {
             cs.set_enabled_internal(*on);

@@ -26,6 +26,7 @@
 mod error;
 pub mod file;
 pub mod layout;
+mod liveness;
 pub mod metadata;
 pub mod partial;
 pub mod reader;

@@ -138,12 +138,10 @@ pub struct ProcessRecovery {
     pub live: usize,
 }
 
-/// Fills in the field types the metadata lacks (callsites first hit shortly before the
-/// crash) from the types mirror in the ring directory, and rewrites the metadata if any.
+/// Fills in what the metadata lacks from the types mirror in the ring directory: the field
+/// types of callsites first hit shortly before the crash, and the event classes of callsites
+/// registered at run time since the metadata was last written; rewrites the metadata if any.
 fn complete_metadata(td: &Dir, ring_dir: &Dir, desc: &mut TraceDesc) -> Result<(), String> {
-    if desc.events.iter().all(|c| c.fields.is_some()) {
-        return Ok(());
-    }
     if ring_dir.file_type(TYPES_FILE).is_none() {
         return Ok(());
     }
@@ -163,6 +161,23 @@ fn complete_metadata(td: &Dir, ring_dir: &Dir, desc: &mut TraceDesc) -> Result<(
             changed = true;
         }
     }
+    let records = bytes.len() / hushtrace_core::mirror::RECORD_LEN;
+    let known: std::collections::HashSet<u16> = desc.events.iter().map(|c| c.id).collect();
+    for id in (0..records.min(u16::MAX as usize + 1)).map(|i| i as u16) {
+        if known.contains(&id) {
+            continue;
+        }
+        if let Some(c) = hushtrace_core::mirror::read_class(&bytes, id) {
+            desc.events.push(crate::metadata::EventClass {
+                id,
+                name: c.name,
+                kind: c.kind,
+                fields: Some(c.fields),
+            });
+            changed = true;
+        }
+    }
+    desc.events.sort_by_key(|c| c.id);
     if changed {
         td.replace_file(METADATA_FILE, crate::metadata::to_tsdl(desc).as_bytes())
             .map_err(|e| e.to_string())?;
@@ -170,10 +185,11 @@ fn complete_metadata(td: &Dir, ring_dir: &Dir, desc: &mut TraceDesc) -> Result<(
     Ok(())
 }
 
-/// Whether process `pid` still exists (`/proc/<pid>`; a reused pid counts as alive, which
-/// only delays a recovery).
+/// Whether process `pid` may still write to its rings: it exists and is not a zombie (killed
+/// but not reaped yet), see [`crate::liveness`]; a reused pid counts as alive, which only
+/// delays a recovery.
 fn alive(pid: u32) -> bool {
-    pid != 0 && Path::new(&format!("/proc/{pid}")).exists()
+    crate::liveness::may_run(pid)
 }
 
 /// Recovers every ring of a session directory (or of one process trace directory) whose
