@@ -40,7 +40,7 @@ pub unsafe fn set_types_mirror(ptr: *mut u8, records: usize) {
                     cs.field_names,
                     cs.category,
                     cs.name,
-                    cs.kind,
+                    cs.kind as u8,
                 );
             }
         }

@@ -9,7 +9,6 @@
 //! metadata lists only once the consumer has rewritten it), [`CLASS_MARK`] with the kind in its
 //! low bits, the category and the name, each NUL-terminated.
 
-use crate::callsite::Kind;
 use crate::field::MAX_FIELDS;
 use core::sync::atomic::{AtomicPtr, AtomicU8, AtomicUsize, Ordering};
 
@@ -47,7 +46,8 @@ pub(crate) fn write(id: u16, types: &[u8], names: &[&str]) {
     write_record(id, types, names, None);
 }
 
-/// Like [`write`], and the event class (`category`, `name`, `kind`) after the field names,
+/// Like [`write`], and the event class (`category`, `name`, `kind`: `Kind as u8`; a plain
+/// byte, so this layer below `callsite` does not import it) after the field names,
 /// when it fits: crash recovery can then describe the events of a callsite the metadata does
 /// not list yet.
 pub(crate) fn write_with_class(
@@ -56,12 +56,12 @@ pub(crate) fn write_with_class(
     names: &[&str],
     category: &str,
     name: &str,
-    kind: Kind,
+    kind: u8,
 ) {
     write_record(id, types, names, Some((category, name, kind)));
 }
 
-fn write_record(id: u16, types: &[u8], names: &[&str], class: Option<(&str, &str, Kind)>) {
+fn write_record(id: u16, types: &[u8], names: &[&str], class: Option<(&str, &str, u8)>) {
     let n = RECORDS.load(Ordering::Acquire);
     let base = MIRROR.load(Ordering::Acquire);
     if base.is_null() || id as usize >= n || types.len() > MAX_FIELDS {
@@ -94,7 +94,7 @@ fn write_record(id: u16, types: &[u8], names: &[&str], class: Option<(&str, &str
         // The mark, then each part and its NUL.
         let len = 1 + (category.len() + 1) + (name.len() + 1);
         if off + len <= RECORD_LEN {
-            put(off, CLASS_MARK | kind as u8);
+            put(off, CLASS_MARK | kind);
             off += 1;
             for part in [category, name] {
                 for &b in part.as_bytes() {

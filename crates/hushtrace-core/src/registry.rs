@@ -291,7 +291,7 @@ fn register(
         cs.field_names,
         cs.category,
         cs.name,
-        kind,
+        kind as u8,
     );
     for (pattern, on) in RULES.lock().unwrap_or_else(|e| e.into_inner()).iter() {
         if matches(pattern, cs) {
