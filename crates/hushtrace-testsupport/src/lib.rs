@@ -2,11 +2,13 @@
 //! loopback ports with a private output directory, killed and reaped on drop; building the
 //! workspace's test programs beside a test ([`cargo_build`]); reading a child's output line by
 //! line ([`stdout_lines`], [`wait_line`]); counting babeltrace2's events per thread; the Python
-//! with Perfetto's modules ([`perfetto_python`]).
+//! with Perfetto's modules ([`perfetto_python`]); and what the runtime's benches share
+//! ([`bench`]: the floor, the interleaved batch timing, percentiles).
 //!
 //! One copy for the runtime's, the relay client's, the C API's and the CLI's tests, so that how
 //! these are done and diagnosed cannot drift between them.
 
+pub mod bench;
 mod build;
 mod lines;
 

@@ -40,6 +40,7 @@
 //! Without `--bench` (e.g. `cargo test --benches`) it runs a few forks per configuration with
 //! 10 000 events per thread as a smoke test.
 
+use hushtrace_testsupport::bench::{bench_dir, full_run, percentile};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -260,10 +261,6 @@ fn ticks_per_ns(d: Duration) -> f64 {
     (c1 - c0) as f64 / (i1 - i0).as_nanos() as f64
 }
 
-fn percentile(sorted: &[f64], q: f64) -> f64 {
-    sorted[((q * sorted.len() as f64) as usize).min(sorted.len() - 1)]
-}
-
 #[derive(Default)]
 struct Acc {
     fork_ns: Vec<f64>,
@@ -282,17 +279,13 @@ fn main() {
     {
         config_process(idx);
     }
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = full_run();
     let (rounds, reps) = if full { (15, 20) } else { (1, 3) };
     let events: u64 = std::env::var(EVENTS_VAR)
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(if full { 1_000_000 } else { 10_000 });
-    let dir = std::env::var_os("HUSHTRACE_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir)
-        .join(format!("hushtrace-bench-fork-{}", std::process::id()));
+    let dir = bench_dir("fork");
     let tpn = ticks_per_ns(Duration::from_millis(100));
     let exe = std::env::current_exe().expect("current executable");
 

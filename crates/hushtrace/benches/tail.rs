@@ -24,10 +24,10 @@
 //! smoke test.
 
 use std::hint::black_box;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use core::arch::x86_64::{__rdtscp, _mm_lfence, _rdtsc};
+use hushtrace_testsupport::bench::{bench_dir, full_run, percentile};
 
 /// Bytes per event: header (2-byte id + 8-byte timestamp) + two u64 fields.
 const EVENT_BYTES: u64 = 10 + 16;
@@ -155,7 +155,7 @@ struct Dist {
 fn dist(lat: &mut [u32], tpn: f64) -> Dist {
     lat.sort_unstable();
     let n = lat.len();
-    let at = |q: f64| lat[((q * n as f64) as usize).min(n - 1)] as f64 / tpn;
+    let at = |q: f64| percentile(lat, q) as f64 / tpn;
     let sum: u64 = lat.iter().map(|&x| x as u64).sum();
     Dist {
         p50: at(0.50),
@@ -235,8 +235,7 @@ fn run(
 }
 
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
+    let full = full_run();
     let n: usize = std::env::var("HUSHTRACE_TAIL_EVENTS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -248,10 +247,7 @@ fn main() {
             && core::arch::x86_64::__cpuid(0x8000_0001).edx & (1 << 27) != 0,
         "this bench needs rdtscp"
     );
-    let dir = std::env::var_os("HUSHTRACE_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir)
-        .join(format!("hushtrace-bench-tail-{}", std::process::id()));
+    let dir = bench_dir("tail");
 
     let tpn = ticks_per_ns(Duration::from_millis(if full { 200 } else { 20 }));
     // Preallocated and touched before any timing.

@@ -44,7 +44,9 @@ use criterion::Criterion;
 use fastrace::collector::{Config, Reporter, SpanContext, SpanRecord};
 use fastrace::local::LocalSpan;
 use fastrace::{Event, Span};
-use std::cell::Cell;
+use hushtrace_testsupport::bench::{
+    bench_dir, floor_pretouch, floor_write, full_run, interleaved, percentile, BenchFn,
+};
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -81,33 +83,6 @@ const BENCHES: &[(&str, &str)] = &[
     ),
 ];
 
-/// 16-byte slots of the floor's buffer: 64 KiB, a power of two.
-const FLOOR_SLOTS: usize = 4096;
-
-thread_local! {
-    static FLOOR_IDX: Cell<usize> = const { Cell::new(0) };
-    static FLOOR_BUF: [Cell<[u64; 2]>; FLOOR_SLOTS] =
-        const { [const { Cell::new([0; 2]) }; FLOOR_SLOTS] };
-}
-
-/// The floor: read the cycle counter and store it with one payload word into the next 16-byte
-/// slot of a thread-local buffer.
-#[inline(always)]
-fn floor_write(v: u64) {
-    // SAFETY: rdtsc exists on every x86_64 CPU and only reads the time-stamp counter.
-    let ts = unsafe { core::arch::x86_64::_rdtsc() };
-    let i = FLOOR_IDX.with(|c| c.get());
-    FLOOR_BUF.with(|b| b[i].set([ts, v]));
-    FLOOR_IDX.with(|c| c.set((i + 1) & (FLOOR_SLOTS - 1)));
-}
-
-/// Touches every page of the floor's buffer (and runs its const initializer) before timing.
-fn floor_pretouch() {
-    for _ in 0..FLOOR_SLOTS {
-        floor_write(0);
-    }
-}
-
 /// A fastrace reporter that only counts what it receives.
 struct CountingReporter(Arc<AtomicU64>);
 
@@ -139,13 +114,6 @@ fn fastrace_iters(iters: u64, mut f: impl FnMut(u64)) -> Duration {
         done += n;
     }
     start.elapsed()
-}
-
-fn bench_dir() -> PathBuf {
-    let base = std::env::var_os("HUSHTRACE_BENCH_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(std::env::temp_dir);
-    base.join(format!("hushtrace-bench-tracepoint-{}", std::process::id()))
 }
 
 /// Where criterion writes its results: the same lookup criterion does.
@@ -187,9 +155,8 @@ fn print_table(since: SystemTime, batches: &[Vec<f64>]) {
     let est = |id: &str, which: &str| {
         read_estimate(&dir.join(id).join("new/estimates.json"), since, which)
     };
-    let pct = |v: &[f64], q: f64| v[((q * v.len() as f64) as usize).min(v.len() - 1)];
     let floor_mean = est("floor", "mean");
-    let floor_p10 = pct(&batches[0], 0.1);
+    let floor_p10 = percentile(&batches[0], 0.1);
     println!();
     println!(
         "tracepoint cost, ns per iteration, this run. criterion: mean point estimate; batches: \
@@ -220,10 +187,10 @@ fn print_table(since: SystemTime, batches: &[Vec<f64>]) {
             ),
             None => format!("{:>9} {:>7}", "-", "-"),
         };
-        let p10 = pct(b, 0.1);
+        let p10 = percentile(b, 0.1);
         println!(
             "{what:<50} {crit} {:>9.2} {p10:>9.2} {:>9.2} {:>7.2} {:>7.2}",
-            pct(b, 0.5),
+            percentile(b, 0.5),
             b[0],
             p10 / floor_p10,
             b[0] / floor_min
@@ -231,9 +198,6 @@ fn print_table(since: SystemTime, batches: &[Vec<f64>]) {
     }
     println!("(criterion results under {})", dir.display());
 }
-
-/// One bench: runs its work `iters` times and returns the elapsed time.
-type BenchFn = fn(u64) -> Duration;
 
 #[inline(never)]
 fn run_floor(iters: u64) -> Duration {
@@ -369,33 +333,13 @@ fn batch_iters(id: &str) -> u64 {
     }
 }
 
-/// Rounds of the interleaved measurement: every bench runs one batch per round.
+/// Rounds of the interleaved measurement (`hushtrace_testsupport::bench::interleaved`): every
+/// bench runs one batch per round.
 const ROUNDS: usize = 1000;
 
-/// Interleaved batches: per bench, the per-iteration time (ns) of each of `rounds` batches,
-/// sorted. Interleaving exposes every bench to the same background load; the low percentiles
-/// of short batches show the undisturbed cost on a noisy machine.
-fn interleaved(benches: &[(&str, BenchFn)], rounds: usize) -> Vec<Vec<f64>> {
-    let mut out = vec![Vec::with_capacity(rounds); benches.len()];
-    for (id, f) in benches {
-        f(batch_iters(id)); // warm-up
-    }
-    for _ in 0..rounds {
-        for (k, (id, f)) in benches.iter().enumerate() {
-            let n = batch_iters(id);
-            out[k].push(f(n).as_nanos() as f64 / n as f64);
-        }
-    }
-    for v in &mut out {
-        v.sort_by(f64::total_cmp);
-    }
-    out
-}
-
 fn main() {
-    let args: Vec<String> = std::env::args().collect();
-    let full = args.iter().any(|a| a == "--bench") && !args.iter().any(|a| a == "--test");
-    let dir = bench_dir();
+    let full = full_run();
+    let dir = bench_dir("tracepoint");
     std::fs::create_dir_all(&dir).expect("create bench directory");
 
     let session = hushtrace::Session::builder()
@@ -441,7 +385,7 @@ fn main() {
 
     // Before criterion: its long runs leave tracing-chrome's writer thread and fastrace's
     // collector with a backlog that would compete with these short batches for the CPUs.
-    let batches = interleaved(&benches, if full { ROUNDS } else { 2 });
+    let batches = interleaved(&benches, if full { ROUNDS } else { 2 }, batch_iters);
 
     let since = SystemTime::now();
     let mut c = Criterion::default()

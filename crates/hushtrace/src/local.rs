@@ -139,7 +139,7 @@ mod tests {
         assert_eq!(&p.3 as *const LocalU64 as usize % 8, 0);
     }
 
-    /// The reservation loop of `ring.rs` in miniature: read the offset, compute, then
+    /// The reservation loop of `ring/reserve.rs` in miniature: read the offset, compute, then
     /// compare-and-swap; a nested closure plays the signal handler that interrupts between the
     /// read and the CAS and reserves on its own.
     fn reserve(off: &LocalU64, len: u64, interrupt: &dyn Fn()) -> (u64, u32) {

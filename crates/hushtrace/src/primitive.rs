@@ -37,7 +37,7 @@ pub(crate) unsafe fn atomic_u64_at<'a>(ptr: *mut u64) -> &'a AtomicU64 {
 /// Loads the packet byte at `ptr` with a relaxed atomic load: the consumer's copies of a slot
 /// the producer may be writing (the open packet's header in the flush, the snapshot's copies,
 /// validated afterwards by the protocol words). Packet bytes are not loom-visible memory in
-/// either build (loom sees them through the ring's cells, `ring.rs`), so this is std's atomic
+/// either build (loom sees them through the ring's cells, `ring/memory.rs`), so this is std's atomic
 /// in both: no data race in the loom build either.
 ///
 /// # Safety

@@ -8,8 +8,9 @@
 //! * **Operating system** — `linux.rs` (seccomp in `linux/seccomp.rs`) on Linux;
 //!   `fallback.rs` (std only, no system call of its own) on every other target and under Miri.
 //! * **Architecture** — `x86_64.rs` (`rdtsc`, `cpuid`, non-locked `cmpxchg`/`add`),
-//!   `aarch64.rs` (`cntvct_el0`, exclusive-monitor atomics), `generic.rs` (plain atomics, no
-//!   cycle counter) on every other architecture and under Miri.
+//!   `aarch64.rs` (`cntvct_el0`), `generic.rs` (no cycle counter) on every other architecture
+//!   and under Miri; `local_atomic.rs` (the local primitives as relaxed atomics: LSE or
+//!   exclusive-monitor atomics on aarch64) everywhere but on x86_64 outside Miri.
 //!
 //! [`SUPPORTED`] tells the runtime whether sessions can run on this target at all.
 //!
@@ -100,6 +101,13 @@ pub use aarch64::*;
 mod generic;
 #[cfg(any(miri, not(any(target_arch = "x86_64", target_arch = "aarch64"))))]
 pub use generic::*;
+
+// The local primitives as relaxed atomics: aarch64, every other architecture, and Miri.
+#[cfg(any(miri, not(target_arch = "x86_64")))]
+#[cfg_attr(hushtrace_loom, allow(dead_code))]
+mod local_atomic;
+#[cfg(any(miri, not(target_arch = "x86_64")))]
+pub use local_atomic::{local_add, local_cas};
 
 /// Scheduling of a thread, as [`thread_sched`] reads it and [`set_thread_sched`] sets it: a
 /// real-time policy with its priority, or `SCHED_OTHER` with a nice value.

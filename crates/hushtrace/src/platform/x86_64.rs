@@ -2,7 +2,7 @@
 
 /// The time stamp counter (`rdtsc`). Not serializing: it may be read a few instructions early
 /// or late, which is fine for event timestamps (the ring re-reads it when a signal handler
-/// reserved in between, see `ring.rs`).
+/// reserved in between, see `ring/reserve.rs`).
 #[inline(always)]
 pub fn cycles() -> u64 {
     // SAFETY: rdtsc is available on every x86_64 CPU and has no memory effects.
