@@ -41,7 +41,11 @@ impl Consumer {
     /// Writes the newest contents of every attached ring as a complete CTF trace in
     /// `<dir>/<pid>/` (`dir` defaults to `<session dir>/snapshots/<n>`), without stopping
     /// tracing. Returns that directory.
-    fn snapshot_numbered(&mut self, n: u64, dir: Option<PathBuf>) -> Result<PathBuf, String> {
+    pub(super) fn snapshot_numbered(
+        &mut self,
+        n: u64,
+        dir: Option<PathBuf>,
+    ) -> Result<PathBuf, String> {
         if self.shared.cfg.mode != Mode::Overwrite {
             return Err(crate::config::Error::NeedsOverwriteMode.to_string());
         }
