@@ -106,7 +106,7 @@ pub fn register_callsite(
 
 /// A span end registered while a session runs gets the session's deadline rules.
 fn with_deadline(cs: &'static Callsite) -> Registered {
-    if cs.kind == Kind::SpanEnd {
+    if matches!(cs.kind, Kind::SpanEnd | Kind::AsyncEnd) {
         if let Some(s) = crate::state::current_session() {
             crate::late::apply_to(&s.cfg.late.rules, cs);
         }

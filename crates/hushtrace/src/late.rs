@@ -73,7 +73,7 @@ pub(crate) fn apply_rules(rules: &DeadlineRules) {
 
 /// [`apply_rules`] for one callsite (not a span end: nothing).
 pub(crate) fn apply_to(rules: &DeadlineRules, cs: &'static Callsite) {
-    if cs.kind != Kind::SpanEnd {
+    if !matches!(cs.kind, Kind::SpanEnd | Kind::AsyncEnd) {
         return;
     }
     let id = usize::from(cs.id());

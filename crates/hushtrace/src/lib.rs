@@ -232,7 +232,7 @@ impl Drop for SpanGuard {
             if self.deadline == 0 {
                 write::emit(cs, i, ());
             } else {
-                deadline::end_span(cs, i, self.start, self.deadline);
+                write::end_timed(cs, i, (), self.start, self.deadline);
             }
         }
     }

@@ -367,6 +367,72 @@ fn log_violation(v: Violation) {
     }
 }
 
+/// Ends a span with a deadline: records the end (`payload` at callsite `end`) and, if the span
+/// took longer than `deadline` ticks since `start`, the late span (`span!`'s guard and
+/// `async_span!`'s, see `deadline.rs`).
+#[inline(always)]
+pub(crate) fn end_timed<P: Payload>(
+    end: &'static Callsite,
+    interest: Interest,
+    payload: P,
+    start: u64,
+    deadline: u64,
+) {
+    let now = emit_timed(end, interest, payload);
+    // A begin or an end that was not written (a full buffer, no clock in no-syscall mode)
+    // has timestamp 0: no duration, not late.
+    if start != 0 && now.saturating_sub(start) > deadline {
+        span_late(end, start, now, deadline);
+    }
+}
+
+static LATE_STATE: CallsiteState = CallsiteState::new();
+static LATE_TYPES: [AtomicU8; 6] = [const { AtomicU8::new(0) }; 6];
+/// `hushtrace:late`: a span that ended past its deadline (written right after its end).
+#[linkme::distributed_slice(hushtrace_core::CALLSITES)]
+static LATE: Callsite = Callsite {
+    category: "hushtrace",
+    name: "late",
+    kind: Kind::Instant,
+    field_names: &[
+        "span_id",
+        "category",
+        "name",
+        "start",
+        "duration_ns",
+        "deadline_ns",
+    ],
+    field_types: &LATE_TYPES,
+    state: &LATE_STATE,
+    file: file!(),
+    line: line!(),
+};
+
+/// A late span: the `hushtrace:late` event (span callsite id, category, name, begin timestamp
+/// in clock ticks, duration and deadline in ns) and the note for the consumer.
+#[cold]
+#[inline(never)]
+fn span_late(end: &'static Callsite, start: u64, now: u64, deadline: u64) {
+    let interest = LATE.state.interest();
+    if interest.is_enabled() {
+        let payload = (
+            end.state.cached_id(),
+            end.category,
+            end.name,
+            start,
+            crate::late::ticks_to_ns(now - start),
+            crate::late::deadline_ns(end.state.cached_id()),
+        );
+        emit(&LATE, interest, payload);
+    }
+    note_late(LateSpan {
+        callsite: end.state.cached_id(),
+        start,
+        end: now,
+        deadline,
+    });
+}
+
 /// A field value given at run time, for callsites registered at run time
 /// ([`crate::register_callsite`]): the C interface, the `tracing` bridge. The one value type
 /// of hushtrace ([`hushtrace_core::FieldValue`]), also what the trace reader decodes; its

@@ -154,6 +154,12 @@ fn capture_in(mode: Mode, tag: &str) {
     one_late_cycle();
     wait_until("a late-span capture", || index_lines(&root).len() == 1);
     let lines = index_lines(&root);
+    // `ctl PID status` counts it (answered by the consumer after the pass that wrote the line).
+    let status = hushtrace::control::request(std::process::id(), "status").expect("status");
+    assert!(
+        status.contains("\"late_spans\":1,\"late_captured\":1,\"late_not_captured\":0"),
+        "{status}"
+    );
     session.stop().expect("stop");
     check_capture(&root, &lines[0], 1, gettid());
     let s = stats(&root);
@@ -377,5 +383,69 @@ fn one_late_cycle_spin(go: &AtomicBool) {
     let _g = hushtrace::span!("late", "cycle", i = 7u64);
     while !go.load(Ordering::Acquire) {
         std::hint::spin_loop();
+    }
+}
+
+/// An async span with a deadline, ended late on another thread: noted there, captured.
+#[test]
+fn an_async_span_ended_late_on_another_thread_is_captured() {
+    let root = temp_dir("late-async");
+    let session = builder(&root, Mode::Overwrite).start().expect("start");
+    let quick = hushtrace::async_span!(deadline = Duration::from_secs(3600), "late", "fast");
+    drop(quick);
+    let span = hushtrace::async_span!(deadline = Duration::from_millis(1), "late", "request");
+    let id = span.id();
+    let ender = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(30));
+        drop(span);
+        gettid()
+    });
+    let tid = ender.join().unwrap();
+    wait_until("a late-span capture", || index_lines(&root).len() == 1);
+    let lines = index_lines(&root);
+    session.stop().expect("stop");
+    let l = &lines[0];
+    assert_eq!(l["span"], "late:request");
+    assert_eq!(num(l, "tid"), u64::from(tid));
+    assert_eq!(num(l, "deadline_ns"), 1_000_000);
+    let events = babeltrace(
+        &root.join(&l["dir"]).join(std::process::id().to_string()),
+        true,
+    );
+    let late: Vec<_> = events
+        .iter()
+        .filter(|e| e.name == "hushtrace:late")
+        .collect();
+    assert_eq!(late.len(), 1, "{late:?}");
+    assert_eq!(late[0].fields["name"], "request");
+    assert_eq!(late[0].vtid, tid);
+    assert!(
+        events
+            .iter()
+            .any(|e| e.name == "late:request" && e.int("id") == i128::from(id)),
+        "no begin of the async span: {events:?}"
+    );
+}
+
+/// A late span that ends just before the session stops is still captured, by the consumer's
+/// last pass, in both modes.
+#[test]
+fn a_late_span_right_before_the_stop_is_captured() {
+    for (mode, tag) in [
+        (Mode::Overwrite, "late-stop-ow"),
+        (Mode::Discard, "late-stop-d"),
+    ] {
+        let root = temp_dir(tag);
+        // A read timer of a minute: the consumer's only pass after the span is the stop's.
+        let session = builder(&root, mode)
+            .read_timer(Duration::from_secs(60))
+            .on_late("late:cycle>1ms")
+            .start()
+            .expect("start");
+        one_late_cycle();
+        session.stop().expect("stop");
+        let lines = index_lines(&root);
+        assert_eq!(lines.len(), 1, "{mode:?}: {lines:?}");
+        check_capture(&root, &lines[0], 1, gettid());
     }
 }
