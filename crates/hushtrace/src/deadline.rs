@@ -10,9 +10,7 @@
 use crate::late;
 use crate::write::{self, Payload};
 use crate::SpanGuard;
-use core::sync::atomic::{AtomicBool, Ordering};
 use hushtrace_core::{Callsite, Interest};
-use std::time::Duration;
 
 /// Begins a span at `begin` whose guard ends it at `end` (what `span!` expands to once the
 /// callsite is enabled).
@@ -31,16 +29,4 @@ pub fn begin_span<P: Payload>(
         let start = write::emit_timed(begin, interest, payload);
         SpanGuard::__timed(end, start, deadline)
     }
-}
-
-/// Records the deadline the code gave a span callsite (`span!(deadline = d, ...)`), on its
-/// first enabled hit (`declared` remembers it). No lock, allocation or system call.
-#[cold]
-#[inline(never)]
-pub fn declare_deadline(end: &'static Callsite, declared: &AtomicBool, deadline: Duration) {
-    let ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
-    if ns > 0 {
-        late::declare(end, ns);
-    }
-    declared.store(true, Ordering::Relaxed);
 }

@@ -10,7 +10,8 @@
 
 use crate::clock;
 use hushtrace_core::{Callsite, DeadlineRules, Kind};
-use std::sync::atomic::{AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::time::Duration;
 
 /// Event ids are `u16`: one slot per possible id (untouched slots cost no memory).
 const IDS: usize = 1 << 16;
@@ -60,6 +61,18 @@ pub(crate) fn declare(end: &'static Callsite, ns: u64) {
             TICKS[id].store(t, Relaxed);
         }
     }
+}
+
+/// Records the deadline the code gave a span callsite (`span!(deadline = d, ...)`), on its
+/// first enabled hit (`declared` remembers it). No lock, allocation or system call.
+#[cold]
+#[inline(never)]
+pub fn declare_deadline(end: &'static Callsite, declared: &AtomicBool, deadline: Duration) {
+    let ns = u64::try_from(deadline.as_nanos()).unwrap_or(u64::MAX);
+    if ns > 0 {
+        declare(end, ns);
+    }
+    declared.store(true, Relaxed);
 }
 
 /// Applies a session's rules (empty: none) to every span callsite known now: the rules'

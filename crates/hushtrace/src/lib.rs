@@ -240,7 +240,8 @@ impl Drop for SpanGuard {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::deadline::{begin_span, declare_deadline};
+    pub use crate::deadline::begin_span;
+    pub use crate::late::declare_deadline;
     pub use crate::write::{emit, Payload};
     pub use core::sync::atomic::AtomicBool;
     pub use core::sync::atomic::AtomicU8;
