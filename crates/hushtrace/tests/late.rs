@@ -449,3 +449,86 @@ fn a_late_span_right_before_the_stop_is_captured() {
         check_capture(&root, &lines[0], 1, gettid());
     }
 }
+
+/// `late_cycle` (hushtrace-testbins) traced by the environment only, as `hushtrace record
+/// --on-late` runs a program: its first stdout line, and the trace root.
+fn run_late_cycle(tag: &str, vars: &[(&str, &str)]) -> (Vec<String>, PathBuf) {
+    let root = temp_dir(tag);
+    let mut cmd = std::process::Command::new(common::testbin_path("late_cycle"));
+    for (k, _) in std::env::vars() {
+        if k.starts_with("HUSHTRACE_") {
+            cmd.env_remove(k);
+        }
+    }
+    cmd.env("HUSHTRACE_OUTPUT", &root)
+        .envs(vars.iter().copied());
+    let out = cmd.output().expect("run late_cycle");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "late_cycle: {stdout}");
+    (stdout.lines().map(str::to_string).collect(), root)
+}
+
+#[test]
+fn the_environment_sets_rules_and_bounds() {
+    for mode in ["overwrite", "discard"] {
+        let (lines, root) = run_late_cycle(
+            &format!("late-env-{mode}"),
+            &[
+                ("HUSHTRACE_MODE", mode),
+                ("HUSHTRACE_ON_LATE", "rt:cycle>1ms,rt:quick>3600s"),
+                ("HUSHTRACE_LATE_MAX", "2"),
+                ("HUSHTRACE_LATE_INTERVAL", "0"),
+                ("HUSHTRACE_LATE_WINDOW", "50ms"),
+            ],
+        );
+        assert_eq!(lines, vec!["alive"], "{mode}");
+        let index = index_lines(&root);
+        assert_eq!(index.len(), 2, "{mode}: {index:?}");
+        let pid = num(&index[0], "pid");
+        for (i, l) in index.iter().enumerate() {
+            assert_eq!(num(l, "n"), i as u64 + 1);
+            assert_eq!(l["span"], "rt:cycle");
+            assert_eq!(num(l, "deadline_ns"), 1_000_000);
+            let events = babeltrace(&root.join(&l["dir"]).join(pid.to_string()), true);
+            assert!(
+                events.iter().any(|e| e.name == "hushtrace:late"
+                    && e.fields["name"] == "cycle"
+                    && e.int("duration_ns") == i128::from(num(l, "duration_ns"))),
+                "{mode}: capture {} lacks its late span",
+                l["dir"]
+            );
+        }
+        let s = parse_flat(
+            &std::fs::read_to_string(root.join(format!("{pid}.stats.json"))).expect("stats"),
+        );
+        assert_eq!(
+            (
+                num(&s, "late_spans"),
+                num(&s, "late_captured"),
+                num(&s, "late_not_captured")
+            ),
+            (3, 2, 1),
+            "{mode}: {s:?}"
+        );
+    }
+}
+
+#[test]
+fn bad_variables_stop_the_start_naming_them() {
+    for (var, value, reason) in [
+        ("HUSHTRACE_ON_LATE", "rt:cycle>15xs", "unknown unit 'xs'"),
+        ("HUSHTRACE_ON_LATE", "rt:cycle", "expected GLOB>DURATION"),
+        ("HUSHTRACE_LATE_MAX", "-1", "whole number"),
+        ("HUSHTRACE_LATE_INTERVAL", "1 hour", "duration with a unit"),
+        ("HUSHTRACE_LATE_WINDOW", "100", "duration with a unit"),
+    ] {
+        let (lines, root) = run_late_cycle("late-env-bad", &[(var, value)]);
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(
+            lines[0].starts_with(&format!("start: err: invalid {var}={value:?}: "))
+                && lines[0].contains(reason),
+            "{var}={value}: {lines:?}"
+        );
+        assert!(!root.join("late").exists());
+    }
+}
