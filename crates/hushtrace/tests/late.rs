@@ -109,6 +109,11 @@ fn check_capture(root: &Path, line: &BTreeMap<String, String>, n: u64, tid: u32)
     assert!(num(line, "duration_ns") > 1_000_000, "{line:?}");
     assert_eq!(line["dir"], format!("late/{n}"));
     let trace = root.join(&line["dir"]).join(std::process::id().to_string());
+    // A complete trace of its interval for hushtrace's readers too (not a crashed process's).
+    assert!(
+        trace.join(".snapshot").is_file(),
+        "no snapshot marker in {trace:?}"
+    );
     let events = babeltrace(&trace, true);
     // The begin: babeltrace2 rounds the clock's cycles to ns its own way (a ns apart at
     // most), so the nearest event of the span is taken.

@@ -217,6 +217,10 @@ impl Consumer {
             copy_packets(&src.join(&name), &out.join(&name), from, to)
                 .map_err(|e| err(&src.join(&name), e))?;
         }
+        // Like a snapshot's: readers take the capture for a complete trace of its interval,
+        // not for a crashed process's (it has no statistics file).
+        let marker = out.join(hushtrace_ctf::reader::SNAPSHOT_MARKER);
+        std::fs::write(&marker, b"snapshot\n").map_err(|e| err(&marker, e))?;
         let meta = out.join(METADATA_FILE);
         std::fs::write(&meta, to_tsdl(&self.trace_desc())).map_err(|e| err(&meta, e))
     }

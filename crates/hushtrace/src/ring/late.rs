@@ -3,6 +3,10 @@
 //! store per word, then a Release store of `seq`): no lock, no system call, no shared line
 //! written in the steady state (the words sit on their own cache line, written only by a late
 //! span).
+//!
+//! A signal handler that ends a late span on the same thread while the thread is between the
+//! counter's load and store in [`Buffer::note_late`] shares its slot: one of the two is kept
+//! (its `hushtrace:late` event is in the ring either way).
 #![deny(clippy::disallowed_methods)] // hot path: no alloc, lock, sleep, syscall (clippy.toml)
 
 use super::{Buffer, ConsumerKey, ProducerKey};
