@@ -28,6 +28,7 @@
 //! needs_send(std::thread::spawn(move || drop(span))); // ends on another thread
 //! ```
 
+use crate::late;
 use crate::write;
 use core::future::Future;
 use core::pin::Pin;
@@ -105,13 +106,51 @@ pub struct AsyncSpan {
     id: u64,
     /// The parent's id (0: a root); 0 when not recording.
     parent: u64,
+    /// The begin's timestamp, when the span has a deadline.
+    start: u64,
+    /// The span's deadline in clock ticks (0: none; see `span!`'s `deadline =`).
+    deadline: u64,
 }
 
 impl AsyncSpan {
     #[doc(hidden)]
     #[inline]
     pub fn __new(end: Option<&'static Callsite>, id: u64, parent: u64) -> AsyncSpan {
-        AsyncSpan { end, id, parent }
+        AsyncSpan {
+            end,
+            id,
+            parent,
+            start: 0,
+            deadline: 0,
+        }
+    }
+
+    /// Records the begin of an enabled async span (`async_span!`): with a deadline (code or
+    /// rules), its timestamp is kept for the end's check.
+    #[doc(hidden)]
+    #[inline(always)]
+    pub fn __begin<P: write::Payload>(
+        begin: &'static Callsite,
+        end: &'static Callsite,
+        interest: Interest,
+        id: u64,
+        parent: u64,
+        payload: P,
+    ) -> AsyncSpan {
+        let deadline = late::deadline_ticks(end);
+        let start = if deadline == 0 {
+            write::emit(begin, interest, payload);
+            0
+        } else {
+            write::emit_timed(begin, interest, payload)
+        };
+        AsyncSpan {
+            end: Some(end),
+            id,
+            parent,
+            start,
+            deadline,
+        }
     }
 
     /// The id of the current async span on this thread (the one whose future
@@ -175,7 +214,13 @@ impl Drop for AsyncSpan {
             } else {
                 Interest::NEEDS_TYPES
             };
-            write::emit(cs, i, (self.id,));
+            if self.deadline == 0 {
+                write::emit(cs, i, (self.id,));
+            } else {
+                // Ended on any thread: the late span is noted in the ending thread's ring (the
+                // cycle counter is invariant across CPUs).
+                write::end_timed(cs, i, (self.id,), self.start, self.deadline);
+            }
         }
     }
 }
@@ -280,6 +325,16 @@ impl Drop for Current {
 /// and the fields; dropping it records the end with `id`. Field and parent expressions are
 /// evaluated only when the callsite is enabled.
 ///
+/// **Deadline.** `async_span!(deadline = DURATION, ...)` (before `parent:` if both are given)
+/// gives the span a deadline, as `span!`'s does; the session's rules (`HUSHTRACE_ON_LATE`)
+/// apply to async spans too. A late async span is noted on the thread that ends it.
+///
+/// ```
+/// use std::time::Duration;
+/// let span = hushtrace::async_span!(deadline = Duration::from_millis(2), "srv", "request");
+/// std::thread::spawn(move || drop(span)).join().unwrap(); // checked where it ends
+/// ```
+///
 /// ```
 /// use hushtrace::InSpanExt;
 /// async fn handle(req: u64) -> u64 {
@@ -292,13 +347,24 @@ impl Drop for Current {
 #[cfg(feature = "enable")]
 #[macro_export]
 macro_rules! async_span {
+    (deadline = $d:expr, parent: $parent:expr, $cat:expr, $name:expr
+     $(, $k:ident = $v:expr)* $(,)?) => {
+        $crate::__async_span!(
+            ($crate::AsyncSpan::__parent_of($parent)), ($d), $cat, $name $(, $k = $v)*
+        )
+    };
+    (deadline = $d:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {
+        $crate::__async_span!(
+            ($crate::AsyncSpan::current_id()), ($d), $cat, $name $(, $k = $v)*
+        )
+    };
     (parent: $parent:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {
         $crate::__async_span!(
-            ($crate::AsyncSpan::__parent_of($parent)), $cat, $name $(, $k = $v)*
+            ($crate::AsyncSpan::__parent_of($parent)), (), $cat, $name $(, $k = $v)*
         )
     };
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {
-        $crate::__async_span!(($crate::AsyncSpan::current_id()), $cat, $name $(, $k = $v)*)
+        $crate::__async_span!(($crate::AsyncSpan::current_id()), (), $cat, $name $(, $k = $v)*)
     };
 }
 
@@ -306,17 +372,26 @@ macro_rules! async_span {
 #[doc(hidden)]
 #[macro_export]
 macro_rules! __async_span {
-    (($parent:expr), $cat:expr, $name:expr $(, $k:ident = $v:expr)*) => {{
+    (($parent:expr), ($($d:expr)?), $cat:expr, $name:expr $(, $k:ident = $v:expr)*) => {{
         $crate::__callsite!(
             __HT_BEGIN, AsyncBegin, $cat, $name, ["id", "parent" $(, stringify!($k))*]
         );
         $crate::__callsite!(__HT_END, AsyncEnd, $cat, $name, ["id"]);
         let interest = __HT_BEGIN.state.interest();
         if interest.is_enabled() {
+            $(
+                static __HT_DECLARED: $crate::__private::AtomicBool =
+                    $crate::__private::AtomicBool::new(false);
+                if !__HT_DECLARED.load(::core::sync::atomic::Ordering::Relaxed) {
+                    let d: ::std::time::Duration = $d;
+                    $crate::__private::declare_deadline(&__HT_END, &__HT_DECLARED, d);
+                }
+            )?
             let id = $crate::AsyncSpan::__next_id();
             let parent: u64 = $parent;
-            $crate::__private::emit(&__HT_BEGIN, interest, (id, parent, $($v,)*));
-            $crate::AsyncSpan::__new(Some(&__HT_END), id, parent)
+            $crate::AsyncSpan::__begin(
+                &__HT_BEGIN, &__HT_END, interest, id, parent, (id, parent, $($v,)*)
+            )
         } else {
             $crate::AsyncSpan::__new(None, 0, 0)
         }
@@ -327,6 +402,21 @@ macro_rules! __async_span {
 #[cfg(not(feature = "enable"))]
 #[macro_export]
 macro_rules! async_span {
+    (deadline = $d:expr, parent: $parent:expr, $cat:expr, $name:expr
+     $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _: ::std::time::Duration = $d;
+            let _ = ($crate::AsyncSpan::__parent_of($parent), $cat, $name, $($v,)*);
+        }
+        $crate::AsyncSpan::__new(None, 0, 0)
+    }};
+    (deadline = $d:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _: ::std::time::Duration = $d;
+            let _ = ($cat, $name, $($v,)*);
+        }
+        $crate::AsyncSpan::__new(None, 0, 0)
+    }};
     (parent: $parent:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
         if false {
             let _ = ($crate::AsyncSpan::__parent_of($parent), $cat, $name, $($v,)*);

@@ -100,8 +100,18 @@ pub fn register_callsite(
     fields: &[(&str, FieldType)],
 ) -> Result<Registered, Error> {
     hushtrace_core::register_callsite(category, name, kind, fields)
-        .map(Registered)
+        .map(with_deadline)
         .map_err(|e| registration_error(category, name, e))
+}
+
+/// A span end registered while a session runs gets the session's deadline rules.
+fn with_deadline(cs: &'static Callsite) -> Registered {
+    if matches!(cs.kind, Kind::SpanEnd | Kind::AsyncEnd) {
+        if let Some(s) = crate::state::current_session() {
+            crate::late::apply_to(&s.cfg.late.rules, cs);
+        }
+    }
+    Registered(cs)
 }
 
 fn registration_error(category: &str, name: &str, e: hushtrace_core::RegisterError) -> Error {
@@ -154,7 +164,7 @@ impl Registered {
         state: &'static CallsiteState,
     ) -> Result<Registered, Error> {
         hushtrace_core::register_callsite_with_state(category, name, kind, fields, state)
-            .map(Registered)
+            .map(with_deadline)
             .map_err(|e| registration_error(category, name, e))
     }
 }

@@ -52,6 +52,12 @@ fn sample(clock: fn() -> u64) -> (u64, u64) {
     (best.1, best.2)
 }
 
+/// The calibration, if done ([`calibrate`]): one atomic load, no initialization.
+#[inline]
+pub fn calibrated() -> Option<&'static ClockDesc> {
+    CALIBRATION.get()
+}
+
 /// Calibrates the clock once per process (about 20 ms the first time) and returns its
 /// description. Children created by `fork()` inherit it. `HUSHTRACE_CLOCK=monotonic` forces the
 /// `clock_gettime` fallback (used to test the no-syscall policies), and so does a counter that

@@ -6,6 +6,7 @@
 mod cpus;
 mod error;
 mod from_env;
+mod late;
 mod policy;
 mod sched;
 mod stats;
@@ -13,6 +14,8 @@ mod stats;
 pub use cpus::{cpu_list_text, parse_cpu_list, MAX_CPU};
 pub use error::Error;
 pub(crate) use from_env::Raw;
+pub(crate) use late::LateConfig;
+pub use late::{DEFAULT_LATE_INTERVAL, DEFAULT_LATE_MAX, DEFAULT_LATE_WINDOW};
 pub use policy::Policy;
 pub use sched::ConsumerSched;
 pub use stats::Stats;
@@ -92,6 +95,8 @@ pub(crate) struct Config {
     /// The flush interval was set (builder or `HUSHTRACE_FLUSH_MS`): flush even without a
     /// relay. By default only sessions with a relay flush (see `consumer.rs`).
     pub flush_explicit: bool,
+    /// Span deadlines and late-span captures (`config/late.rs`).
+    pub late: LateConfig,
 }
 
 impl Default for Config {
@@ -114,6 +119,7 @@ impl Default for Config {
             starter_sched: (None, None),
             flush_interval: DEFAULT_FLUSH_INTERVAL,
             flush_explicit: false,
+            late: LateConfig::default(),
         }
     }
 }
@@ -175,6 +181,7 @@ impl Config {
                 ),
             ));
         }
+        self.late.validate(raw)?;
         if let Some(cpus) = &self.consumer_cpus {
             if cpus.is_empty() {
                 return Err(bad(

@@ -13,6 +13,7 @@
 //! | `sink` | the outputs behind one interface: `sink/file.rs` (stream files), `sink/relay.rs` |
 //! | `flush` | the flush of idle threads' open packets (and live beacons) |
 //! | `snapshot` | snapshots of the flight recorder |
+//! | `late` | late-span captures (`late/<n>/`, `late/index.json`) and their counters |
 //! | `answers`, `ctl` | answers to `hushtrace ctl` (feature `control`) |
 //! | `status` | the `status` answer, running or stopped (feature `control`) |
 //! | `stats` | counts, `status` numbers, the statistics file |
@@ -23,6 +24,7 @@ mod answers;
 #[cfg(feature = "control")]
 mod ctl;
 mod flush;
+mod late;
 mod lifecycle;
 mod output;
 mod run;
@@ -58,6 +60,8 @@ pub(crate) struct Consumer {
     tally: stats::Tally,
     /// Snapshots taken by this process.
     snapshots: u64,
+    /// Late spans: counters and captures in progress.
+    late: late::LateState,
     /// The metadata as of `types_gen` (the sinks' metadata and the flush's event sizes).
     desc: TraceDesc,
     /// Per stream: what the flush of open packets changed in the packets written.

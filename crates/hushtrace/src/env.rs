@@ -46,6 +46,20 @@ pub const CONSUMER_SCHED: &str = "HUSHTRACE_CONSUMER_SCHED";
 /// started the session. A builder session uses `SessionBuilder::consumer_cpus` instead.
 pub const CONSUMER_CPUS: &str = "HUSHTRACE_CONSUMER_CPUS";
 
+/// Span deadlines, `GLOB>DURATION` rules separated by commas (`rt:cycle>1500us,app:*>2ms`;
+/// units ns, us, ms, s; globs on `category:name`, a later rule wins): a span that ends later
+/// than its deadline is captured in `<dir>/late/<n>/` (see `hushtrace_core::DeadlineRules`).
+/// A builder session uses `SessionBuilder::on_late` instead.
+pub const ON_LATE: &str = "HUSHTRACE_ON_LATE";
+/// Most late-span captures per process (default 16; 0: late spans are only counted).
+pub const LATE_MAX: &str = "HUSHTRACE_LATE_MAX";
+/// Least time between two late-span captures, a duration with a unit (`1s`, `500ms`; default
+/// 1 s); late spans in between are counted, not captured.
+pub const LATE_INTERVAL: &str = "HUSHTRACE_LATE_INTERVAL";
+/// Time before a late span's begin that its capture keeps (`100ms` by default), as far as the
+/// rings hold it.
+pub const LATE_WINDOW: &str = "HUSHTRACE_LATE_WINDOW";
+
 /// One documented environment variable.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Var {
@@ -125,5 +139,21 @@ pub const VARS: &[Var] = &[
     Var {
         name: CONSUMER_CPUS,
         doc: "CPUs the consumer thread may run on, as `taskset -c` (`0`, `0-1,4`)",
+    },
+    Var {
+        name: ON_LATE,
+        doc: "span deadlines `GLOB>DURATION,...` (`rt:cycle>1500us`): late spans are captured",
+    },
+    Var {
+        name: LATE_MAX,
+        doc: "most late-span captures (default 16; 0: count only)",
+    },
+    Var {
+        name: LATE_INTERVAL,
+        doc: "least time between two late-span captures (default `1s`)",
+    },
+    Var {
+        name: LATE_WINDOW,
+        doc: "time before a late span a capture keeps (default `100ms`)",
     },
 ];

@@ -51,6 +51,7 @@ mod consumer;
 #[cfg_attr(docsrs, doc(cfg(feature = "control")))]
 pub mod control;
 mod ctx;
+mod deadline;
 pub mod env;
 mod fork;
 #[cfg(hushtrace_loom)]
@@ -58,6 +59,7 @@ mod fork;
 pub mod handover;
 #[cfg(not(hushtrace_loom))]
 mod handover;
+mod late;
 mod local;
 mod lock;
 mod nosyscall;
@@ -81,8 +83,9 @@ mod write;
 pub use async_span::{AsParent, AsyncSpan, InSpan, InSpanExt};
 pub use callsites::{discard_unregistered, register_callsite, Registered};
 pub use config::{
-    cpu_list_text, parse_cpu_list, ConsumerSched, Error, Policy, Stats, DEFAULT_NUM_SUBBUFS,
-    DEFAULT_READ_TIMER, DEFAULT_SUBBUF_SIZE,
+    cpu_list_text, parse_cpu_list, ConsumerSched, Error, Policy, Stats, DEFAULT_LATE_INTERVAL,
+    DEFAULT_LATE_MAX, DEFAULT_LATE_WINDOW, DEFAULT_NUM_SUBBUFS, DEFAULT_READ_TIMER,
+    DEFAULT_SUBBUF_SIZE,
 };
 pub use consumer::sink::relay_default_names;
 pub use hushtrace_core::{FieldType, Kind, STR_CAP};
@@ -180,14 +183,36 @@ pub fn clock_choice() -> ClockChoice {
 #[derive(Debug)]
 pub struct SpanGuard {
     end: Option<&'static hushtrace_core::Callsite>,
+    /// The begin's timestamp, when the span has a deadline.
+    start: u64,
+    /// The span's deadline in clock ticks (0: none).
+    deadline: u64,
     _not_send: PhantomData<*const ()>,
 }
 
 impl SpanGuard {
     #[doc(hidden)]
+    #[inline(always)]
     pub fn __new(end: Option<&'static hushtrace_core::Callsite>) -> SpanGuard {
         SpanGuard {
             end,
+            start: 0,
+            deadline: 0,
+            _not_send: PhantomData,
+        }
+    }
+
+    /// A guard that checks the span's duration against `deadline` ticks at its end.
+    #[inline(always)]
+    pub(crate) fn __timed(
+        end: &'static hushtrace_core::Callsite,
+        start: u64,
+        deadline: u64,
+    ) -> SpanGuard {
+        SpanGuard {
+            end: Some(end),
+            start,
+            deadline,
             _not_send: PhantomData,
         }
     }
@@ -207,14 +232,21 @@ impl Drop for SpanGuard {
             } else {
                 hushtrace_core::Interest::NEEDS_TYPES
             };
-            write::emit(cs, i, ());
+            if self.deadline == 0 {
+                write::emit(cs, i, ());
+            } else {
+                write::end_timed(cs, i, (), self.start, self.deadline);
+            }
         }
     }
 }
 
 #[doc(hidden)]
 pub mod __private {
+    pub use crate::deadline::begin_span;
+    pub use crate::late::declare_deadline;
     pub use crate::write::{emit, Payload};
+    pub use core::sync::atomic::AtomicBool;
     pub use core::sync::atomic::AtomicU8;
     pub use hushtrace_core::{Callsite, CallsiteState, Kind, CALLSITES};
     pub use linkme;
@@ -279,16 +311,49 @@ macro_rules! event {
 /// }
 /// step(1);
 /// ```
+///
+/// **Deadline.** `span!(deadline = DURATION, "category", "name", ...)` gives the span a
+/// deadline (a [`std::time::Duration`], evaluated once, on the callsite's first enabled hit):
+/// when the span ends later than that after its begin, its thread records a `hushtrace:late`
+/// event and notes the span for the consumer, which writes a capture of the moments before
+/// into `<dir>/late/<n>/` (see [`SessionBuilder::on_late`]). The check at the end is one
+/// compare; a late span costs a few stores, never a system call, lock or allocation. Deadlines
+/// from the session's rules (`HUSHTRACE_ON_LATE`, [`SessionBuilder::on_late`]) apply to spans
+/// without a code change and win over the code's.
+///
+/// ```
+/// use std::time::Duration;
+/// fn cycle(i: u64) {
+///     let _g = hushtrace::span!(deadline = Duration::from_micros(600), "rt", "cycle", i = i);
+///     // ... at most 600 µs of work ...
+/// }
+/// cycle(1);
+/// ```
 #[cfg(feature = "enable")]
 #[macro_export]
 macro_rules! span {
+    (deadline = $d:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        $crate::__callsite!(__HT_BEGIN, SpanBegin, $cat, $name, [$(stringify!($k)),*]);
+        $crate::__callsite!(__HT_END, SpanEnd, $cat, $name, []);
+        static __HT_DECLARED: $crate::__private::AtomicBool =
+            $crate::__private::AtomicBool::new(false);
+        let interest = __HT_BEGIN.state.interest();
+        if interest.is_enabled() {
+            if !__HT_DECLARED.load(::core::sync::atomic::Ordering::Relaxed) {
+                let d: ::std::time::Duration = $d;
+                $crate::__private::declare_deadline(&__HT_END, &__HT_DECLARED, d);
+            }
+            $crate::__private::begin_span(&__HT_BEGIN, &__HT_END, interest, ($($v,)*))
+        } else {
+            $crate::SpanGuard::__new(None)
+        }
+    }};
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
         $crate::__callsite!(__HT_BEGIN, SpanBegin, $cat, $name, [$(stringify!($k)),*]);
         $crate::__callsite!(__HT_END, SpanEnd, $cat, $name, []);
         let interest = __HT_BEGIN.state.interest();
         if interest.is_enabled() {
-            $crate::__private::emit(&__HT_BEGIN, interest, ($($v,)*));
-            $crate::SpanGuard::__new(Some(&__HT_END))
+            $crate::__private::begin_span(&__HT_BEGIN, &__HT_END, interest, ($($v,)*))
         } else {
             $crate::SpanGuard::__new(None)
         }
@@ -332,6 +397,13 @@ macro_rules! event {
 #[cfg(not(feature = "enable"))]
 #[macro_export]
 macro_rules! span {
+    (deadline = $d:expr, $cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
+        if false {
+            let _: ::std::time::Duration = $d;
+            let _ = ($cat, $name, $($v,)*);
+        }
+        $crate::SpanGuard::__new(None)
+    }};
     ($cat:expr, $name:expr $(, $k:ident = $v:expr)* $(,)?) => {{
         if false {
             let _ = ($cat, $name, $($v,)*);

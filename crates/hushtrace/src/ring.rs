@@ -55,6 +55,7 @@
 mod drain;
 mod flush;
 mod ident;
+mod late;
 mod lifecycle;
 mod memory;
 mod packet;
@@ -64,6 +65,7 @@ mod snapshot;
 pub use flush::OpenPacket;
 pub(crate) use ident::AtomicIdent;
 pub use ident::Ident;
+pub use late::LateSpan;
 pub use lifecycle::{AtomicBufState, BufState};
 pub use reserve::Full;
 
@@ -134,6 +136,8 @@ struct SlotMeta {
 pub struct Buffer {
     producer: CachePadded<Producer>,
     handover: Handover,
+    /// Late spans (`ring/late.rs`): written by the producer only when a span ends late.
+    late: CachePadded<late::LateSlots>,
     meta: Box<[SlotMeta]>,
     /// Where the buffer is in its life cycle; hands the producer side between threads.
     pub state: AtomicBufState,

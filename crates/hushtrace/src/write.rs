@@ -6,10 +6,11 @@ use crate::clock;
 use crate::config::Policy;
 use crate::ctx::{ThreadCtx, Violation};
 use crate::platform;
-use crate::ring::{Buffer, ProducerKey};
+use crate::ring::{Buffer, LateSpan, ProducerKey};
 use crate::state;
 use crate::thread;
 use hushtrace_core::{Callsite, CallsiteState, Field, FieldType, Interest, Kind, STR_CAP};
+use std::cell::Cell;
 use std::sync::atomic::{compiler_fence, AtomicU8, Ordering};
 
 mod sealed {
@@ -97,9 +98,30 @@ pub fn emit<P: Payload>(cs: &'static Callsite, interest: Interest, payload: P) -
         drop_event();
         return false;
     }
-    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload)) {
+    let ts = Cell::new(0);
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, &ts)) {
         Some(ok) => ok,
-        None => emit_unregistered(cs, payload),
+        None => emit_unregistered(cs, payload, &ts),
+    }
+}
+
+/// [`emit`], returning the event's timestamp (0 when it was not written): a span with a
+/// deadline keeps its begin's and compares its end's (`deadline.rs`).
+#[inline(always)]
+pub fn emit_timed<P: Payload>(cs: &'static Callsite, interest: Interest, payload: P) -> u64 {
+    if !interest.has_signature(P::SIG) && !cs.publish_types(P::SIG, P::TYPES) {
+        drop_event();
+        return 0;
+    }
+    let ts = Cell::new(0);
+    let ok = match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, &ts)) {
+        Some(ok) => ok,
+        None => emit_unregistered(cs, payload, &ts),
+    };
+    if ok {
+        ts.get()
+    } else {
+        0
     }
 }
 
@@ -125,7 +147,7 @@ impl<P: Payload> Record for P {
 }
 
 #[inline(always)]
-fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
+fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P, ts: &Cell<u64>) -> bool {
     let d = ctx.enter();
     // Compiler-only fence: a stopping session pairs it with membarrier(2), which makes the depth
     // store visible before it reads `depth` (asymmetric fence, as in liburcu's urcu-memb).
@@ -143,7 +165,12 @@ fn write<P: Record>(ctx: &ThreadCtx, id: u16, payload: &P) -> bool {
         let key = unsafe { ProducerKey::new(buf) };
         // The fields' length, computed once: the reservation and the encoding both use it.
         let body = payload.encoded_len();
-        match key.reserve_event(id, body, d, || now(ctx), || after_commit(ctx)) {
+        let stamp = || {
+            let t = now(ctx);
+            ts.set(t);
+            t
+        };
+        match key.reserve_event(id, body, d, stamp, || after_commit(ctx)) {
             Ok(dst) => {
                 // SAFETY: `reserve_event` wrote the header and returned `body` writable bytes at
                 // `dst`; the sealed payload writes exactly `body`.
@@ -268,17 +295,36 @@ pub(crate) fn drop_event() {
 
 #[cold]
 #[inline(never)]
-fn emit_unregistered<P: Record>(cs: &'static Callsite, payload: P) -> bool {
+fn emit_unregistered<P: Record>(cs: &'static Callsite, payload: P, ts: &Cell<u64>) -> bool {
     if !state::active() {
         return false;
     }
     match thread::register() {
-        Some(ctx) => write(&ctx, cs.state.cached_id(), &payload),
+        Some(ctx) => write(&ctx, cs.state.cached_id(), &payload, ts),
         None => {
             state::count_lost(1);
             false
         }
     }
+}
+
+/// Notes a late span in the calling thread's ring for the consumer (`ring/late.rs`): stores
+/// only, no lock, allocation or system call. Nothing without a buffer attached.
+#[cold]
+#[inline(never)]
+pub(crate) fn note_late(span: LateSpan) {
+    thread::with_current(|ctx| {
+        let d = ctx.enter();
+        compiler_fence(Ordering::SeqCst);
+        let buf = ctx.buffer.load(Ordering::Acquire);
+        if !buf.is_null() {
+            // SAFETY: an attached buffer stays alive while `depth > 0` (the stop protocol
+            // waits), and this thread, inside a tracepoint on it, is its producer.
+            unsafe { ProducerKey::new(&*buf) }.note_late(span);
+        }
+        compiler_fence(Ordering::SeqCst);
+        ctx.leave(d);
+    });
 }
 
 /// Closes the calling thread's open packet (for a snapshot it requests): no lock, no system
@@ -319,6 +365,72 @@ fn log_violation(v: Violation) {
     if interest.is_enabled() {
         emit(&VIOLATION, interest, (v.what(),));
     }
+}
+
+/// Ends a span with a deadline: records the end (`payload` at callsite `end`) and, if the span
+/// took longer than `deadline` ticks since `start`, the late span (`span!`'s guard and
+/// `async_span!`'s, see `deadline.rs`).
+#[inline(always)]
+pub(crate) fn end_timed<P: Payload>(
+    end: &'static Callsite,
+    interest: Interest,
+    payload: P,
+    start: u64,
+    deadline: u64,
+) {
+    let now = emit_timed(end, interest, payload);
+    // A begin or an end that was not written (a full buffer, no clock in no-syscall mode)
+    // has timestamp 0: no duration, not late.
+    if start != 0 && now.saturating_sub(start) > deadline {
+        span_late(end, start, now, deadline);
+    }
+}
+
+static LATE_STATE: CallsiteState = CallsiteState::new();
+static LATE_TYPES: [AtomicU8; 6] = [const { AtomicU8::new(0) }; 6];
+/// `hushtrace:late`: a span that ended past its deadline (written right after its end).
+#[linkme::distributed_slice(hushtrace_core::CALLSITES)]
+static LATE: Callsite = Callsite {
+    category: "hushtrace",
+    name: "late",
+    kind: Kind::Instant,
+    field_names: &[
+        "span_id",
+        "category",
+        "name",
+        "start",
+        "duration_ns",
+        "deadline_ns",
+    ],
+    field_types: &LATE_TYPES,
+    state: &LATE_STATE,
+    file: file!(),
+    line: line!(),
+};
+
+/// A late span: the `hushtrace:late` event (span callsite id, category, name, begin timestamp
+/// in clock ticks, duration and deadline in ns) and the note for the consumer.
+#[cold]
+#[inline(never)]
+fn span_late(end: &'static Callsite, start: u64, now: u64, deadline: u64) {
+    let interest = LATE.state.interest();
+    if interest.is_enabled() {
+        let payload = (
+            end.state.cached_id(),
+            end.category,
+            end.name,
+            start,
+            crate::late::ticks_to_ns(now - start),
+            crate::late::deadline_ns(end.state.cached_id()),
+        );
+        emit(&LATE, interest, payload);
+    }
+    note_late(LateSpan {
+        callsite: end.state.cached_id(),
+        start,
+        end: now,
+        deadline,
+    });
 }
 
 /// A field value given at run time, for callsites registered at run time
@@ -369,8 +481,9 @@ pub fn emit_values(cs: &'static Callsite, values: &[Value<'_>]) -> bool {
         return false;
     }
     let payload = Values(values);
-    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload)) {
+    let ts = Cell::new(0);
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, &ts)) {
         Some(ok) => ok,
-        None => emit_unregistered(cs, payload),
+        None => emit_unregistered(cs, payload, &ts),
     }
 }

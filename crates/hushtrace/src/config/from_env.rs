@@ -23,6 +23,9 @@ impl Raw {
             .map(|(_, r)| r.clone())
             .unwrap_or_else(|| parsed.to_string())
     }
+    pub(super) fn push(&mut self, v: &'static str, text: String) {
+        self.0.push((v, text));
+    }
 }
 
 impl Config {
@@ -129,6 +132,7 @@ impl Config {
                 raw.0.push((env::CONSUMER_CPUS, v));
             }
         }
+        super::late::from_vars(&mut cfg, &mut raw, get)?;
         Ok(Some((cfg, raw)))
     }
 }

@@ -35,6 +35,7 @@ impl Consumer {
                 trace_dir: self.dir.path().display().to_string(),
                 written: self.shared.written.load(Ordering::Relaxed),
                 discarded: self.shared.total_lost(),
+                late: self.late.counts,
                 control: self.shared.control,
             };
             ctl::park(server, self.shared.pid.load(Ordering::Relaxed), stopped);
@@ -98,6 +99,7 @@ impl Consumer {
             cfg: &self.shared.cfg,
             written: self.shared.written.load(Ordering::Relaxed),
             discarded: self.shared.total_lost(),
+            late: self.late.counts,
             sched_error: self.sched_error.as_deref(),
             trace_dir: &self.dir.path().display().to_string(),
             threads: Some(threads),

@@ -38,6 +38,8 @@ pub(super) struct Stopped {
     pub trace_dir: String,
     pub written: u64,
     pub discarded: u64,
+    /// The late-span counters of the session.
+    pub late: super::late::LateCounts,
     /// The session layer's start (`ctl PID start`).
     pub control: &'static dyn SessionControl,
 }
@@ -84,6 +86,7 @@ fn answer_stopped(req: Request, pid: u32, st: &Stopped) -> String {
             cfg: &st.cfg,
             written: st.written,
             discarded: st.discarded,
+            late: st.late,
             sched_error: None,
             trace_dir: &st.trace_dir,
             threads: None,

@@ -53,60 +53,9 @@ impl Consumer {
         let now = clock::cycles_or_fallback();
         let mut idle = Vec::new();
         for b in bufs {
-            if b.state.load(Ordering::Acquire) != BufState::Attached {
+            if self.flush_one(b) == Flushed::Idle {
                 idle.push(b.instance);
-                continue;
             }
-            let Some(open) = ConsumerKey::new(&self.right, b).open_packet() else {
-                idle.push(b.instance);
-                continue;
-            };
-            let st = self.out.entry(b.instance).or_default();
-            if st.renumber.shipped.is_some_and(|p| p.seq != open.seq) {
-                continue; // the earlier packet's rest is not written yet
-            }
-            let done = (open.seq, PACKET_HEADER_LEN + open.events.len());
-            let moved = st.last_done != Some(done);
-            st.last_done = Some(done);
-            let prev = st.renumber.shipped.filter(|p| p.seq == open.seq);
-            let from = prev.map_or(PACKET_HEADER_LEN, |p| p.off);
-            let body = open.events.get(from - PACKET_HEADER_LEN..).unwrap_or(&[]);
-            let Some(mut h) = PacketHeader::decode(&open.header) else {
-                continue;
-            };
-            // The stream's clock where `body` starts: the packet's begin time, or the last
-            // event shipped of it (compact headers are relative to it).
-            let begin = prev.map_or(h.timestamp_begin, |p| p.last_ts);
-            let w = self.desc.walk_events(body, begin);
-            let (len, n, last_ts) = (w.len, w.events, w.clock.max(begin));
-            if n == 0 {
-                if !moved {
-                    idle.push(b.instance);
-                }
-                continue;
-            }
-            h.timestamp_begin = begin;
-            h.timestamp_end = last_ts;
-            h.seq = open.seq + st.renumber.extra;
-            h.events_discarded = st.discarded;
-            let header = h.with_len(PACKET_HEADER_LEN + len).encode();
-            st.renumber.extra += 1;
-            st.renumber.shipped = Some(Shipped {
-                seq: open.seq,
-                off: from + len,
-                last_ts,
-            });
-            st.shipped_events += n;
-            ConsumerKey::new(&self.right, b).set_flush_state(
-                st.renumber.extra,
-                Some((open.seq, (from + len) as u64, last_ts)),
-            );
-            self.deliver(&Packet {
-                instance: b.instance,
-                header: &header,
-                body: &body[..len],
-                events: n,
-            });
         }
         for s in &mut self.sinks {
             for &instance in &idle {
@@ -114,4 +63,74 @@ impl Consumer {
             }
         }
     }
+
+    /// Ships the complete events of `b`'s open packet not shipped yet (see
+    /// [`Consumer::flush_open_packets`]; also a late-span capture's, `late.rs`).
+    pub(super) fn flush_one(&mut self, b: &Buffer) -> Flushed {
+        if b.state.load(Ordering::Acquire) != BufState::Attached {
+            return Flushed::Idle;
+        }
+        let Some(open) = ConsumerKey::new(&self.right, b).open_packet() else {
+            return Flushed::Idle;
+        };
+        let st = self.out.entry(b.instance).or_default();
+        if st.renumber.shipped.is_some_and(|p| p.seq != open.seq) {
+            return Flushed::NotNow; // the earlier packet's rest is not written yet
+        }
+        let done = (open.seq, PACKET_HEADER_LEN + open.events.len());
+        let moved = st.last_done != Some(done);
+        st.last_done = Some(done);
+        let prev = st.renumber.shipped.filter(|p| p.seq == open.seq);
+        let from = prev.map_or(PACKET_HEADER_LEN, |p| p.off);
+        let body = open.events.get(from - PACKET_HEADER_LEN..).unwrap_or(&[]);
+        let Some(mut h) = PacketHeader::decode(&open.header) else {
+            return Flushed::NotNow;
+        };
+        // The stream's clock where `body` starts: the packet's begin time, or the last
+        // event shipped of it (compact headers are relative to it).
+        let begin = prev.map_or(h.timestamp_begin, |p| p.last_ts);
+        let w = self.desc.walk_events(body, begin);
+        let (len, n, last_ts) = (w.len, w.events, w.clock.max(begin));
+        if n == 0 {
+            return if moved {
+                Flushed::NotNow
+            } else {
+                Flushed::Idle
+            };
+        }
+        h.timestamp_begin = begin;
+        h.timestamp_end = last_ts;
+        h.seq = open.seq + st.renumber.extra;
+        h.events_discarded = st.discarded;
+        let header = h.with_len(PACKET_HEADER_LEN + len).encode();
+        st.renumber.extra += 1;
+        st.renumber.shipped = Some(Shipped {
+            seq: open.seq,
+            off: from + len,
+            last_ts,
+        });
+        st.shipped_events += n;
+        ConsumerKey::new(&self.right, b).set_flush_state(
+            st.renumber.extra,
+            Some((open.seq, (from + len) as u64, last_ts)),
+        );
+        self.deliver(&Packet {
+            instance: b.instance,
+            header: &header,
+            body: &body[..len],
+            events: n,
+        });
+        Flushed::Shipped
+    }
+}
+
+/// What [`Consumer::flush_one`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Flushed {
+    /// Nothing to ship: the stream is idle (a beacon may say so).
+    Idle,
+    /// Nothing shipped now (the open packet moved, or an earlier part is still pending).
+    NotNow,
+    /// Complete events were shipped.
+    Shipped,
 }

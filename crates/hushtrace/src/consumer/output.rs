@@ -53,6 +53,7 @@ impl Consumer {
                 self.note_error(e);
             }
         }
+        self.late.wrote(p.instance, p.header);
         let handed = Handed {
             instance: p.instance,
             events: p.events,

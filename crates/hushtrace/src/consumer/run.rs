@@ -62,6 +62,9 @@ impl Consumer {
             }
         }
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
+        // Before exited threads are written out and recycled: a late span's capture may
+        // need them (overwrite mode).
+        self.check_late(&bufs);
         if !last {
             for b in bufs
                 .iter()
@@ -97,6 +100,7 @@ impl Consumer {
         if !last {
             self.flush_open_packets(&bufs);
         }
+        self.finish_late_captures(&bufs, last);
         self.settle_sinks();
         self.retire_buffers();
     }
@@ -126,6 +130,7 @@ impl Consumer {
             if b.state.load(Ordering::Acquire) == BufState::Pooled {
                 self.shared.lost.fetch_add(b.lost(), Ordering::Relaxed);
                 self.out.remove(&b.instance);
+                self.late.forget(b.instance);
                 for s in &mut self.sinks {
                     s.forget(b.instance);
                 }

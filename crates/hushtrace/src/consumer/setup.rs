@@ -70,6 +70,7 @@ impl Consumer {
             control,
             tally: super::stats::Tally::default(),
             snapshots: 0,
+            late: super::late::LateState::default(),
             desc: TraceDesc {
                 uuid: [0; 16],
                 clock_uuid: [0; 16],

@@ -41,7 +41,11 @@ impl Consumer {
     /// Writes the newest contents of every attached ring as a complete CTF trace in
     /// `<dir>/<pid>/` (`dir` defaults to `<session dir>/snapshots/<n>`), without stopping
     /// tracing. Returns that directory.
-    fn snapshot_numbered(&mut self, n: u64, dir: Option<PathBuf>) -> Result<PathBuf, String> {
+    pub(super) fn snapshot_numbered(
+        &mut self,
+        n: u64,
+        dir: Option<PathBuf>,
+    ) -> Result<PathBuf, String> {
         if self.shared.cfg.mode != Mode::Overwrite {
             return Err(crate::config::Error::NeedsOverwriteMode.to_string());
         }
@@ -76,11 +80,13 @@ impl Consumer {
         let bufs: Vec<Arc<Buffer>> = self.shared.inner.lock().buffers.clone();
         // Attached rings, and those of threads that exited since the last pass (not yet
         // written out and recycled: `run.rs` takes pending snapshots before it does).
-        let live = |b: &&Arc<Buffer>| {
-            matches!(
-                b.state.load(Ordering::Acquire),
-                BufState::Attached | BufState::Exited
-            )
+        // In the last pass of a stop (a late span's capture, `late.rs`), the quiescent rings
+        // too: they are written out after this.
+        let stopping = self.shared.stop.load(Ordering::Acquire);
+        let live = |b: &&Arc<Buffer>| match b.state.load(Ordering::Acquire) {
+            BufState::Attached | BufState::Exited => true,
+            BufState::Detached => stopping,
+            _ => false,
         };
         // Every thread's complete events up to now, idle or not: its newest committed packets
         // and the complete part of its open packet (`ring/snapshot.rs`).

@@ -49,6 +49,12 @@ impl Consumer {
             discarded: self.shared.total_lost(),
         }
         .to_json();
+        // The late-span counters after the reader's keys (readers ignore keys they do not
+        // know): `{"pid":..,"written":..,"discarded":..,"late_spans":..,...}`.
+        let body = match body.trim_end().strip_suffix('}') {
+            Some(head) => format!("{head},{}}}\n", self.late.counts.json_fields()),
+            None => body,
+        };
         let file = hushtrace_ctf::stats::file_name(&name);
         let mut inner = self.shared.inner.lock();
         let r = inner.root.replace_file(&file, body.as_bytes());

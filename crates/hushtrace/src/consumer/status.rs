@@ -14,6 +14,8 @@ pub(super) struct Status<'a> {
     /// Events written and discarded by the session so far.
     pub written: u64,
     pub discarded: u64,
+    /// The late-span counters.
+    pub late: super::late::LateCounts,
     /// What the kernel refused of the consumer's scheduling or CPUs.
     pub sched_error: Option<&'a str>,
     pub trace_dir: &'a str,
@@ -42,7 +44,7 @@ impl Status<'_> {
         let mut s = format!(
             "{{\"ok\":true,\"pid\":{},\"session\":{running},\"state\":\"{}\",\"mode\":\"{}\",\
              \"subbuf_size\":{},\"num_subbufs\":{},\"read_timer_ms\":{},\"direct_io\":{},\
-             \"written\":{},\"discarded\":{},",
+             \"written\":{},\"discarded\":{},{},",
             self.pid,
             if running { "running" } else { "stopped" },
             cfg.mode,
@@ -52,6 +54,7 @@ impl Status<'_> {
             cfg.direct_io,
             self.written,
             self.discarded,
+            self.late.json_fields(),
         );
         sched_json(&mut s, cfg, self.sched_error);
         s.push_str(",\"trace_dir\":");
@@ -141,6 +144,11 @@ mod tests {
             cfg: &cfg,
             written: 12,
             discarded: 3,
+            late: super::super::late::LateCounts {
+                spans: 5,
+                captured: 2,
+                not_captured: 3,
+            },
             sched_error: Some("no \"CAP_SYS_NICE\""),
             trace_dir: "/tmp/t/42",
             threads: Some(vec![thread(1, "main"), thread(2, "worker")]),
@@ -149,7 +157,8 @@ mod tests {
             status.to_json(),
             "{\"ok\":true,\"pid\":42,\"session\":true,\"state\":\"running\",\"mode\":\"discard\",\
              \"subbuf_size\":4096,\"num_subbufs\":8,\"read_timer_ms\":200,\"direct_io\":false,\
-             \"written\":12,\"discarded\":3,\"consumer_sched\":\"fifo:10\",\
+             \"written\":12,\"discarded\":3,\"late_spans\":5,\"late_captured\":2,\
+             \"late_not_captured\":3,\"consumer_sched\":\"fifo:10\",\
              \"consumer_cpus\":[0,1],\"consumer_sched_error\":\"no \\\"CAP_SYS_NICE\\\"\",\
              \"trace_dir\":\"/tmp/t/42\",\"threads\":[{\"stream\":1,\"vtid\":101,\
              \"name\":\"main\",\"written\":7,\"discarded\":1},{\"stream\":2,\"vtid\":102,\
@@ -170,6 +179,11 @@ mod tests {
             cfg: &cfg,
             written: 12,
             discarded: 3,
+            late: super::super::late::LateCounts {
+                spans: 5,
+                captured: 2,
+                not_captured: 3,
+            },
             sched_error: None,
             trace_dir: "/tmp/t/42",
             threads: None,
@@ -178,7 +192,8 @@ mod tests {
             status.to_json(),
             "{\"ok\":true,\"pid\":42,\"session\":false,\"state\":\"stopped\",\"mode\":\"discard\",\
              \"subbuf_size\":4096,\"num_subbufs\":8,\"read_timer_ms\":200,\"direct_io\":false,\
-             \"written\":12,\"discarded\":3,\"consumer_sched\":\"inherit\",\
+             \"written\":12,\"discarded\":3,\"late_spans\":5,\"late_captured\":2,\
+             \"late_not_captured\":3,\"consumer_sched\":\"inherit\",\
              \"consumer_cpus\":null,\"consumer_sched_error\":null,\
              \"trace_dir\":\"/tmp/t/42\",\"threads\":[]}"
         );
@@ -195,6 +210,7 @@ mod tests {
             cfg: &cfg,
             written: 0,
             discarded: 0,
+            late: Default::default(),
             sched_error: None,
             trace_dir: "/",
             threads: Some((0..n as u64).map(|i| thread(i, &long)).collect()),

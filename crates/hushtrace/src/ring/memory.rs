@@ -85,6 +85,7 @@ impl Buffer {
                 uuid: Relaxed16::new(uuid),
             }),
             handover: Handover::new(num_subbufs as u64),
+            late: CachePadded::default(),
             meta: (0..num_subbufs).map(|_| SlotMeta::default()).collect(),
             state: AtomicBufState::new(BufState::Attached),
             mem,

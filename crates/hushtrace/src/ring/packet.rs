@@ -169,6 +169,7 @@ impl Buffer {
         p.discarded_reported.set(0);
         p.ident.set(ident);
         p.uuid.set(uuid);
+        self.reset_late();
         for m in self.meta.iter() {
             m.events.store(0, Ordering::Relaxed);
             m.len.store(0, Ordering::Relaxed);

@@ -164,6 +164,49 @@ impl SessionBuilder {
         self
     }
 
+    /// Span deadlines without a code change: `GLOB>DURATION` rules, comma-separated
+    /// (`"rt:cycle>1500us,app:*>2ms"`; units ns, us, ms, s; globs on `category:name`, a later
+    /// rule wins, and rules win over deadlines in the code), as `HUSHTRACE_ON_LATE` gives them.
+    /// Repeatable (the rules add up). A span that ends later than its deadline after its begin
+    /// is noted by its thread (no system call, lock or allocation) and captured by the
+    /// consumer at its next tick: in `<dir>/late/<n>/<pid>/` a trace of every thread's newest
+    /// events (overwrite mode) or of the packets around the span (discard mode), and a line in
+    /// `<dir>/late/index.json` (`n`, `span`, `pid`, `tid`, `start_ns`, `duration_ns`,
+    /// `deadline_ns`, `dir`). A spec that does not parse fails [`SessionBuilder::start`],
+    /// naming it.
+    ///
+    /// ```
+    /// let err = hushtrace::Session::builder().on_late("rt:cycle>15xs").validate().unwrap_err();
+    /// assert!(err.to_string().contains("rt:cycle>15xs"));
+    /// hushtrace::Session::builder().on_late("rt:cycle>1500us").validate()?;
+    /// # Ok::<(), hushtrace::Error>(())
+    /// ```
+    pub fn on_late(mut self, spec: &str) -> Self {
+        self.cfg.late.add_spec(spec);
+        self
+    }
+    /// At most this many late-span captures per process; later late spans are counted
+    /// (`late_not_captured`). 0: count only. Default [`crate::DEFAULT_LATE_MAX`] (16);
+    /// `HUSHTRACE_LATE_MAX`.
+    pub fn late_max(mut self, n: u64) -> Self {
+        self.cfg.late.max = n;
+        self
+    }
+    /// At least this long between two late-span captures (up to an hour); late spans in
+    /// between are counted, not captured. Default [`crate::DEFAULT_LATE_INTERVAL`] (1 s);
+    /// `HUSHTRACE_LATE_INTERVAL`.
+    pub fn late_interval(mut self, every: Duration) -> Self {
+        self.cfg.late.interval = every;
+        self
+    }
+    /// How much of the time before a late span's begin its capture keeps (up to an hour; in
+    /// overwrite mode as much as the rings still hold). Default [`crate::DEFAULT_LATE_WINDOW`]
+    /// (100 ms); `HUSHTRACE_LATE_WINDOW`.
+    pub fn late_window(mut self, window: Duration) -> Self {
+        self.cfg.late.window = window;
+        self
+    }
+
     /// Adds this process's trace to an output directory that already holds a trace of other
     /// processes (as `hushtrace record --append` does). Without it, [`SessionBuilder::start`]
     /// refuses such a directory, as `hushtrace record` does without `--force`/`--append`:

@@ -112,6 +112,7 @@ pub(super) fn start_with(mut cfg: Config, raw: &Raw, existing: Existing) -> Resu
         hushtrace_core::set_enabled(pattern, *on);
     }
     crate::clock::calibrate();
+    crate::late::apply_rules(&cfg.late.rules);
     let root_path = root.path().to_path_buf();
     let shared = Arc::new(Shared::new(cfg, root, &Control));
     let mut consumer = Consumer::create(shared.clone())?;
