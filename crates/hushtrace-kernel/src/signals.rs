@@ -4,22 +4,15 @@
 //! recorder's children, so the program ends and `record` finishes normally. (SIGKILL cannot
 //! be caught: then the guard process removes the instances, see [`crate::capture`].)
 
-use std::io::Read;
-use std::os::unix::io::IntoRawFd;
-use std::sync::atomic::{AtomicI32, Ordering};
+use hushtrace_signal::{catch, empty_set, restore, SignalPipe};
 use std::thread::JoinHandle;
 
-/// The writing end of the self-pipe the handler writes the signal number to.
-static PIPE_W: AtomicI32 = AtomicI32::new(-1);
+/// The self-pipe the handler writes the signal number to.
+static PIPE: SignalPipe = SignalPipe::new();
 const SIGNALS: [libc::c_int; 3] = [libc::SIGINT, libc::SIGTERM, libc::SIGHUP];
 
 extern "C" fn on_signal(sig: libc::c_int) {
-    let fd = PIPE_W.load(Ordering::Relaxed);
-    if fd >= 0 {
-        let b = sig as u8;
-        // SAFETY: write(2) is async-signal-safe; `b` is a valid one-byte buffer.
-        unsafe { libc::write(fd, (&b as *const u8).cast(), 1) };
-    }
+    PIPE.notify(sig);
 }
 
 /// Catches the signals until dropped (the previous handlers are restored then).
@@ -35,15 +28,12 @@ impl Forwarder {
     /// process's new tasks, and is not traced. The guard process is never signalled.
     pub fn install() -> std::io::Result<Forwarder> {
         // Both ends close-on-exec: the traced program inherits neither.
-        let (mut rd, wr) = std::io::pipe()?;
-        PIPE_W.store(wr.into_raw_fd(), Ordering::Relaxed);
+        let watch = PIPE.open()?;
         let thread = std::thread::Builder::new()
             .name("hushtrace-sig".into())
             .spawn(move || {
                 let mut got = Vec::new();
-                let mut b = [0u8; 1];
-                while let Ok(1) = rd.read(&mut b) {
-                    let sig = i32::from(b[0]);
+                while let Some(sig) = watch.wait() {
                     got.push(sig);
                     if sig != libc::SIGINT {
                         for pid in children() {
@@ -54,23 +44,23 @@ impl Forwarder {
                         }
                     }
                 }
+                watch.close();
                 got
-            })?;
-        let mut old = Vec::new();
-        for sig in SIGNALS {
-            // SAFETY: a zeroed sigaction is a valid starting value; the handler is an
-            // `extern "C" fn(c_int)` that only calls write(2); `prev` is valid to write.
-            unsafe {
-                let mut sa: libc::sigaction = std::mem::zeroed();
-                sa.sa_sigaction = on_signal as *const () as usize;
-                sa.sa_flags = libc::SA_RESTART;
-                libc::sigemptyset(&mut sa.sa_mask);
-                let mut prev: libc::sigaction = std::mem::zeroed();
-                if libc::sigaction(sig, &sa, &mut prev) == 0 {
-                    old.push((sig, prev));
-                }
+            });
+        let thread = match thread {
+            Ok(t) => t,
+            Err(e) => {
+                PIPE.shut();
+                return Err(e);
             }
-        }
+        };
+        let old = SIGNALS
+            .into_iter()
+            .filter_map(|sig| {
+                let prev = catch(sig, on_signal, empty_set(), libc::SA_RESTART).ok()?;
+                Some((sig, prev))
+            })
+            .collect();
         Ok(Forwarder {
             thread: Some(thread),
             old,
@@ -84,14 +74,9 @@ impl Forwarder {
 
     fn restore(&mut self) -> Vec<i32> {
         for (sig, prev) in self.old.drain(..) {
-            // SAFETY: `prev` is the action sigaction returned for `sig`.
-            unsafe { libc::sigaction(sig, &prev, std::ptr::null_mut()) };
+            restore(sig, &prev);
         }
-        let fd = PIPE_W.swap(-1, Ordering::Relaxed);
-        if fd >= 0 {
-            // SAFETY: `fd` is the pipe's writing end, created by `install` and closed once.
-            unsafe { libc::close(fd) };
-        }
+        PIPE.shut();
         self.thread
             .take()
             .and_then(|t| t.join().ok())
