@@ -1,10 +1,13 @@
 //! A CPU hog for the late-cycle test (issue 31): pinned to one CPU, it spins there at given
 //! moments, taking the CPU from whatever runs on it (a real-time loop's cycles come late).
 //!
-//! `cpu_hog --cpu N --length MS [--fifo PRIO] AT_MS...`
+//! `cpu_hog --cpu N --length MS [--burst US --gap US] [--fifo PRIO] AT_MS...`
 //!
 //! * `--cpu N`: the CPU it is pinned to;
-//! * `--length MS`: how long each episode spins;
+//! * `--length MS`: how long each episode lasts;
+//! * `--burst US --gap US`: within an episode, spin `US` µs then sleep `US` µs, again and
+//!   again (default: spin the whole episode). A SCHED_FIFO hog waking in bursts catches a
+//!   loop's short spans wherever they fall in its period;
 //! * `--fifo PRIO`: runs SCHED_FIFO at that priority (above a SCHED_FIFO loop's, to preempt
 //!   it; default SCHED_OTHER, which shares the CPU with an ordinary loop);
 //! * `AT_MS...`: when the episodes begin, in ms after the start, in increasing order.
@@ -63,18 +66,21 @@ fn pin(cpu: usize, fifo: Option<i32>) -> Result<(), String> {
 }
 
 fn main() {
-    let usage = "usage: cpu_hog --cpu N --length MS [--fifo PRIO] AT_MS...";
+    let usage = "usage: cpu_hog --cpu N --length MS [--burst US --gap US] [--fifo PRIO] AT_MS...";
     let fail = |msg: &str| -> ! {
         eprintln!("{msg}");
         std::process::exit(2)
     };
     let (mut cpu, mut length, mut fifo, mut at) = (None, None, None, Vec::new());
+    let (mut burst, mut gap) = (None, 0u64);
     let mut it = std::env::args().skip(1);
     while let Some(a) = it.next() {
         let mut value = || it.next().unwrap_or_else(|| fail(usage));
         match a.as_str() {
             "--cpu" => cpu = Some(value().parse::<usize>().unwrap_or_else(|_| fail(usage))),
             "--length" => length = Some(value().parse::<u64>().unwrap_or_else(|_| fail(usage))),
+            "--burst" => burst = Some(value().parse::<u64>().unwrap_or_else(|_| fail(usage))),
+            "--gap" => gap = value().parse::<u64>().unwrap_or_else(|_| fail(usage)),
             "--fifo" => fifo = Some(value().parse::<i32>().unwrap_or_else(|_| fail(usage))),
             ms => at.push(ms.parse::<u64>().unwrap_or_else(|_| fail(usage))),
         }
@@ -99,9 +105,17 @@ fn main() {
             std::thread::sleep(d);
         }
         let start = epoch_ns();
-        let spin = Instant::now();
-        while spin.elapsed() < Duration::from_millis(length) {
-            std::hint::spin_loop();
+        let episode = Instant::now();
+        let length = Duration::from_millis(length);
+        let burst = burst.map_or(length, Duration::from_micros);
+        while episode.elapsed() < length {
+            let b = Instant::now();
+            while b.elapsed() < burst && episode.elapsed() < length {
+                std::hint::spin_loop();
+            }
+            if gap > 0 && episode.elapsed() < length {
+                std::thread::sleep(Duration::from_micros(gap));
+            }
         }
         println!("episode={i} start_ns={start} end_ns={}", epoch_ns());
         let _ = std::io::stdout().flush();
