@@ -93,15 +93,21 @@ pub fn start(
     })
 }
 
-/// One line on stderr per kernel snapshot.
+/// One line on stderr per kernel snapshot (beside a snapshot or a late-span capture).
 fn say_snapshot(dir: &Path, r: Result<SnapshotSummary, hushtrace_kernel::Error>) {
     match r {
         Ok(s) => {
             for w in &s.warnings {
                 eprintln!("hushtrace: kernel: warning: {w}");
             }
+            // A late-span capture (`DIR/late/<n>`) or a snapshot (`DIR/snapshots/<n>`).
+            let late = dir
+                .parent()
+                .and_then(Path::file_name)
+                .is_some_and(|n| n == "late");
             eprintln!(
-                "hushtrace: kernel: snapshot: {} events{} in {} ({})",
+                "hushtrace: kernel: {}: {} events{} in {} ({})",
+                if late { "late capture" } else { "snapshot" },
                 s.events,
                 if s.lost > 0 {
                     format!(" ({} older ones overwritten)", s.lost)
@@ -113,7 +119,7 @@ fn say_snapshot(dir: &Path, r: Result<SnapshotSummary, hushtrace_kernel::Error>)
             );
         }
         Err(e) => eprintln!(
-            "hushtrace: kernel: error: the snapshot {} has no kernel part: {e}",
+            "hushtrace: kernel: error: {} has no kernel part: {e}",
             dir.display()
         ),
     }

@@ -8,6 +8,7 @@
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
 //! * [`demo`]: the built-in workload traced by the embedded tracer.
 //! * [`kernel`], [`kernel_report`]: `record --kernel` and the off-CPU report.
+//! * [`late_report`]: `report --late`, the late-span captures (`record --on-late`) explained.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
 //! * [`interrupt`]: an output still being written is removed when Ctrl-C or SIGTERM ends the
 //!   command.
@@ -45,6 +46,7 @@ pub mod interrupt;
 pub mod kernel;
 pub mod kernel_convert;
 pub mod kernel_report;
+pub mod late_report;
 pub mod output;
 pub mod perfetto;
 pub mod perfetto_proto;

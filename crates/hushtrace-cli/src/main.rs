@@ -6,7 +6,7 @@ use clap::builder::{PossibleValuesParser, TypedValueParser};
 use clap::{Parser, Subcommand, ValueEnum};
 use hushtrace::Mode;
 use hushtrace_cli::record::{self, RecordOptions};
-use hushtrace_cli::{chrome, flame, perfetto, report};
+use hushtrace_cli::{chrome, flame, late_report, perfetto, report};
 use hushtrace_ctf::reader::Session;
 use std::ffi::OsString;
 use std::io::{IsTerminal, Write};
@@ -159,8 +159,22 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             consumer_cpus,
             kernel,
             kernel_buffer_kb,
+            late,
             command,
         } => {
+            let late = match record::LateOptions::from_flags(
+                &late.on_late,
+                late.late_max,
+                late.late_interval.as_deref(),
+                late.late_window.as_deref(),
+            ) {
+                Ok(l) => l,
+                Err(e) => {
+                    // A usage error, like the ones clap reports; nothing has started.
+                    eprintln!("hushtrace: error: {e}");
+                    return Ok(ExitCode::from(2));
+                }
+            };
             if !enable.is_empty() {
                 // Inherited by the command; checked by its session start like any value.
                 std::env::set_var(hushtrace::env::ENABLE, enable.join(","));
@@ -179,6 +193,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 direct_io,
                 consumer_sched,
                 consumer_cpus: consumer_cpus.map(|c| c.0),
+                late,
                 command,
             };
             if let Err(e) = opts.validate() {
@@ -268,9 +283,13 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
         Cmd::Report {
             dir,
             format,
+            late,
             slowest,
             n,
         } => {
+            if late {
+                return report_late(&dir, format);
+            }
             let session = open_session(&dir, false)?;
             if let Some(span) = slowest.as_deref() {
                 let k = hushtrace_cli::kernel_report::compute(&session, Some(span), n)?;
@@ -278,19 +297,30 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             let r = report::compute(&session)?;
+            // The late-span counters, when the statistics files have them (`--on-late`).
+            let (counters, _) = late_report::read_counters(&dir);
             let mut out = std::io::stdout().lock();
             match format {
                 ReportFormat::Text => {
                     out.write_all(r.to_text().as_bytes())?;
                     let k = hushtrace_cli::kernel_report::compute(&session, None, 0)?;
                     out.write_all(k.to_text().as_bytes())?;
+                    if !counters.is_empty() {
+                        writeln!(
+                            out,
+                            "\nLate spans (see `hushtrace report --late {}`):",
+                            dir.display()
+                        )?;
+                        out.write_all(late_report::counters_text(&counters).as_bytes())?;
+                    }
                 }
                 ReportFormat::Json => {
                     let k = hushtrace_cli::kernel_report::compute(&session, None, 0)?;
-                    serde_json::to_writer_pretty(
-                        &mut out,
-                        &k.with_json(serde_json::to_value(&r)?),
-                    )?;
+                    let mut v = k.with_json(serde_json::to_value(&r)?);
+                    if let (false, Some(obj)) = (counters.is_empty(), v.as_object_mut()) {
+                        obj.insert("late".into(), serde_json::to_value(&counters)?);
+                    }
+                    serde_json::to_writer_pretty(&mut out, &v)?;
                     writeln!(out)?;
                 }
             }
@@ -350,6 +380,20 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+/// `report --late DIR`: the late-span captures, each explained.
+fn report_late(dir: &Path, format: ReportFormat) -> anyhow::Result<ExitCode> {
+    let r = late_report::compute(dir)?;
+    let mut out = std::io::stdout().lock();
+    match format {
+        ReportFormat::Text => out.write_all(r.to_text().as_bytes())?,
+        ReportFormat::Json => {
+            serde_json::to_writer_pretty(&mut out, &r)?;
+            writeln!(out)?;
+        }
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Prints what the command wrote; false when it was a Python program that could not start

@@ -9,6 +9,9 @@ use std::fmt;
 use std::path::{Path, PathBuf};
 use std::process::{Command, ExitStatus};
 
+mod late;
+pub use late::{LateFlagError, LateOptions, LATE_INTERVAL, LATE_MAX, LATE_WINDOW, ON_LATE};
+
 /// What to run and how to trace it.
 #[derive(Clone, Debug)]
 pub struct RecordOptions {
@@ -35,6 +38,9 @@ pub struct RecordOptions {
     pub consumer_sched: Option<hushtrace::ConsumerSched>,
     /// `HUSHTRACE_CONSUMER_CPUS`: the CPUs the consumer thread may run on.
     pub consumer_cpus: Option<Vec<usize>>,
+    /// `HUSHTRACE_ON_LATE`, `HUSHTRACE_LATE_MAX`, `HUSHTRACE_LATE_INTERVAL`,
+    /// `HUSHTRACE_LATE_WINDOW`: span deadlines and the bounds of late-span captures.
+    pub late: LateOptions,
     /// The command and its arguments.
     pub command: Vec<OsString>,
 }
@@ -72,6 +78,7 @@ impl RecordOptions {
             direct_io: false,
             consumer_sched: None,
             consumer_cpus: None,
+            late: LateOptions::default(),
             command,
         }
     }
@@ -126,6 +133,7 @@ impl RecordOptions {
             let list = hushtrace::cpu_list_text(cpus);
             env.push((hushtrace::env::CONSUMER_CPUS, list.into()));
         }
+        env.extend(self.late.env());
         env
     }
 

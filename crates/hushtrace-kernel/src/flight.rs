@@ -18,6 +18,12 @@
 //! * the directory is locked while it is written ([`crate::recovery::RecordingLock`]):
 //!   readers say "still being recorded" until it is done.
 //!
+//! The program's late-span captures (`record --on-late`, `DIR/late/<n>/<pid>/`) are watched
+//! the same way: each gets the kernel's newest events in `DIR/late/<n>/kernel/`, on the
+//! program's clock, so `report --late` says why the span was late. (In discard mode the
+//! watcher does not run: every kernel event is in `DIR/kernel/`, and `report --late` reads
+//! the capture's interval from there.)
+//!
 //! Snapshots written elsewhere (`ctl PID snapshot -o DIR`) are not seen and have no kernel
 //! part. At the end `record` writes what the rings hold then into `<session>/kernel/`.
 //!
@@ -115,29 +121,50 @@ fn wait_user_clock(snapshot_dir: &Path, wait: Duration) -> Option<(ClockDesc, [u
     }
 }
 
-/// Watches `<session>/snapshots/` and takes a kernel snapshot beside every new program
-/// snapshot, until [`Watcher::stop`].
+/// Watches `<session>/snapshots/` and `<session>/late/` and takes a kernel snapshot beside
+/// every new program snapshot or late-span capture, until [`Watcher::stop`].
 #[derive(Debug)]
 pub struct Watcher {
     stop: Arc<AtomicBool>,
     thread: Option<JoinHandle<()>>,
 }
 
-/// The numbered snapshot directories under `<session>/snapshots/`.
+/// The directories under `<session>` whose numbered subdirectories get a kernel part: the
+/// program's snapshots, and its late-span captures (`record --on-late`, written by its
+/// consumer into `<session>/late/<n>/<pid>/`).
+pub const WATCHED: [&str; 2] = ["snapshots", "late"];
+
+/// The numbered snapshot and capture directories under `<session>/snapshots/` and
+/// `<session>/late/`.
 fn snapshot_dirs(session: &Path) -> HashSet<PathBuf> {
-    std::fs::read_dir(session.join("snapshots"))
-        .map(|rd| {
-            rd.flatten()
-                .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
-                .map(|e| e.path())
-                .collect()
-        })
-        .unwrap_or_default()
+    WATCHED
+        .iter()
+        .flat_map(|w| std::fs::read_dir(session.join(w)).into_iter().flatten())
+        .flatten()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_dir()))
+        .map(|e| e.path())
+        .collect()
+}
+
+/// Oldest first: by parent (`late` before `snapshots`), then by number (`2` before `10`).
+fn by_number(a: &PathBuf, b: &PathBuf) -> std::cmp::Ordering {
+    let key = |p: &PathBuf| {
+        let n = p
+            .file_name()
+            .and_then(|n| n.to_str())
+            .and_then(|n| n.parse::<u64>().ok());
+        (
+            p.parent().map(Path::to_path_buf),
+            n.unwrap_or(u64::MAX),
+            p.clone(),
+        )
+    };
+    key(a).cmp(&key(b))
 }
 
 impl Watcher {
-    /// Starts watching `session` (snapshot directories there now are not this recording's:
-    /// left alone). `done` is called with each snapshot's directory and outcome.
+    /// Starts watching `session` (snapshot and capture directories there now are not this
+    /// recording's: left alone). `done` is called with each snapshot's directory and outcome.
     pub fn start(
         capture: Arc<Capture>,
         session: PathBuf,
@@ -152,7 +179,7 @@ impl Watcher {
                 while !flag.load(Ordering::Acquire) {
                     let mut new: Vec<PathBuf> =
                         snapshot_dirs(&session).difference(&seen).cloned().collect();
-                    new.sort();
+                    new.sort_by(by_number);
                     for d in new {
                         done(&d, capture.snapshot(&d));
                         seen.insert(d);
@@ -178,5 +205,28 @@ impl Drop for Watcher {
         if let Some(t) = self.thread.take() {
             let _ = t.join();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn snapshots_and_late_captures_are_watched_oldest_first() {
+        let tmp = tempfile::tempdir().unwrap();
+        let s = tmp.path();
+        for d in ["snapshots/1", "late/10", "late/2", "late/1"] {
+            std::fs::create_dir_all(s.join(d)).unwrap();
+        }
+        // The index of the captures is a file, not a capture.
+        std::fs::write(s.join("late/index.json"), "").unwrap();
+        let mut v: Vec<PathBuf> = snapshot_dirs(s).into_iter().collect();
+        v.sort_by(by_number);
+        let rel: Vec<String> = v
+            .iter()
+            .map(|p| p.strip_prefix(s).unwrap().display().to_string())
+            .collect();
+        assert_eq!(rel, ["late/1", "late/2", "late/10", "snapshots/1"]);
     }
 }

@@ -19,7 +19,8 @@
 //!   one format layer (packet headers, metadata, reader, safe file access) so babeltrace2 merges it with the user-space streams and Trace
 //!   Compass opens it as a kernel trace; and its reader.
 //! * [`flight`]: in overwrite mode, the kernel's rings written beside each snapshot of the
-//!   program (`<session>/snapshots/<n>/kernel/`).
+//!   program (`<session>/snapshots/<n>/kernel/`) and each late-span capture
+//!   (`<session>/late/<n>/kernel/`).
 //! * [`recovery`]: a kernel trace whose recorder was killed, made readable (`hushtrace
 //!   recover`), and what readers say about a missing or unreadable kernel part.
 //! * [`analysis`]: thread states over time, and off-CPU intervals of a thread in a window.

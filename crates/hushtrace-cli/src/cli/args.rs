@@ -80,6 +80,9 @@ pub(super) enum Cmd {
         /// Per-CPU ftrace buffer size for --kernel, in KiB (default 4096).
         #[arg(long, value_name = "KB", requires = "kernel")]
         kernel_buffer_kb: Option<u32>,
+        /// The late-span flags (boxed: the variant stays small).
+        #[command(flatten)]
+        late: Box<LateArgs>,
         /// The command to run, after `--`.
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
@@ -112,6 +115,10 @@ pub(super) enum Cmd {
         /// Output format.
         #[arg(long, value_enum, default_value = "text")]
         format: ReportFormat,
+        /// List the late-span captures (DIR/late/index.json, `record --on-late`): each span
+        /// against its deadline and, with kernel events, why it was late.
+        #[arg(long, conflicts_with = "slowest")]
+        late: bool,
         /// List the longest instances of this span (`rt:cycle`) with, when the trace has
         /// kernel events (`record --kernel`), their off-CPU stretches and what took the CPU.
         #[arg(long, value_name = "SPAN")]
@@ -167,6 +174,29 @@ pub(super) enum Cmd {
         #[arg(short, long, value_name = "DIR")]
         output: PathBuf,
     },
+}
+
+/// `record`'s late-span flags (issue 31): checked by `record::LateOptions::from_flags`.
+#[derive(clap::Args, Debug)]
+pub(super) struct LateArgs {
+    /// Span deadlines, `GLOB>DURATION` (`rt:cycle>1500us`; units ns, us, ms, s; several
+    /// comma-separated; repeatable, a later rule overriding an earlier one): a span that
+    /// ends later than its deadline is counted and captured into DIR/late/<n>/
+    /// (`HUSHTRACE_ON_LATE`). Checked before the command runs (exit code 2 if refused).
+    #[arg(long, value_name = "SPEC")]
+    pub(super) on_late: Vec<String>,
+    /// The most late-span captures per process (`HUSHTRACE_LATE_MAX`); later late spans
+    /// are only counted.
+    #[arg(long, value_name = "N")]
+    pub(super) late_max: Option<u64>,
+    /// The least time between two late-span captures, as `1s` or `500ms`
+    /// (`HUSHTRACE_LATE_INTERVAL`).
+    #[arg(long, value_name = "D")]
+    pub(super) late_interval: Option<String>,
+    /// How far before a late span's start its capture reaches, as `100ms`
+    /// (`HUSHTRACE_LATE_WINDOW`).
+    #[arg(long, value_name = "D")]
+    pub(super) late_window: Option<String>,
 }
 
 /// `--mode`: the spellings of [`Mode`], parsed by its `FromStr`.
