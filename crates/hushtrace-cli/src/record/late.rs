@@ -7,14 +7,8 @@ use hushtrace_core::{parse_duration_ns, DeadlineErrorKind, DeadlineRules};
 use std::ffi::OsString;
 use std::fmt;
 
-/// The deadline rules (`rt:cycle>1500us,app:handle>2ms`).
-pub const ON_LATE: &str = "HUSHTRACE_ON_LATE";
-/// The most late-span captures a process writes.
-pub const LATE_MAX: &str = "HUSHTRACE_LATE_MAX";
-/// The least time between two captures (`1s`, `500ms`).
-pub const LATE_INTERVAL: &str = "HUSHTRACE_LATE_INTERVAL";
-/// How far before a late span's start a capture reaches (`100ms`).
-pub const LATE_WINDOW: &str = "HUSHTRACE_LATE_WINDOW";
+/// The variables, from the runtime's one table of them (`hushtrace::env`).
+pub use hushtrace::env::{LATE_INTERVAL, LATE_MAX, LATE_WINDOW, ON_LATE};
 
 /// The late-span settings of `record`, checked.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
