@@ -1,9 +1,10 @@
 //! Issue 31 end to end, on the real kernel: a real-time loop (`rt_cycle`: 1 ms period, 200 µs
-//! `rt:cycle` spans, SCHED_FIFO 10, pinned to CPU 0, no system call after it is prepared,
+//! `rt:cycle` spans, pinned to CPU 0, no system call after it is prepared,
 //! under a seccomp filter) recorded with `--on-late 'rt:cycle>600us' --kernel sched --mode overwrite`, and a
-//! SCHED_FIFO CPU hog (`cpu_hog`) pinned to the same CPU for 12 episodes during a 20 s run.
-//! With `--late-max 10`, the first 10 episodes each yield a capture whose `report --late`
-//! names the hog as who ran instead; the later late spans are counted, not captured.
+//! CPU hog (`cpu_hog`) pinned to the same CPU for 12 episodes during a 20 s run.
+//! With `--late-max 60` and `--late-interval 10ms`, every episode until the captures run out
+//! yields a capture whose `report --late` names the hog as who ran instead, no capture
+//! blames the hog outside its episodes, and late spans past the bounds are counted.
 //!
 //! Needs root and tracefs: fails (never skips) without them. Shares the kernel tests' lock
 //! file (ftrace instances are global). Needs the runtime's late-span captures (the consumer
@@ -17,7 +18,7 @@ use std::process::{Command, Stdio};
 
 /// Episodes of the hog, ms after its start: every 1.5 s from 1 s.
 const EPISODES: u64 = 12;
-const LATE_MAX: u64 = 10;
+const LATE_MAX: u64 = 60;
 
 #[derive(Debug)]
 struct Episode {
@@ -46,8 +47,10 @@ fn every_hog_episode_yields_a_capture_that_names_the_hog() {
             "rt:cycle>600us",
             "--late-max",
             &LATE_MAX.to_string(),
+            // Shorter than an episode (20 ms), so a capture in the gap before one never
+            // keeps the episode itself from being captured.
             "--late-interval",
-            "200ms",
+            "10ms",
             "--kernel",
             "sched",
             "--mode",
@@ -60,9 +63,12 @@ fn every_hog_episode_yields_a_capture_that_names_the_hog() {
         .arg(&dir)
         .arg("--")
         .arg(&rt)
-        // SCHED_FIFO: only the hog (SCHED_FIFO 20) takes the CPU from it, not the machine's
-        // other work.
-        .args(["20", "--cpu", "0", "--fifo", "10"])
+        // SCHED_OTHER, as the hog: a SCHED_FIFO loop that spins (it makes no system call, so
+        // it cannot sleep between cycles) is throttled by the kernel's real-time bandwidth
+        // limit (sched_rt_runtime_us) every second, and those late spans would use up
+        // --late-max. The test runs alone (.config/nextest.toml), so the hog is what takes
+        // the CPU.
+        .args(["20", "--cpu", "0"])
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .spawn()
@@ -87,7 +93,7 @@ fn every_hog_episode_yields_a_capture_that_names_the_hog() {
         .collect();
     let hog_out = Command::new(&hog)
         .args([
-            "--cpu", "0", "--length", "20", "--burst", "1000", "--gap", "300", "--fifo", "20",
+            "--cpu", "0", "--length", "20", "--burst", "1000", "--gap", "300",
         ])
         .args(&at)
         .output()
@@ -134,51 +140,67 @@ fn every_hog_episode_yields_a_capture_that_names_the_hog() {
     let j: serde_json::Value = serde_json::from_str(&text).unwrap();
     let caps = j["captures"].as_array().unwrap();
     let counters = &j["counters"][0];
-    // --late-max is respected; the late spans past it are counted.
+    // --late-max is respected; every late span is counted, captured or not.
     assert!(caps.len() as u64 <= LATE_MAX, "{text}");
     assert_eq!(counters["late_captured"], caps.len() as u64, "{text}");
-    assert!(
-        counters["late_not_captured"].as_u64().unwrap() > 0
-            && counters["late_spans"].as_u64().unwrap()
-                == counters["late_captured"].as_u64().unwrap()
-                    + counters["late_not_captured"].as_u64().unwrap(),
+    assert_eq!(
+        counters["late_spans"].as_u64().unwrap(),
+        counters["late_captured"].as_u64().unwrap()
+            + counters["late_not_captured"].as_u64().unwrap(),
         "{text}"
     );
-    // Every episode until the captures ran out has a capture inside it that names the hog.
+    // Each episode until the captures ran out has a capture inside it that names the hog. Not
+    // every capture inside an episode need name it: a second capture in the same episode
+    // finds the kernel's events of its interval already drained into the first one's, and
+    // says the kernel part does not cover it. Late spans outside the episodes happen too (on
+    // a virtual machine the vCPU itself is descheduled: the loop's thread "runs" 1 ms for
+    // 200 µs of work, and no task ran instead); they are captures of their own and are never
+    // blamed on the hog.
     let names_hog = |c: &serde_json::Value| {
         c["kernel"]["ran_instead"]
             .as_array()
             .is_some_and(|v| v.iter().any(|w| w["name"] == "hog" && w["tid"] == hog_tid))
     };
+    let slack = 5_000_000;
+    let inside = |c: &serde_json::Value, ep: &Episode| {
+        let s = c["start_ns"].as_i64().unwrap();
+        let e = s + c["duration_ns"].as_i64().unwrap();
+        e >= ep.start_ns - slack && s <= ep.end_ns + slack
+    };
+    for c in caps {
+        assert_eq!(c["span"], "rt:cycle", "{text}");
+        assert!(c["duration_ns"].as_i64().unwrap() > 600_000, "{text}");
+        let cdir = dir.join(c["dir"].as_str().unwrap());
+        assert!(cdir.join("kernel").is_dir(), "{}", cdir.display());
+        if names_hog(c) {
+            assert!(
+                episodes.iter().any(|ep| inside(c, ep)),
+                "capture {} blames the hog outside its episodes:\n{text}",
+                c["n"]
+            );
+        }
+    }
     let last = caps
         .iter()
         .filter_map(|c| c["start_ns"].as_i64())
         .max()
         .unwrap_or(i64::MIN);
-    let slack = 5_000_000;
-    let mut explained = 0;
+    let mut checked = 0;
+    let mut missed = Vec::new();
     for (i, ep) in episodes.iter().enumerate() {
         if caps.len() as u64 == LATE_MAX && ep.start_ns > last {
-            break;
+            break; // --late-max reached before this episode
         }
-        let c = caps.iter().find(|c| {
-            let s = c["start_ns"].as_i64().unwrap();
-            let e = s + c["duration_ns"].as_i64().unwrap();
-            e >= ep.start_ns - slack && s <= ep.end_ns + slack
-        });
-        let c = c.unwrap_or_else(|| panic!("episode {i} ({ep:?}) has no capture:\n{text}"));
-        assert!(names_hog(c), "episode {i}: the hog is not named:\n{text}");
-        assert_eq!(c["span"], "rt:cycle");
-        assert!(c["duration_ns"].as_i64().unwrap() > 600_000);
-        let cdir = dir.join(c["dir"].as_str().unwrap());
-        assert!(cdir.join("kernel").is_dir(), "{}", cdir.display());
-        explained += 1;
+        checked += 1;
+        if !caps.iter().any(|c| inside(c, ep) && names_hog(c)) {
+            missed.push(i);
+        }
     }
-    // A late span of the loop's own (the kernel's housekeeping on its CPU) may take a capture
-    // now and then, so not every one of the first 10 episodes need have been captured.
+    // Every checked episode is explained, but one: the hog's start may fall within the
+    // late-interval of a capture taken just before it.
     assert!(
-        explained + 2 >= LATE_MAX,
-        "{explained} episodes captured\n{text}"
+        checked >= 3 && missed.len() <= 1,
+        "{checked} episodes before --late-max was reached; not explained: {missed:?}\n{text}"
     );
     // The text names the hog too.
     let o = hushtrace(&["report", "--late", dir.to_str().unwrap()]);
