@@ -17,6 +17,9 @@
 //! the Unix epoch, CLOCK_REALTIME, the unit of `late/index.json`). Exit code 3 when the
 //! pinning or SCHED_FIFO is refused; 2 on a usage error.
 
+#[path = "../sched.rs"]
+mod sched;
+
 use std::io::Write as _;
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
@@ -36,33 +39,6 @@ fn prctl_name(name: &str) {
     // SAFETY: PR_SET_NAME reads a NUL-terminated string of at most 16 bytes (longer ones are
     // cut by the kernel); `c` lives across the call.
     unsafe { libc::prctl(libc::PR_SET_NAME, c.as_ptr(), 0, 0, 0) };
-}
-
-/// Pins the calling thread to `cpu` and, with `fifo`, makes it SCHED_FIFO at that priority.
-fn pin(cpu: usize, fifo: Option<i32>) -> Result<(), String> {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and the calls get valid pointers.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!(
-                "sched_setaffinity(CPU {cpu}): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if let Some(prio) = fifo {
-            let p = libc::sched_param {
-                sched_priority: prio,
-            };
-            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
-                return Err(format!(
-                    "sched_setscheduler(FIFO {prio}): {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 fn main() {
@@ -92,7 +68,7 @@ fn main() {
         fail(usage);
     }
     prctl_name("hog");
-    if let Err(e) = pin(cpu, fifo) {
+    if let Err(e) = sched::pin(cpu, fifo) {
         eprintln!("cpu_hog: {e}");
         std::process::exit(3);
     }

@@ -16,6 +16,9 @@
 //! promise, late spans included). Exit code 3 when the pinning, SCHED_FIFO or the filter is
 //! refused; 2 on a usage error.
 
+#[path = "../sched.rs"]
+mod sched;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -55,33 +58,6 @@ fn calibrate() -> f64 {
 fn gettid() -> i64 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) }
-}
-
-/// Pins the calling thread to `cpu` and, with `fifo`, makes it SCHED_FIFO at that priority.
-fn prepare(cpu: usize, fifo: Option<i32>) -> Result<(), String> {
-    // SAFETY: a zeroed cpu_set_t is empty; CPU_SET and the calls get valid pointers.
-    unsafe {
-        let mut set: libc::cpu_set_t = std::mem::zeroed();
-        libc::CPU_SET(cpu, &mut set);
-        if libc::sched_setaffinity(0, std::mem::size_of::<libc::cpu_set_t>(), &set) != 0 {
-            return Err(format!(
-                "sched_setaffinity(CPU {cpu}): {}",
-                std::io::Error::last_os_error()
-            ));
-        }
-        if let Some(prio) = fifo {
-            let p = libc::sched_param {
-                sched_priority: prio,
-            };
-            if libc::sched_setscheduler(0, libc::SCHED_FIFO, &p) != 0 {
-                return Err(format!(
-                    "sched_setscheduler(FIFO {prio}): {}",
-                    std::io::Error::last_os_error()
-                ));
-            }
-        }
-    }
-    Ok(())
 }
 
 struct Args {
@@ -147,7 +123,7 @@ fn main() {
     let rt = std::thread::Builder::new()
         .name("rt".into())
         .spawn(move || {
-            if let Err(e) = prepare(a.cpu, a.fifo) {
+            if let Err(e) = sched::pin(a.cpu, a.fifo) {
                 tx.send(Err(e)).ok();
                 return;
             }
