@@ -243,7 +243,7 @@ impl Drop for SpanGuard {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::deadline::begin_span;
+    pub use crate::deadline::{begin_span, begin_timed, declare_span_deadline, end_span};
     pub use crate::late::declare_deadline;
     pub use crate::write::{emit, Payload};
     pub use core::sync::atomic::AtomicBool;
