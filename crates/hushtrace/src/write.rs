@@ -466,6 +466,24 @@ const _: () = assert!(STR_CAP < 4096);
 /// guarantees as the macros: no lock, no allocation, no system call on a no-syscall thread.
 #[inline]
 pub fn emit_values(cs: &'static Callsite, values: &[Value<'_>]) -> bool {
+    emit_values_at(cs, values, &Cell::new(0))
+}
+
+/// [`emit_values`], returning the event's timestamp (0 when it was not written): the begin of
+/// a span with run-time values whose end checks a deadline (`deadline::end_span`).
+#[inline]
+pub fn emit_values_timed(cs: &'static Callsite, values: &[Value<'_>]) -> u64 {
+    let ts = Cell::new(0);
+    if emit_values_at(cs, values, &ts) {
+        ts.get()
+    } else {
+        0
+    }
+}
+
+/// [`emit_values`], storing the event's timestamp into `ts` when it is written.
+#[inline(always)]
+fn emit_values_at(cs: &'static Callsite, values: &[Value<'_>], ts: &Cell<u64>) -> bool {
     let interest = cs.state.interest();
     if !interest.is_enabled() {
         return false;
@@ -481,9 +499,8 @@ pub fn emit_values(cs: &'static Callsite, values: &[Value<'_>]) -> bool {
         return false;
     }
     let payload = Values(values);
-    let ts = Cell::new(0);
-    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, &ts)) {
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, ts)) {
         Some(ok) => ok,
-        None => emit_unregistered(cs, payload, &ts),
+        None => emit_unregistered(cs, payload, ts),
     }
 }
