@@ -78,7 +78,7 @@ pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValu
                     // SAFETY: a registered callsite lives for the life of the process.
                     let cs = unsafe { &*cs };
                     if cs.state.interest().is_enabled() {
-                        starts::push(cs, emit_values_timed(cs, &vals));
+                        starts::push(cs, emit_values_timed(cs, &vals).unwrap_or(0));
                     }
                     true
                 } else {
@@ -156,7 +156,9 @@ unsafe fn record_with<P: Payload>(d: *const Descriptor, payload: impl FnOnce() -
         // A span's begin keeps its timestamp, and its end checks the span's deadline (the
         // rules', or one its `HT_SPAN_END_DEADLINE` declared): `starts.rs`.
         match d.kind {
-            KIND_SPAN_BEGIN => starts::push(cs, begin_timed(cs, interest, payload())),
+            KIND_SPAN_BEGIN => {
+                starts::push(cs, begin_timed(cs, interest, payload()).unwrap_or(0));
+            }
             KIND_SPAN_END => end_span(cs, interest, payload(), starts::pop(cs)),
             _ => {
                 emit(cs, interest, payload());

@@ -11,6 +11,7 @@ use crate::late;
 use crate::write::{self, Payload};
 use crate::SpanGuard;
 use hushtrace_core::{Callsite, Interest};
+use std::cell::Cell;
 use std::time::Duration;
 
 /// Begins a span at `begin` whose guard ends it at `end` (what `span!` expands to once the
@@ -34,11 +35,17 @@ pub fn begin_span<P: Payload>(
 
 /// Begins a span whose end is recorded apart from a guard (the C and Python tracepoints,
 /// `hushtrace-capi`, `hushtrace-python`): writes the begin event at `begin` and returns its
-/// timestamp in clock ticks (0 when it was not written), which the caller keeps and passes to
-/// [`end_span`]. The same write as a span with a deadline; no lock, allocation or system call.
+/// timestamp in clock ticks if it was written (`None` if not; 0 when no clock could be read),
+/// which the caller keeps and passes to [`end_span`]. The same write as a span with a
+/// deadline; no lock, allocation or system call.
 #[inline(always)]
-pub fn begin_timed<P: Payload>(begin: &'static Callsite, interest: Interest, payload: P) -> u64 {
-    write::emit_timed(begin, interest, payload)
+pub fn begin_timed<P: Payload>(
+    begin: &'static Callsite,
+    interest: Interest,
+    payload: P,
+) -> Option<u64> {
+    let ts = Cell::new(0);
+    write::emit_at(begin, interest, payload, &ts).then(|| ts.get())
 }
 
 /// Ends a span begun at timestamp `start` (from [`begin_timed`]; 0: unknown, never late) at
