@@ -146,6 +146,25 @@ void ht_verify_exit_thread(void) __attribute__((noreturn));
 /* HT_EVENT("cat", "name", fields...)      an instant event, 0 to 8 fields
  * HT_SPAN_BEGIN("cat", "name", fields...) the start of a span
  * HT_SPAN_END("cat", "name")              its end (on the same thread)
+ * HT_SPAN_END_DEADLINE("cat", "name", deadline_ns)
+ *                                         its end, for a span with a deadline: when the span
+ *                                         ends more than deadline_ns (a uint64_t, > 0,
+ *                                         evaluated once, on its first enabled hit) after its
+ *                                         begin, its thread records a `hushtrace:late` event
+ *                                         and the session writes a capture into
+ *                                         <dir>/late/<n>/ with a line in <dir>/late/index.json
+ *                                         (as Rust's span!(deadline = ...)). The session's
+ *                                         rules (HUSHTRACE_ON_LATE, `hushtrace record
+ *                                         --on-late`) give spans a deadline without a code
+ *                                         change, HT_SPAN_END's and HT_SCOPE's included, and
+ *                                         win over this one. The check at the end is one
+ *                                         compare; a late span costs a few stores, no system
+ *                                         call, lock or allocation. A span's end finds its
+ *                                         begin's timestamp on a per-thread stack of the
+ *                                         innermost 64 open spans: an end whose begin is not
+ *                                         the innermost open span of its category and name
+ *                                         (a begin recorded while its end was disabled, say)
+ *                                         is not checked.
  * HT_COUNTER("cat", "name", value)        a counter sample, one field `value`: int64 for a
  *                                         signed integer, uint64 for an unsigned one (and
  *                                         _Bool), double for a floating value; by _Generic in
@@ -163,6 +182,18 @@ void ht_verify_exit_thread(void) __attribute__((noreturn));
 #define HT_EVENT(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))((void)0, 0, __VA_ARGS__)
 #define HT_SPAN_BEGIN(...) HT__CAT(HT__TP_, HT__NARG(__VA_ARGS__))((void)0, 1, __VA_ARGS__)
 #define HT_SPAN_END(cat, name) HT__TP_2((void)0, 2, cat, name)
+#define HT_SPAN_END_DEADLINE(cat, name, deadline_ns)                                           \
+    do {                                                                                       \
+        HT__DESC(ht__cs, 2, cat, name, 0, 0, 0);                                               \
+        if (HT__ENABLED(ht__cs)) {                                                             \
+            static int ht__declared = 0;                                                       \
+            if (!__atomic_load_n(&ht__declared, __ATOMIC_RELAXED)) {                           \
+                ht__span_deadline(&ht__cs, (uint64_t)(deadline_ns));                           \
+                __atomic_store_n(&ht__declared, 1, __ATOMIC_RELAXED);                          \
+            }                                                                                  \
+            HT__RECORD(ht__cs, ht__v_u64(0), ht__v_u64(0));                                    \
+        }                                                                                      \
+    } while (0)
 #define HT_COUNTER(cat, name, value)                                                           \
     HT__TP_3((void)0, 3, cat, name,                                                            \
              (HT__COUNTER_TYPE(value), "value", HT__COUNTER_VALUE(value)))
@@ -215,6 +246,7 @@ typedef struct ht__callsite {
 
 void ht__record(ht__callsite *cs, const ht__value *values);
 void ht__scope_end(ht__callsite *end);
+void ht__span_deadline(const ht__callsite *end, uint64_t deadline_ns);
 void ht__register_module(ht__callsite *const *start, ht__callsite *const *stop);
 void ht__register_callsite(ht__callsite *cs);
 

@@ -22,8 +22,11 @@
 //! * A module whose descriptors are registered is pinned (`RTLD_NODELETE`): the registry keeps
 //!   its descriptors for the life of the process, so `dlclose` must not unmap them.
 //!
-//! Modules, each importing only those before it: `error`, `value`, `descriptor`, `record`,
-//! `register`; `session` and `control` import only `error`.
+//! * A span's begin keeps its timestamp on a per-thread stack (`starts.rs`) so that its end
+//!   checks the span's deadline (issue 31), as the Rust span guard does.
+//!
+//! Modules, each importing only those before it: `error`, `value`, `descriptor`, `starts`,
+//! `record`, `register`; `session` and `control` import only `error`.
 #![deny(unsafe_op_in_unsafe_fn)]
 
 mod control;
@@ -32,6 +35,7 @@ mod error;
 mod record;
 mod register;
 mod session;
+mod starts;
 mod value;
 
 pub use control::{
@@ -41,7 +45,7 @@ pub use control::{
 };
 pub use descriptor::Descriptor;
 pub use error::ht_last_error;
-pub use record::{ht__record, ht__scope_end};
+pub use record::{ht__record, ht__scope_end, ht__span_deadline};
 pub use register::{ht__register_callsite, ht__register_module};
 pub use session::{
     ht_session_append, ht_session_start, ht_session_stop, ht_start_from_env, HtSession, HtStats,

@@ -4,8 +4,11 @@
 
 use crate::descriptor::{Descriptor, RecordFn};
 use crate::error::guard;
+use crate::starts;
 use crate::value::{value, Bool, CType, HtValue, Str, F64, I32, I64, U32, U64};
-use hushtrace::__private::{emit, Payload};
+use hushtrace::__private::{
+    begin_timed, declare_span_deadline, emit, emit_values_timed, end_span, Payload,
+};
 use hushtrace_core::Interest;
 use std::ffi::c_void;
 use std::sync::atomic::Ordering;
@@ -64,13 +67,24 @@ pub unsafe extern "C" fn ht__record(cs: *const Descriptor, values: *const HtValu
             // SAFETY: the macros give `nfields` field types.
             unsafe { *d.field_types.add(i) }
         };
+        let cs = d.callsite.load(Ordering::Acquire);
         // A fixed-length array per count (the run-time value list: this path is for the
-        // uncommon wide tracepoints).
+        // uncommon wide tracepoints). A span begin keeps its timestamp for its end's deadline.
         macro_rules! values {
-            ($($i:literal)*) => {
+            ($($i:literal)*) => {{
                 // SAFETY: each value holds the member its type code says (see `value`).
-                reg.record(&[$(unsafe { value(t($i), v($i)) }),*])
-            };
+                let vals = [$(unsafe { value(t($i), v($i)) }),*];
+                if d.kind == KIND_SPAN_BEGIN && !cs.is_null() {
+                    // SAFETY: a registered callsite lives for the life of the process.
+                    let cs = unsafe { &*cs };
+                    if cs.state.interest().is_enabled() {
+                        starts::push(cs, emit_values_timed(cs, &vals).unwrap_or(0));
+                    }
+                    true
+                } else {
+                    reg.record(&vals)
+                }
+            }};
         }
         match n {
             3 => values!(0 1 2),
@@ -110,9 +124,13 @@ pub unsafe extern "C" fn ht__scope_end(end: *const Descriptor) {
         } else {
             Interest::NEEDS_TYPES
         };
-        emit(cs, i, ());
+        end_span(cs, i, (), starts::pop(cs));
     })
 }
+
+/// The descriptor kinds of a span's begin and end (`ht__callsite.kind`).
+const KIND_SPAN_BEGIN: u8 = 1;
+const KIND_SPAN_END: u8 = 2;
 
 /// The body of every recorder: if the descriptor is enabled, writes `payload()` through the
 /// runtime's typed write path, the code `event!` inlines.
@@ -134,7 +152,18 @@ unsafe fn record_with<P: Payload>(d: *const Descriptor, payload: impl FnOnce() -
             return;
         }
         // SAFETY: a registered callsite lives for the life of the process.
-        emit(unsafe { &*cs }, interest, payload());
+        let cs = unsafe { &*cs };
+        // A span's begin keeps its timestamp, and its end checks the span's deadline (the
+        // rules', or one its `HT_SPAN_END_DEADLINE` declared): `starts.rs`.
+        match d.kind {
+            KIND_SPAN_BEGIN => {
+                starts::push(cs, begin_timed(cs, interest, payload()).unwrap_or(0));
+            }
+            KIND_SPAN_END => end_span(cs, interest, payload(), starts::pop(cs)),
+            _ => {
+                emit(cs, interest, payload());
+            }
+        }
     })
 }
 
@@ -209,4 +238,33 @@ pub(crate) fn recorder(types: &[u8]) -> Option<RecordFn> {
         [a, b] => by_type!(a, A => by_type!(b, B => Some(record2::<A, B> as RecordFn))),
         _ => None,
     }
+}
+
+/// `void ht__span_deadline(const ht__callsite *end, uint64_t deadline_ns)`: declares the
+/// deadline of the spans ending at the span end descriptor `end` (what `HT_SPAN_END_DEADLINE`
+/// calls on its first enabled hit; 0 or another kind of descriptor: nothing). The session's
+/// rules (`HUSHTRACE_ON_LATE`, `record --on-late`) keep precedence. No lock, allocation or
+/// system call; async-signal-safe.
+///
+/// # Safety
+/// `end` is a descriptor defined by the header's macros.
+#[no_mangle]
+pub unsafe extern "C" fn ht__span_deadline(end: *const Descriptor, deadline_ns: u64) {
+    guard((), || {
+        if end.is_null() || deadline_ns == 0 {
+            return;
+        }
+        // SAFETY: the caller passes the macro's static descriptor.
+        let d = unsafe { &*end };
+        if d.kind != KIND_SPAN_END {
+            return;
+        }
+        let cs = d.callsite.load(Ordering::Acquire);
+        if cs.is_null() {
+            return; // not registered (refused at load time)
+        }
+        // SAFETY: a registered callsite lives for the life of the process.
+        let cs = unsafe { &*cs };
+        declare_span_deadline(cs, std::time::Duration::from_nanos(deadline_ns));
+    })
 }

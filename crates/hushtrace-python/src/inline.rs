@@ -288,6 +288,12 @@ impl<'py> Fields<'py> {
 
     /// Records the values on `cs`; whether written.
     fn record(&self, cs: Registered) -> PyResult<bool> {
+        Ok(self.record_timed(cs)?.is_some())
+    }
+
+    /// Records the values on `cs`; the event's timestamp if written (a span's begin, whose
+    /// end checks the span's deadline).
+    fn record_timed(&self, cs: Registered) -> PyResult<Option<u64>> {
         let mut values: Vec<Value<'_>> = Vec::with_capacity(self.values.len());
         for (v, t) in self.values.iter().zip(&self.types) {
             values.push(match t {
@@ -304,7 +310,10 @@ impl<'py> Fields<'py> {
                 Ty::Str => Value::Str(v.cast::<PyString>()?.to_str()?),
             });
         }
-        Ok(cs.record(&values))
+        Ok(hushtrace::__private::emit_values_timed(
+            cs.callsite(),
+            &values,
+        ))
     }
 }
 
@@ -438,21 +447,22 @@ pub fn counter(
     }
 }
 
-/// Records a span's begin; returns its end callsite if the begin was written.
+/// Records a span's begin; returns its end callsite and the begin's timestamp (for the end's
+/// deadline check) if the begin was written.
 pub fn span_begin(
     py: Python<'_>,
     cat: &Bound<'_, PyString>,
     name: &Bound<'_, PyString>,
     fields: &Fields<'_>,
-) -> PyResult<Option<Registered>> {
+) -> PyResult<Option<(Registered, u64)>> {
     let (g, cs) = resolve(py, Kind::SpanBegin, cat, name, fields)?;
     let (Some(g), Some(cs)) = (g, cs) else {
         return Ok(None);
     };
-    if !fields.record(cs)? {
+    let Some(start) = fields.record_timed(cs)? else {
         return Ok(None);
-    }
-    Ok(tables(py)?.groups[g].end)
+    };
+    Ok(tables(py)?.groups[g].end.map(|end| (end, start)))
 }
 
 /// The inline API's counters: callsites registered, the limit, records discarded past it.

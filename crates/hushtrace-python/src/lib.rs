@@ -18,6 +18,7 @@
 // here names it (a cdylib exports the `#[no_mangle]` functions of every crate it links).
 extern crate hushtrace_capi;
 
+mod deadline;
 mod funcs;
 mod functions;
 mod gil;

@@ -1,12 +1,13 @@
 //! The inline tracepoints' Python functions (`event`, `counter`, `span`, the span pairs of
 //! `@trace`, `_inline_stats`) over the runtime-registered callsites of [`crate::inline`].
 
-use crate::{err, inline};
+use crate::{deadline, err, inline};
 use hushtrace::{Kind, Registered};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError};
 use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyString};
+use std::time::Duration;
 
 /// `event(cat, name, **fields)`: records an instant event with keyword fields (int, float,
 /// bool, str). A raw `METH_FASTCALL | METH_KEYWORDS` function: when the tracepoint is
@@ -99,17 +100,21 @@ fn counter(
     inline::counter(py, &cat, &name, value)
 }
 
-/// `with hushtrace.span(cat, name, **fields):` — begins on entry, ends on exit. One object
-/// may be entered again before it is exited (recursion, or several threads): the spans nest,
-/// each exit ends the innermost one its own thread entered.
+/// `with hushtrace.span(cat, name, deadline=None, **fields):` — begins on entry, ends on
+/// exit, checking the span's deadline (`deadline.rs`). One object may be entered again before
+/// it is exited (recursion, or several threads): the spans nest, each exit ends the innermost
+/// one its own thread entered.
 #[pyclass(module = "hushtrace")]
 struct Span {
     cat: Py<PyString>,
     name: Py<PyString>,
     /// The fields, checked when the span was made: (name, value).
     fields: Vec<(Py<PyString>, Py<PyAny>)>,
-    /// The entries not exited yet: (thread, end callsite if the begin was written).
-    open: Vec<(libc::pthread_t, Option<Registered>)>,
+    /// The deadline given to `span()`, checked when it was made.
+    deadline: Option<Duration>,
+    /// The entries not exited yet: (thread, end callsite and begin timestamp if the begin was
+    /// written).
+    open: Vec<(libc::pthread_t, Option<(Registered, u64)>)>,
 }
 
 #[pymethods]
@@ -122,6 +127,9 @@ impl Span {
             fields.push(k.bind(py).clone(), v.bind(py).clone())?;
         }
         let end = inline::span_begin(py, &cat, &name, &fields)?;
+        if let Some((cs, _)) = end {
+            deadline::declare(cs, slf.deadline);
+        }
         // SAFETY: pthread_self has no preconditions.
         slf.open.push((unsafe { libc::pthread_self() }, end));
         Ok(slf)
@@ -136,23 +144,27 @@ impl Span {
                 "span exited on a thread that did not enter it",
             ));
         };
-        if let (_, Some(end)) = self.open.remove(i) {
-            end.record_typed(());
+        if let (_, Some((end, start))) = self.open.remove(i) {
+            deadline::end(end, start);
         }
         Ok(false)
     }
 }
 
-/// `span(cat, name, **fields)`: a context manager recording a span (see [`Span`]).
+/// `span(cat, name, deadline=None, **fields)`: a context manager recording a span (see
+/// [`Span`]); `deadline`, in seconds, makes a span that ends later a late span (checked here,
+/// before anything is recorded: `TypeError`/`ValueError`).
 #[pyfunction]
-#[pyo3(signature = (cat, name, **fields))]
+#[pyo3(signature = (cat, name, *, deadline=None, **fields))]
 fn span(
     cat: Bound<'_, PyAny>,
     name: Bound<'_, PyAny>,
+    deadline: Option<Bound<'_, PyAny>>,
     fields: Option<Bound<'_, PyDict>>,
 ) -> PyResult<Span> {
     let cat = inline::text_arg(cat, "category")?;
     let name = inline::text_arg(name, "name")?;
+    let deadline = deadline::deadline_arg(deadline.as_ref())?;
     // The field types are checked now (a TypeError here, not at `with`).
     let mut checked = inline::Fields::none();
     let mut kept = Vec::new();
@@ -167,11 +179,13 @@ fn span(
         cat: cat.unbind(),
         name: name.unbind(),
         fields: kept,
+        deadline,
         open: Vec::new(),
     })
 }
 
-/// A begin/end pair registered once (for `@trace`): no lookup per call.
+/// A begin/end pair registered once (for `@trace`): no lookup per call. Its deadline (in
+/// seconds, `deadline.rs`) is declared when it is made.
 #[pyclass(frozen, module = "hushtrace")]
 struct SpanPair {
     begin: Registered,
@@ -181,21 +195,33 @@ struct SpanPair {
 #[pymethods]
 impl SpanPair {
     #[new]
-    fn new(cat: &str, name: &str) -> PyResult<Self> {
-        Ok(SpanPair {
+    #[pyo3(signature = (cat, name, deadline=None))]
+    fn new(cat: &str, name: &str, deadline: Option<Bound<'_, PyAny>>) -> PyResult<Self> {
+        let deadline = deadline::deadline_arg(deadline.as_ref())?;
+        let pair = SpanPair {
             begin: hushtrace::register_callsite(cat, name, Kind::SpanBegin, &[]).map_err(err)?,
             end: hushtrace::register_callsite(cat, name, Kind::SpanEnd, &[]).map_err(err)?,
-        })
+        };
+        deadline::declare(pair.end, deadline);
+        Ok(pair)
     }
 
-    /// Records the begin if enabled; returns whether it was written.
-    fn begin(&self) -> bool {
-        self.begin.record_typed(())
+    /// Records the begin if enabled; returns its timestamp (an int, for `end`) if it was
+    /// written, else None.
+    fn begin(&self) -> Option<u64> {
+        let cs = self.begin.callsite();
+        let interest = cs.state.interest();
+        if !interest.is_enabled() {
+            return None;
+        }
+        hushtrace::__private::begin_timed(cs, interest, ())
     }
 
-    /// Records the end (call it only after a `begin()` that returned True).
-    fn end(&self) {
-        self.end.record_typed(());
+    /// Records the end of a span whose `begin()` returned `start` (not None), and checks the
+    /// span's deadline.
+    #[pyo3(signature = (start=0))]
+    fn end(&self, start: u64) {
+        deadline::end(self.end, start);
     }
 }
 
@@ -222,6 +248,7 @@ pub fn add(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(counter, m)?)?;
     m.add_function(wrap_pyfunction!(span, m)?)?;
     m.add_function(wrap_pyfunction!(_inline_stats, m)?)?;
+    m.add_function(wrap_pyfunction!(deadline::_check_deadline, m)?)?;
     m.add_class::<Span>()?;
     m.add_class::<SpanPair>()
 }

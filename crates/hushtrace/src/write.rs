@@ -109,19 +109,29 @@ pub fn emit<P: Payload>(cs: &'static Callsite, interest: Interest, payload: P) -
 /// deadline keeps its begin's and compares its end's (`deadline.rs`).
 #[inline(always)]
 pub fn emit_timed<P: Payload>(cs: &'static Callsite, interest: Interest, payload: P) -> u64 {
-    if !interest.has_signature(P::SIG) && !cs.publish_types(P::SIG, P::TYPES) {
-        drop_event();
-        return 0;
-    }
     let ts = Cell::new(0);
-    let ok = match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, &ts)) {
-        Some(ok) => ok,
-        None => emit_unregistered(cs, payload, &ts),
-    };
-    if ok {
+    if emit_at(cs, interest, payload, &ts) {
         ts.get()
     } else {
         0
+    }
+}
+
+/// [`emit`], storing the event's timestamp into `ts` when it is written; whether it was.
+#[inline(always)]
+pub(crate) fn emit_at<P: Payload>(
+    cs: &'static Callsite,
+    interest: Interest,
+    payload: P,
+    ts: &Cell<u64>,
+) -> bool {
+    if !interest.has_signature(P::SIG) && !cs.publish_types(P::SIG, P::TYPES) {
+        drop_event();
+        return false;
+    }
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, ts)) {
+        Some(ok) => ok,
+        None => emit_unregistered(cs, payload, ts),
     }
 }
 
@@ -466,6 +476,21 @@ const _: () = assert!(STR_CAP < 4096);
 /// guarantees as the macros: no lock, no allocation, no system call on a no-syscall thread.
 #[inline]
 pub fn emit_values(cs: &'static Callsite, values: &[Value<'_>]) -> bool {
+    emit_values_at(cs, values, &Cell::new(0))
+}
+
+/// [`emit_values`], returning the event's timestamp if it was written (`None` if not; a
+/// written event's timestamp is 0 when no clock could be read): the begin of a span with
+/// run-time values whose end checks a deadline (`deadline::end_span`).
+#[inline]
+pub fn emit_values_timed(cs: &'static Callsite, values: &[Value<'_>]) -> Option<u64> {
+    let ts = Cell::new(0);
+    emit_values_at(cs, values, &ts).then(|| ts.get())
+}
+
+/// [`emit_values`], storing the event's timestamp into `ts` when it is written.
+#[inline(always)]
+fn emit_values_at(cs: &'static Callsite, values: &[Value<'_>], ts: &Cell<u64>) -> bool {
     let interest = cs.state.interest();
     if !interest.is_enabled() {
         return false;
@@ -481,9 +506,8 @@ pub fn emit_values(cs: &'static Callsite, values: &[Value<'_>]) -> bool {
         return false;
     }
     let payload = Values(values);
-    let ts = Cell::new(0);
-    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, &ts)) {
+    match thread::with_current(|ctx| write(ctx, cs.state.cached_id(), &payload, ts)) {
         Some(ok) => ok,
-        None => emit_unregistered(cs, payload, &ts),
+        None => emit_unregistered(cs, payload, ts),
     }
 }

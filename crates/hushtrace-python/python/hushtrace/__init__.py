@@ -141,34 +141,42 @@ def stop_functions():
     _functions.stop()
 
 
-def trace(fn=None, *, cat=None, name=None):
+def trace(fn=None, *, cat=None, name=None, deadline=None):
     """Decorator: records each call of the function as a span ``cat:name`` (default: its
-    module and qualified name). Works on plain and ``async`` functions."""
+    module and qualified name). Works on plain and ``async`` functions.
+
+    ``deadline``: seconds (a positive int or float; else ``TypeError``/``ValueError`` here):
+    a call that takes longer is a late span, captured in ``<dir>/late/<n>/`` as
+    ``span(..., deadline=...)`` says. The session's rules (``HUSHTRACE_ON_LATE``,
+    ``hushtrace record --on-late``) win over it."""
+    _h._check_deadline(deadline)
 
     def wrap(f):
-        pair = _h.SpanPair(cat or f.__module__ or "py", name or f.__qualname__)
+        pair = _h.SpanPair(cat or f.__module__ or "py", name or f.__qualname__, deadline)
         begin, end = pair.begin, pair.end
         if _inspect.iscoroutinefunction(f):
 
             @_functools.wraps(f)
             async def traced_async(*args, **kwargs):
-                if not begin():
+                start = begin()
+                if start is None:
                     return await f(*args, **kwargs)
                 try:
                     return await f(*args, **kwargs)
                 finally:
-                    end()
+                    end(start)
 
             return traced_async
 
         @_functools.wraps(f)
         def traced(*args, **kwargs):
-            if not begin():
+            start = begin()
+            if start is None:
                 return f(*args, **kwargs)
             try:
                 return f(*args, **kwargs)
             finally:
-                end()
+                end(start)
 
         return traced
 
