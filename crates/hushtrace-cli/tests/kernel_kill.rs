@@ -8,13 +8,13 @@
 
 mod common;
 
-use common::{hushtrace, testbin, BIN};
+use common::{hushtrace, testbin, wait_until, BIN};
 use hushtrace_kernel::owner::Owner;
 use hushtrace_kernel::KernelTrace;
 use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 /// The delays (ms after the ping-pong began) the kills happen at, from a fixed seed.
 fn delays(seed: u64, n: usize) -> Vec<u64> {
@@ -49,14 +49,6 @@ fn instances_of(pid: u32) -> Vec<PathBuf> {
         })
         .map(|e| e.path())
         .collect()
-}
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
 }
 
 /// A `record --kernel` of a program that never ends by itself, in a process group of its own

@@ -7,24 +7,13 @@
 
 mod common;
 
-use common::{hushtrace, testbin, BIN};
+use common::{hushtrace, wait_until};
 use hushtrace_cli::kernel_report;
 use hushtrace_ctf::layout::PacketHeader;
 use hushtrace_ctf::reader::Session;
 use hushtrace_kernel::owner::Owner;
 use hushtrace_kernel::recovery::{self, Part};
-use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
 
 /// The children of `pid`.
 fn children(pid: u32) -> Vec<u32> {
@@ -33,19 +22,6 @@ fn children(pid: u32) -> Vec<u32> {
         .split_whitespace()
         .filter_map(|k| k.parse().ok())
         .collect()
-}
-
-/// Kills the recording's process group if the test fails.
-struct Group(Option<Child>);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signals the process group this test created.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
 }
 
 /// `hushtrace ctl PID snapshot`: the snapshot directory (`<session>/snapshots/<n>`).
@@ -71,19 +47,7 @@ fn snapshots_in_overwrite_mode_include_the_kernel_and_explain_late_spans() {
     let _l = hushtrace_testsupport::cross_process_lock("hushtrace-kernel-tests");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");
-    let child = Command::new(BIN)
-        .args(["record", "--kernel", "sched", "--mode", "overwrite", "-o"])
-        .arg(&dir)
-        .arg("--")
-        .arg(testbin("kernel_workload"))
-        .args(["pingpong", "1000000000"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let record = child.id();
-    let mut group = Group(Some(child));
+    let (record, mut group) = common::record_pingpong_overwrite(&dir);
 
     // The program, once it answers `ctl`.
     let guard = hushtrace_kernel::capture::GUARD_NAME;

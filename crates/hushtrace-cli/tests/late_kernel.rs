@@ -9,34 +9,11 @@
 
 mod common;
 
-use common::{hushtrace, testbin, BIN};
+use common::{hushtrace, wait_until};
 use hushtrace_cli::kernel_report;
 use hushtrace_ctf::reader::Session;
 use hushtrace_kernel::recovery::{self, Part};
-use std::os::unix::process::CommandExt;
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
-fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
-    let t0 = Instant::now();
-    while !f() {
-        assert!(t0.elapsed() < Duration::from_secs(30), "timed out: {what}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-/// Kills the recording's process group if the test fails.
-struct Group(Option<Child>);
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            // SAFETY: signals the process group this test created.
-            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
-            let _ = c.wait();
-        }
-    }
-}
+use std::time::Duration;
 
 #[test]
 fn a_late_capture_gets_the_kernel_part_and_report_late_explains_it() {
@@ -46,19 +23,7 @@ fn a_late_capture_gets_the_kernel_part_and_report_late_explains_it() {
     let _l = hushtrace_testsupport::cross_process_lock("hushtrace-kernel-tests");
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("t");
-    let child = Command::new(BIN)
-        .args(["record", "--kernel", "sched", "--mode", "overwrite", "-o"])
-        .arg(&dir)
-        .arg("--")
-        .arg(testbin("kernel_workload"))
-        .args(["pingpong", "1000000000"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .process_group(0)
-        .spawn()
-        .unwrap();
-    let record = child.id();
-    let mut group = Group(Some(child));
+    let (record, mut group) = common::record_pingpong_overwrite(&dir);
     // The program: the process whose trace directory appears, once it answers `ctl`.
     let mut program = 0u32;
     wait_until("the program answers ctl", || {

@@ -3,8 +3,10 @@
 #![allow(dead_code)] // each test binary uses some of them
 
 use hushtrace_testsupport::Artifact;
+use std::os::unix::process::CommandExt;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+use std::process::{Child, Command, Output, Stdio};
+use std::time::{Duration, Instant};
 
 /// The `hushtrace` binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_hushtrace");
@@ -94,4 +96,44 @@ pub fn hushtrace_status(args: &[&str]) -> (i32, String, String) {
 /// A path under the system temporary directory that nothing is at.
 pub fn temp(tag: &str) -> PathBuf {
     hushtrace_testsupport::fresh_temp_path("hushtrace-cli", tag)
+}
+
+/// Polls `f` every 20 ms until it holds; fails the test naming `what` after 30 s.
+pub fn wait_until(what: &str, mut f: impl FnMut() -> bool) {
+    let t0 = Instant::now();
+    while !f() {
+        assert!(t0.elapsed() < Duration::from_secs(30), "timed out: {what}");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// A child in a process group of its own, killed with its group if the test fails.
+pub struct Group(pub Option<Child>);
+
+impl Drop for Group {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.0.take() {
+            // SAFETY: signals the process group this test created.
+            unsafe { libc::kill(-(c.id() as i32), libc::SIGKILL) };
+            let _ = c.wait();
+        }
+    }
+}
+
+/// `hushtrace record --kernel sched --mode overwrite -o DIR -- kernel_workload pingpong ...`
+/// (a program that never ends by itself), in a process group of its own; returns `record`'s
+/// pid and the group.
+pub fn record_pingpong_overwrite(dir: &Path) -> (u32, Group) {
+    let child = Command::new(BIN)
+        .args(["record", "--kernel", "sched", "--mode", "overwrite", "-o"])
+        .arg(dir)
+        .arg("--")
+        .arg(testbin("kernel_workload"))
+        .args(["pingpong", "1000000000"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    (child.id(), Group(Some(child)))
 }
