@@ -29,6 +29,34 @@ def clean_env(**extra):
     return env
 
 
+# The sleep system calls' numbers (`time.sleep` makes one of them), by machine.
+_SLEEP_CALLS = {"x86_64": {"35", "230"}, "aarch64": {"101", "115"}}
+
+
+def wait_sleeping(pid, tid=None, timeout=60):
+    """Waits until thread `tid` (default: the main thread) of process `pid` is inside a sleep
+    system call, read from /proc/PID/task/TID/syscall. A test that must signal a thread only
+    once it sits in `time.sleep` (and cannot run a Python signal handler before it gets there)
+    calls this between reading the program's "ready" line and sending the signal."""
+    import platform
+    import time
+
+    numbers = _SLEEP_CALLS.get(platform.machine())
+    if numbers is None:
+        pytest.fail(f"wait_sleeping: no sleep system call numbers for {platform.machine()}")
+    path = f"/proc/{pid}/task/{tid or pid}/syscall"
+    end = time.monotonic() + timeout
+    last = ""
+    while time.monotonic() < end:
+        with open(path) as f:
+            last = f.read().split(" ", 1)[0].strip()
+        if last in numbers:
+            return
+        time.sleep(0.005)
+    pytest.fail(f"thread {tid or pid} of process {pid} not in a sleep call after {timeout} s "
+                f"(last: {last!r})")
+
+
 def write_script(tmp_path, text, name="prog.py"):
     p = tmp_path / name
     p.write_text(textwrap.dedent(text))

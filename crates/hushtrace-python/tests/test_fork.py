@@ -14,7 +14,7 @@ import time
 import pytest
 
 from conftest import (babeltrace_clean, calls, check_balanced, chrome, clean_env, cli, run_traced,
-                      write_script)
+                      wait_sleeping, write_script)
 
 COMMON = """
 import collections, json, os, sys, threading, time
@@ -184,6 +184,9 @@ def test_sigterm_ends_a_process_whose_main_thread_cannot_run_the_handler(tmp_pat
         if where == "fork child":
             kids = subprocess.run(["pgrep", "-P", str(p.pid)], capture_output=True, text=True)
             target = int(kids.stdout.split()[0])
+        # Signalled only once its main thread sleeps: before that, that thread could still run
+        # the Python handler itself (the signal's C handler runs in another thread).
+        wait_sleeping(target)
         t0 = time.monotonic()
         os.kill(target, signal.SIGTERM)
         if where == "process":
@@ -255,6 +258,10 @@ def test_fork_child_of_a_busy_program_has_a_working_sigterm_watcher(tmp_path):
         line = p.stdout.readline().split()
         assert line[:1] == ["ready"], p.stderr.read()
         child = int(line[1])
+        # Only once the main thread sleeps: a signal that comes while it still runs bytecode
+        # (between the print and the sleep) has its Python handler run there, which stops the
+        # session (a statistics file) instead of testing the watcher. Seen in CI.
+        wait_sleeping(child)
         os.kill(child, signal.SIGTERM)
         rc = p.wait(timeout=60)
         assert rc == 0, (rc, p.stderr.read())
