@@ -20,7 +20,7 @@ use crate::chrome::Summary;
 use anyhow::Context as _;
 use hushtrace_ctf::reader::Session;
 use std::fs::File;
-use std::io::{IsTerminal, Seek, SeekFrom};
+use std::io::{IsTerminal, Seek, SeekFrom, Write};
 use std::net::TcpListener;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
@@ -153,8 +153,11 @@ pub fn run(session: &Session, dir: &Path, opts: Options) -> anyhow::Result<()> {
         path: format!("/{}/{}", random_key(), trace_name(dir)),
     };
     let link = ui_link(port, &trace.path);
-    // The link alone on stdout (a script or test reads it); the rest on stderr.
-    println!("{link}");
+    // The link alone on stdout (a script or test reads it); the rest on stderr. A closed or
+    // broken stdout must not lose it (nor panic, as `println!` would).
+    if writeln!(std::io::stdout(), "{link}").is_err() {
+        eprintln!("{link}");
+    }
     eprintln!(
         "hushtrace: serving the trace of {} ({} events, {} process(es), {} thread(s), {} bytes \
          in Perfetto's format) on http://127.0.0.1:{port}/ until the Perfetto UI has loaded it \

@@ -326,3 +326,37 @@ fn a_bad_dir_is_a_clear_error() {
     assert_eq!(o.status.code(), Some(0));
     assert!(String::from_utf8_lossy(&o.stdout).contains("--no-browser"));
 }
+
+/// A stdout that cannot be written (`/dev/full`) does not lose the link: it goes to stderr.
+#[test]
+fn an_unwritable_stdout_does_not_lose_the_link() {
+    let f = fixture();
+    let mut child = Command::new(BIN)
+        .arg("view")
+        .arg(&f.trace)
+        .args(["--no-browser", "--port", "0"])
+        .stdout(std::fs::File::create("/dev/full").unwrap())
+        .stderr(Stdio::piped())
+        .process_group(0)
+        .spawn()
+        .unwrap();
+    let mut err = BufReader::new(child.stderr.take().unwrap());
+    let group = Group(Some(child));
+    let prefix = format!("{UI}/#!/?url=");
+    let url = loop {
+        let mut l = String::new();
+        assert!(err.read_line(&mut l).unwrap() > 0, "no link on stderr");
+        if let Some(u) = l.trim_end().strip_prefix(&prefix) {
+            break u.to_string();
+        }
+    };
+    let r = minreq::get(url.as_str()).send().unwrap();
+    assert!(r.as_bytes() == f.perfetto);
+    let v = Viewer {
+        group,
+        link: format!("{prefix}{url}"),
+        stderr: err,
+    };
+    let (status, rest) = v.wait();
+    assert!(status.success(), "{status}: {rest}");
+}
