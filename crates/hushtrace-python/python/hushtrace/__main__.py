@@ -4,7 +4,10 @@ program with every function call traced (like ``viztracer script.py``); its chil
 traced into the same session directory.
 
 As with ``python``, everything after the script or ``-m MODULE`` belongs to the program:
-``python -m hushtrace run -o t -m black -q -`` runs ``black -q -``."""
+``python -m hushtrace run -o t -m black -q -`` runs ``black -q -``.
+
+``python -m hushtrace view DIR [--port N] [--no-browser]`` opens a trace in the Perfetto UI:
+it runs the hushtrace command's ``view`` (``$HUSHTRACE_CLI``, else ``hushtrace`` on ``PATH``)."""
 
 import argparse
 import os
@@ -135,15 +138,39 @@ def _usage_error(msg):
     return 2
 
 
+def _view(args):
+    """``view``: replaced by the hushtrace command's ``hushtrace view ARGS`` (it prints the link,
+    serves the trace and ends as that command does; Ctrl-C reaches it directly)."""
+    import shutil
+
+    cli = os.environ.get("HUSHTRACE_CLI") or shutil.which("hushtrace")
+    if not cli:
+        print("hushtrace: view needs the hushtrace command: install it (cargo install "
+              "hushtrace-cli) or name it in HUSHTRACE_CLI", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(cli, [cli, "view", *args])
+    except OSError as e:
+        print(f"hushtrace: cannot run {cli}: {e}", file=sys.stderr)
+        return 2
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: python -m hushtrace run [options] (script.py | -m module) [args...]\n\n"
+        print(f"usage: python -m hushtrace run [options] (script.py | -m module) [args...]\n"
+              f"       python -m hushtrace view DIR [--port N] [--no-browser]\n\n"
               f"commands:\n  run    run a Python program, tracing every call "
-              f"(python -m hushtrace run --help)", file=sys.stdout if argv else sys.stderr)
+              f"(python -m hushtrace run --help)\n"
+              f"  view   open a trace in the Perfetto UI (hushtrace view --help)",
+              file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    if argv[0] == "view":
+        return _view(argv[1:])
     if argv[0] != "run":
-        return _usage_error(f"unknown command {argv[0]!r} (the command is 'run')")
+        return _usage_error(f"unknown command {argv[0]!r} (the commands are 'run' and 'view')")
     own, module, program = split_run_args(argv[1:])
     parser = _run_parser()
     args = parser.parse_args(own)
