@@ -1,7 +1,14 @@
 //! asyncio tasks as async slices (`py:task`, id: the task's address, `f`: its coroutine's
-//! function), followed from the per-call hooks alone: nothing in asyncio is patched, no
-//! callback is added to a task, nothing is scheduled on the event loop, so the program makes
-//! exactly the calls it makes untraced.
+//! function; on the begin, `name`: the task's name), followed from the per-call hooks alone:
+//! nothing in asyncio is patched, no callback is added to a task, nothing is scheduled on the
+//! event loop, so the program makes exactly the calls it makes untraced.
+//!
+//! * The task's **name** is `Task.get_name()` read when the task begins (the `name=` given to
+//!   `create_task`, else asyncio's `Task-N`), called from the hook that saw `create_task`
+//!   return: the call runs inside the hook, where the interpreter reports no events, so it
+//!   adds no slice and no call the program would see. It is on the task's slice only (not on
+//!   its coroutine's `py:call` slices: the per-call events carry nothing but the function
+//!   id). A name set later (`set_name`) is not seen.
 //!
 //! * A task **begins** when `asyncio.base_events.BaseEventLoop.create_task` returns it: the
 //!   hooks see that function's return value (`PY_RETURN`'s argument on 3.12+, the
@@ -161,7 +168,11 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
         };
         let id = task as usize as u64;
         funcs::ensure_defined(func);
-        if !cs.task_begin.record_typed((id, func.id)) {
+        let name = task_name(task);
+        if !cs
+            .task_begin
+            .record_typed((id, func.id, name.as_deref().unwrap_or("")))
+        {
             ffi::Py_DECREF(code);
             return; // not recording: nothing to end
         }
@@ -201,6 +212,29 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
                 generation: GENERATION.load(Ordering::Relaxed),
             },
         );
+    }
+}
+
+/// `task.get_name()` as a string, or `None` (no such method, it raised, or not a str).
+///
+/// # Safety
+/// The GIL is held; `task` is live.
+unsafe fn task_name(task: *mut ffi::PyObject) -> Option<String> {
+    // SAFETY: GIL held (caller); owned references released; a failure's exception cleared.
+    unsafe {
+        let get = attr(task, c"get_name");
+        if get.is_null() {
+            return None;
+        }
+        let name = ffi::PyObject_CallNoArgs(get);
+        ffi::Py_DECREF(get);
+        if name.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        let s = funcs::str_of(name);
+        ffi::Py_DECREF(name);
+        s
     }
 }
 
