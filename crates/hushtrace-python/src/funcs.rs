@@ -51,17 +51,21 @@ pub enum Role {
     CreateTask = 1,
     /// The function of a task's coroutine: its final return or unwind may end a task.
     Coroutine = 2,
+    /// `asyncio.create_task`, `TaskGroup.create_task`: they call `BaseEventLoop.create_task`
+    /// and (before 3.13) name the task it returned afterwards; their return value is the new
+    /// task, named.
+    NamingCreateTask = 3,
 }
 
 /// The role of a function when it is interned.
 pub fn role_of(module: &str, qualname: &str) -> Role {
     // Before 3.11 code objects have no qualified name: `create_task` is unique in the module.
-    if module == "asyncio.base_events"
-        && (qualname == "BaseEventLoop.create_task" || qualname == "create_task")
-    {
-        Role::CreateTask
-    } else {
-        Role::None
+    match (module, qualname) {
+        ("asyncio.base_events", "BaseEventLoop.create_task" | "create_task") => Role::CreateTask,
+        ("asyncio.tasks", "create_task") | ("asyncio.taskgroups", "TaskGroup.create_task") => {
+            Role::NamingCreateTask
+        }
+        _ => Role::None,
     }
 }
 
