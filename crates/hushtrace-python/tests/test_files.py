@@ -209,3 +209,41 @@ def test_cli_options_in_help_and_checked(tmp_path):
                         "--exclude-files", "a,b", str(script)],
                        capture_output=True, text=True, env=clean_env())
     assert r.returncode == 2 and "'a,b' is not a glob" in r.stderr, r.stderr
+
+
+CHILD = """
+import json, subprocess, sys
+r = subprocess.run([sys.executable, "child.py"])
+print(json.dumps({"child": r.returncode}))
+"""
+
+CHILD_SCRIPT = """
+import lib_b
+
+def here():
+    return lib_b.work(1)
+
+for _ in range(4):
+    here()
+"""
+
+
+def test_a_traced_child_process_applies_the_file_filters(tmp_path):
+    write_script(tmp_path, LIB_B, "lib_b.py")
+    write_script(tmp_path, CHILD_SCRIPT, "child.py")
+    trace = tmp_path / "trace"
+    script = write_script(tmp_path, CHILD)
+    r = subprocess.run([sys.executable, "-m", "hushtrace", "run", "-o", str(trace),
+                        "--exclude-files", "*/lib_b.py", "--ignore-frozen", str(script)],
+                       capture_output=True, text=True, env=clean_env(), timeout=600,
+                       cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert last_json(r.stdout) == {"child": 0}
+    events = chrome(trace, tmp_path)
+    check_balanced(events)
+    begins = [e for e in events if e.get("ph") == "B"]
+    pids = {e["pid"] for e in begins}
+    assert len(pids) == 2
+    names = collections.Counter(e["name"] for e in begins)
+    assert names["here"] == 4 and names["work"] == 0, names
+    assert not [e for e in begins if e["cat"].startswith("importlib")], names

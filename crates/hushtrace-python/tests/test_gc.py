@@ -171,3 +171,28 @@ def test_gc_option_in_help():
                        capture_output=True, text=True, env=clean_env())
     assert r.returncode == 0
     assert "--gc" in r.stdout and "(default: off)" in r.stdout
+
+
+CHILD = """
+import gc, json, os, subprocess, sys
+code = "import gc; gc.collect(2); gc.collect(1)"
+r = subprocess.run([sys.executable, "-c", code])
+print(json.dumps({"child": r.returncode, "pid": os.getpid()}))
+"""
+
+
+def test_a_traced_child_process_records_its_collections_too(tmp_path):
+    trace, stdout = run_traced(tmp_path, CHILD, run_args=["--gc"])
+    out = last_json(stdout)
+    assert out["child"] == 0
+    events = chrome(trace, tmp_path)
+    check_balanced(events)
+    assert len({e["pid"] for e in events if e.get("ph") == "B"}) == 2
+    parent = {out["pid"]}
+    by_pid = collections.defaultdict(list)
+    for s in gc_slices(events):
+        by_pid[s["begin"]["pid"]].append(s["end"]["args"]["generation"])
+    children = {pid: gens for pid, gens in by_pid.items() if pid not in parent}
+    assert len(children) == 1, by_pid
+    gens = next(iter(children.values()))
+    assert gens[-2:] == [2, 1], gens
