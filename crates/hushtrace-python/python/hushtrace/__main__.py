@@ -16,7 +16,9 @@ import sys
 
 USAGE = """python -m hushtrace run [-o DIR] [--force | --append] [--mode discard|overwrite]
                            [--c-calls] [--include GLOB]... [--exclude GLOB]...
-                           [--max-stack-depth N] [--no-children]
+                           [--include-files GLOB]... [--exclude-files GLOB]...
+                           [--ignore-frozen]
+                           [--max-stack-depth N] [--gc] [--no-children]
                            (script.py | -m module) [args...]"""
 
 DEFAULT_OUTPUT = "hushtrace-trace"
@@ -51,8 +53,22 @@ def _run_parser():
     r.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="do not trace functions whose module or module.qualname matches "
                    "(repeatable; default: none)")
+    r.add_argument("--include-files", action="append", default=[], metavar="GLOB",
+                   help="trace only Python functions whose file (co_filename, or its absolute "
+                   "path; * matches /) matches (repeatable; default: every file)")
+    r.add_argument("--exclude-files", action="append", default=[], metavar="GLOB",
+                   help="do not trace Python functions whose file matches (repeatable; "
+                   "default: none)")
+    r.add_argument("--ignore-frozen", action="store_true",
+                   help="do not trace functions of frozen modules (file <frozen ...>: the "
+                   "import machinery, and stdlib modules frozen by CPython 3.11+; default: "
+                   "traced)")
     r.add_argument("--max-stack-depth", type=int, default=None, metavar="N",
                    help="record calls only up to this depth (at least 1; default: no limit)")
+    r.add_argument("--gc", action="store_true",
+                   help="record each garbage collection as a py:gc slice on the thread that "
+                   "ran it, with its generation and the numbers collected and uncollectable "
+                   "(default: off)")
     r.add_argument("--no-children", action="store_true",
                    help="do not trace child processes started with exec (spawn, subprocess; "
                    "default: traced)")
@@ -64,7 +80,8 @@ def _run_parser():
 
 
 # The run options that take a value (the next argument, unless given as --opt=value).
-_VALUE_OPTIONS = {"-o", "--output", "--mode", "--include", "--exclude", "--max-stack-depth"}
+_VALUE_OPTIONS = {"-o", "--output", "--mode", "--include", "--exclude", "--include-files",
+                  "--exclude-files", "--max-stack-depth"}
 
 
 def split_run_args(argv):
@@ -187,6 +204,10 @@ def main(argv=None):
     for g in args.include + args.exclude:
         if g == "" or "," in g:
             parser.error(f"--include/--exclude: {g!r} is not a glob (empty, or holds a comma)")
+    for g in args.include_files + args.exclude_files:
+        if g == "" or "," in g:
+            parser.error(f"--include-files/--exclude-files: {g!r} is not a glob (empty, or "
+                         f"holds a comma)")
     if args.output == "":
         parser.error("-o: the output directory is empty")
     out = os.path.abspath(args.output)
@@ -216,14 +237,18 @@ def main(argv=None):
         "HUSHTRACE_PY_C_CALLS": "1" if args.c_calls else "0",
         "HUSHTRACE_PY_INCLUDE": ",".join(args.include),
         "HUSHTRACE_PY_EXCLUDE": ",".join(args.exclude),
+        "HUSHTRACE_PY_INCLUDE_FILES": ",".join(args.include_files),
+        "HUSHTRACE_PY_EXCLUDE_FILES": ",".join(args.exclude_files),
+        "HUSHTRACE_PY_IGNORE_FROZEN": "1" if args.ignore_frozen else "0",
         "HUSHTRACE_PY_MAX_DEPTH": str(args.max_stack_depth or ""),
+        "HUSHTRACE_PY_GC": "1" if args.gc else "0",
         _names.PROCESS_VAR: process,
     }
     if args.mode:
         env["HUSHTRACE_MODE"] = args.mode
     os.environ.update(env)
 
-    from . import _functions, _process
+    from . import _functions, _gc, _process
     from . import _hushtrace as _h
 
     _names.install(process)
@@ -236,6 +261,8 @@ def main(argv=None):
     if args.no_children:
         os.environ["HUSHTRACE_PY"] = "0"
     _process.install(sigterm=True)
+    if args.gc:
+        _gc.install()
 
     if module is not None:
         sys.argv = [module] + program
@@ -252,6 +279,9 @@ def main(argv=None):
         include=args.include,
         exclude=args.exclude,
         max_depth=args.max_stack_depth,
+        include_files=args.include_files,
+        exclude_files=args.exclude_files,
+        ignore_frozen=args.ignore_frozen,
     )
     code = 0
     try:
@@ -263,6 +293,7 @@ def main(argv=None):
         code = e.code
     finally:
         _functions.stop()
+        _gc.uninstall()
         _h._await_main(False)
         stats = _h.stop()
         if stats is not None:
