@@ -8,10 +8,12 @@
 mod common;
 
 use common::trace_dir;
-use hushtrace::{Mode, Session};
+use hushtrace::{verify, Mode, Session};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::layer::SubscriberExt;
 
@@ -285,5 +287,71 @@ fn rules_match_module_path_targets_with_globs() {
         check_capture(&root, l, i as u64 + 1, "my_app::net:handle", 1_000_000);
     }
     assert_eq!(late_counters(&root), (2, 2, 0));
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A `tracing` span with a deadline, created and closed by `f`'s thread: `rt:cycle` with one
+/// field, ending once `go` is set (spinning).
+fn spin_cycle(go: &AtomicBool) {
+    let _g = tracing::info_span!(target: "rt", "cycle", i = 7u64).entered();
+    while !go.load(Ordering::Acquire) {
+        std::hint::spin_loop();
+    }
+}
+
+/// A thread in no-syscall mode under a seccomp filter creates and closes a late `tracing`
+/// span: the bridge's deadline path (the start kept and taken, the check, the late note) makes
+/// no system call, and the consumer captures the span.
+#[test]
+fn a_no_syscall_thread_closes_a_late_tracing_span_without_a_system_call() {
+    let root = trace_dir("late-seccomp");
+    let s = session(&root, Mode::Overwrite, "rt:cycle>1ms");
+    let ready = Arc::new(AtomicBool::new(false));
+    let go = Arc::new(AtomicBool::new(false));
+    let done = Arc::new(AtomicBool::new(false));
+    let trapped = Arc::new(AtomicU64::new(u64::MAX));
+    let (r2, g2, d2, tr2) = (ready.clone(), go.clone(), done.clone(), trapped.clone());
+    let th = std::thread::spawn(move || {
+        let default = tracing::subscriber::set_default(
+            tracing_subscriber::registry().with(hushtrace_tracing::layer()),
+        );
+        // The callsite registered, its typed variant published and tracing's per-thread state
+        // made before the mode (a no-syscall thread never registers).
+        spin_cycle(&AtomicBool::new(true));
+        hushtrace::set_thread_no_syscall();
+        let before = verify::trapped_syscalls();
+        verify::trap_syscalls_on_this_thread().expect("seccomp");
+        r2.store(true, Ordering::Release);
+        spin_cycle(&g2);
+        tr2.store(verify::trapped_syscalls() - before, Ordering::SeqCst);
+        while !d2.load(Ordering::Acquire) {
+            std::hint::spin_loop();
+        }
+        hushtrace::clear_thread_no_syscall();
+        drop(default);
+        // SAFETY: nothing on this thread's stack relies on its destructor running (the
+        // subscriber's guard is dropped above).
+        unsafe { verify::exit_thread() };
+    });
+    wait_until("the thread in no-syscall mode", || {
+        ready.load(Ordering::Acquire)
+    });
+    std::thread::sleep(Duration::from_millis(30));
+    go.store(true, Ordering::Release);
+    wait_until("a late-span capture", || !index_lines(&root).is_empty());
+    done.store(true, Ordering::Release);
+    verify::join_raw(th);
+    assert_eq!(
+        trapped.load(Ordering::SeqCst),
+        0,
+        "system calls on the no-syscall thread: first {:?}",
+        verify::first_trapped_syscall()
+    );
+    s.stop().expect("stop");
+    // The warm-up span is punctual unless the machine stalled it past 1 ms: the late one is
+    // the last line.
+    let lines = index_lines(&root);
+    let last = lines.last().unwrap();
+    check_capture(&root, last, lines.len() as u64, "rt:cycle", 1_000_000);
     let _ = std::fs::remove_dir_all(&root);
 }
