@@ -78,7 +78,10 @@
 //! begin's timestamp from creation to close in a fixed lock-free table (4096 slots keyed by
 //! its `tracing` id; no lock, allocation or system call): with thousands of such spans open
 //! at once, one that finds no slot is recorded but not checked. A span whose end has no
-//! deadline pays one load and a branch at its creation and at its close.
+//! deadline pays one load and a branch at its creation and at its close; one with a deadline
+//! about 25 ns more than without on the development machine (the bridge bench's
+//! `bridge_span_deadline`: a span of about 105 ns becomes about 130 ns; claiming the slot is a
+//! compare-and-swap).
 //!
 //! # Limits
 //!
