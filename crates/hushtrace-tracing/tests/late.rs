@@ -9,6 +9,7 @@ mod common;
 
 use common::trace_dir;
 use hushtrace::{verify, Mode, Session};
+use hushtrace_testsupport::late::{index_lines, num, stats};
 use std::collections::BTreeMap;
 use std::path::Path;
 use std::process::Command;
@@ -17,43 +18,9 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 use tracing_subscriber::layer::SubscriberExt;
 
-/// A flat JSON object (numbers and strings without commas) as key → value text.
-fn parse_flat(line: &str) -> BTreeMap<String, String> {
-    let body = line
-        .trim()
-        .strip_prefix('{')
-        .and_then(|b| b.strip_suffix('}'))
-        .unwrap_or_else(|| panic!("not an object: {line}"));
-    body.split(',')
-        .map(|kv| {
-            let (k, v) = kv
-                .split_once(':')
-                .unwrap_or_else(|| panic!("{kv} in {line}"));
-            (
-                k.trim_matches('"').to_string(),
-                v.trim_matches('"').to_string(),
-            )
-        })
-        .collect()
-}
-
-fn index_lines(root: &Path) -> Vec<BTreeMap<String, String>> {
-    std::fs::read_to_string(root.join("late/index.json"))
-        .unwrap_or_default()
-        .lines()
-        .map(parse_flat)
-        .collect()
-}
-
-fn num(m: &BTreeMap<String, String>, k: &str) -> u64 {
-    m[k].parse()
-        .unwrap_or_else(|_| panic!("{k} is not a number in {m:?}"))
-}
-
 /// The statistics file's late-span counters (`<root>/<pid>.stats.json`).
 fn late_counters(root: &Path) -> (u64, u64, u64) {
-    let name = format!("{}.stats.json", std::process::id());
-    let s = parse_flat(&std::fs::read_to_string(root.join(name)).expect("stats file"));
+    let s = stats(root);
     (
         num(&s, "late_spans"),
         num(&s, "late_captured"),
