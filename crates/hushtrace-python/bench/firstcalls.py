@@ -15,7 +15,8 @@ calling thread's, the system time and the minor page faults of each step.
 `--callgrind` runs each tool's child under `valgrind --tool=callgrind` three times (start
 only; start + one fib(24); start + two fib(24)) and reports instruction counts of the whole
 process, all threads (load-independent): first = (one - start only), steady = (two - one).
-With `--keep DIR` the callgrind outputs stay in DIR for `callgrind_annotate`.
+With `--keep DIR` the callgrind outputs stay in DIR for `callgrind_annotate`. `--tools
+untraced,hushtrace` runs only those tools (untraced is always run; the ratios need the others).
 """
 
 import argparse
@@ -78,14 +79,14 @@ def run_child(tool, reps, tmp, prefix=()):
     return [float(x) for x in r.stdout.split()]
 
 
-def cpu_mode(runs):
+def cpu_mode(runs, tools):
     # Per run and tool: (process CPU, calling thread CPU, process system time, minor faults)
     # of the first fib(24), then of the second and the third. "again" is the third: the
     # second still writes into ring pages never touched before (a 4 MB ring holds 262,144
     # calls at 16 bytes each), the third does not.
-    times = {t: [] for t in TOOLS}
+    times = {t: [] for t in tools}
     for _ in range(runs):
-        for tool in TOOLS:
+        for tool in tools:
             with tempfile.TemporaryDirectory() as tmp:
                 times[tool].append(run_child(tool, 3, tmp))
     cols = {t: [statistics.median(col) for col in zip(*v)] for t, v in times.items()}
@@ -102,8 +103,9 @@ def cpu_mode(runs):
         print(f"| {tool} | {add[tool][0] * 1e3:.2f} | {add[tool][0] / CALLS * 1e9:.0f} | "
               f"{add[tool][1] * 1e3:.2f} | {add[tool][1] / CALLS * 1e9:.0f} |")
     for other in ("viztracer", "cProfile"):
-        print(f"hushtrace / {other}: first {add['hushtrace'][0] / add[other][0]:.2f}, "
-              f"third {add['hushtrace'][1] / add[other][1]:.2f}")
+        if "hushtrace" in add and other in add:
+            print(f"hushtrace / {other}: first {add['hushtrace'][0] / add[other][0]:.2f}, "
+                  f"third {add['hushtrace'][1] / add[other][1]:.2f}")
     print("Where the time goes (medians; ms, faults): calling thread CPU / system time of the "
           "process / minor page faults, first -> second -> third fib(24) (system time has the kernel's tick granularity)")
     for tool, c in cols.items():
@@ -112,13 +114,13 @@ def cpu_mode(runs):
               f"faults {c[3]:.0f} -> {c[7]:.0f} -> {c[11]:.0f}")
 
 
-def callgrind_mode(keep):
+def callgrind_mode(keep, tools):
     if shutil.which("valgrind") is None:
         sys.exit("--callgrind needs valgrind on PATH")
     outdir = keep or tempfile.mkdtemp(prefix="firstcalls-cg-")
     os.makedirs(outdir, exist_ok=True)
     ir = {}
-    for tool in TOOLS:
+    for tool in tools:
         ir[tool] = []
         for reps in (0, 1, 2):
             out = os.path.join(outdir, f"{tool}.{reps}.out")
@@ -140,8 +142,9 @@ def callgrind_mode(keep):
         add[tool] = ((one - s - b_first) / CALLS, (two - one - b_steady) / CALLS)
         print(f"| {tool} | {(s - base[0]) / 1e6:.1f} | {add[tool][0]:.0f} | {add[tool][1]:.0f} |")
     for other in ("viztracer", "cProfile"):
-        print(f"hushtrace / {other}: first {add['hushtrace'][0] / add[other][0]:.2f}, "
-              f"again {add['hushtrace'][1] / add[other][1]:.2f}")
+        if "hushtrace" in add and other in add:
+            print(f"hushtrace / {other}: first {add['hushtrace'][0] / add[other][0]:.2f}, "
+                  f"again {add['hushtrace'][1] / add[other][1]:.2f}")
     if not keep:
         shutil.rmtree(outdir)
 
@@ -151,18 +154,25 @@ def main():
     ap.add_argument("--runs", type=int, default=5)
     ap.add_argument("--callgrind", action="store_true")
     ap.add_argument("--keep", help="with --callgrind: keep the callgrind outputs in this dir")
+    ap.add_argument("--tools", default=",".join(TOOLS),
+                    help="comma-separated tools to run (untraced is always run)")
     ap.add_argument("--child", choices=TOOLS, help=argparse.SUPPRESS)
     ap.add_argument("--reps", type=int, default=2, help=argparse.SUPPRESS)
     ap.add_argument("--tmp", help=argparse.SUPPRESS)
     args = ap.parse_args()
     if args.child:
         return child(args.child, args.reps, args.tmp)
-    import viztracer  # noqa: F401  (fail early when it is missing)
+    tools = ["untraced"] + [t for t in TOOLS[1:] if t in args.tools.split(",")]
+    bad = set(args.tools.split(",")) - set(TOOLS)
+    if bad:
+        sys.exit(f"unknown tools: {', '.join(sorted(bad))} (known: {', '.join(TOOLS)})")
+    if "viztracer" in tools:
+        import viztracer  # noqa: F401  (fail early when it is missing)
 
     if args.callgrind:
-        callgrind_mode(args.keep)
+        callgrind_mode(args.keep, tools)
     else:
-        cpu_mode(args.runs)
+        cpu_mode(args.runs, tools)
 
 
 if __name__ == "__main__":

@@ -1,8 +1,9 @@
 //! The per-call hooks: `sys.monitoring` callbacks (3.12+) and the C profile hook (below).
 //!
 //! Both come down to [`enter`] and [`exit`]: a `co_extra` load to find the interned function,
-//! a thread-local depth counter, and one `py:call` begin or end through the runtime's
-//! record path (no lock, no allocation, no system call). A generator or coroutine is exited
+//! a per-thread depth counter, and one `py:call` begin or end through the runtime's record
+//! path for fixed events (no lock, no allocation, no system call), the counter and the
+//! thread's ring found with one thread-local lookup. A generator or coroutine is exited
 //! at each `yield`/`await` and entered again when resumed, so a suspended one is not one long
 //! slice. An exception unwinding through a frame exits it (`PY_UNWIND`, or the profile hook's
 //! return). Ends whose begin this thread never recorded (frames that were running when tracing
@@ -10,8 +11,8 @@
 //! begins and ends balance.
 
 use crate::funcs::{self, Func};
+use hushtrace::__private as fast;
 use pyo3::ffi;
-use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 pub use crate::funcs::GENERATION;
@@ -20,46 +21,80 @@ pub static MAX_DEPTH: AtomicU32 = AtomicU32::new(u32::MAX);
 /// Record C function calls (`--c-calls`).
 pub static C_CALLS: AtomicBool = AtomicBool::new(false);
 
-std::thread_local! {
-    /// (generation, depth of recorded-or-skipped-by-depth frames). Const-initialized.
-    static DEPTH: Cell<(u32, u32)> = const { Cell::new((0, 0)) };
+/// The per-thread depth counter is kept in the runtime's thread context as the binding's word
+/// (`hushtrace::__private::FastThread`), so a callback finds it and the thread's ring with one
+/// thread-local lookup: the generation in the high half, the depth of recorded-or-skipped-by-
+/// depth frames in the low half. `word - base(generation)` is the depth when the word is of
+/// this generation, and at least 2^32 when it is of another one.
+#[inline(always)]
+fn base(generation: u32) -> u64 {
+    u64::from(generation) << 32
 }
 
 /// A function starts or resumes on this thread.
-#[inline]
+#[inline(always)]
 pub fn enter(f: &Func) {
     let generation = GENERATION.load(Ordering::Relaxed);
-    let _ = DEPTH.try_with(|d| {
-        let (g, n) = d.get();
-        let n = if g == generation { n } else { 0 };
-        if n == 0
-            && crate::launch::STATE.load(Ordering::Relaxed) != 0
-            && !crate::launch::admit(f, generation)
-        {
-            return; // not the program's frame (before its main module): not counted
-        }
-        d.set((generation, n + 1));
-        if n < MAX_DEPTH.load(Ordering::Relaxed) {
-            funcs::ensure_defined(f);
-            funcs::cs().begin.record_typed((f.id,));
-        }
-    });
+    if fast::with_thread(
+        #[inline(always)]
+        |t| enter_on(t, f, generation),
+    )
+    .is_none()
+    {
+        enter_registering(f, generation);
+    }
+}
+
+/// [`enter`] on a thread the runtime does not know yet (its first event): registers it.
+#[cold]
+#[inline(never)]
+fn enter_registering(f: &Func, generation: u32) {
+    if fast::register_thread() {
+        let _ = fast::with_thread(|t| enter_on(t, f, generation));
+    }
+}
+
+#[inline(always)]
+fn enter_on(t: &fast::FastThread<'_>, f: &Func, generation: u32) {
+    let base = base(generation);
+    let rel = t.word().wrapping_sub(base);
+    let n = if rel >> 32 == 0 { rel as u32 } else { 0 };
+    if n == 0
+        && crate::launch::STATE.load(Ordering::Relaxed) != 0
+        && !crate::launch::admit(f, generation)
+    {
+        return; // not the program's frame (before its main module): not counted
+    }
+    t.set_word(base + u64::from(n) + 1);
+    if n < MAX_DEPTH.load(Ordering::Relaxed) {
+        funcs::ensure_defined(f);
+        t.record_u32(&funcs::cs().begin, f.id);
+    }
 }
 
 /// A function returns, yields or unwinds on this thread.
-#[inline]
+#[inline(always)]
 pub fn exit(f: &Func) {
     let generation = GENERATION.load(Ordering::Relaxed);
-    let _ = DEPTH.try_with(|d| {
-        let (g, n) = d.get();
-        if g != generation || n == 0 {
-            return; // its begin was not recorded in this trace
-        }
-        d.set((g, n - 1));
-        if n - 1 < MAX_DEPTH.load(Ordering::Relaxed) {
-            funcs::cs().end.record_typed((f.id,));
-        }
-    });
+    // A thread the runtime does not know recorded no begin: nothing to end.
+    let _ = fast::with_thread(
+        #[inline(always)]
+        |t| exit_on(t, f, generation),
+    );
+}
+
+#[inline(always)]
+fn exit_on(t: &fast::FastThread<'_>, f: &Func, generation: u32) {
+    let w = t.word();
+    // The depth less one, if the word is of this generation and the depth not 0.
+    let below = w.wrapping_sub(base(generation)).wrapping_sub(1);
+    if below >> 32 != 0 {
+        return; // its begin was not recorded in this trace
+    }
+    t.set_word(w - 1);
+    if (below as u32) < MAX_DEPTH.load(Ordering::Relaxed) {
+        t.record_u32(&funcs::cs().end, f.id);
+    }
 }
 
 /// Ends, on this thread, the recorded frames still open on its Python stack (innermost

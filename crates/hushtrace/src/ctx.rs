@@ -5,7 +5,7 @@
 
 use crate::platform;
 use crate::ring::{AtomicIdent, Buffer, Ident};
-use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU8, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicPtr, AtomicU32, AtomicU64, AtomicU8, Ordering};
 
 /// Something a no-syscall thread would have needed a system call for.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -49,6 +49,7 @@ impl Violation {
 ///   lock so a concurrent session start sees it; `clear_thread_no_syscall` without); read by
 ///   session starts under the lock.
 /// * `dead`: under the registry lock (thread exit, fork child handler).
+/// * `binding_word`: the owner only (`fixed::FastThread::set_word`).
 #[derive(Debug)]
 pub(crate) struct ThreadCtx {
     /// Tracepoint nesting depth (signal handlers nest).
@@ -66,6 +67,8 @@ pub(crate) struct ThreadCtx {
     pending: AtomicU8,
     /// Thread exited, or did not survive a fork.
     pub dead: AtomicBool,
+    /// A language binding's own word for this thread (`fixed.rs`); owner only.
+    pub binding_word: AtomicU64,
 }
 
 impl ThreadCtx {
@@ -79,6 +82,7 @@ impl ThreadCtx {
             logged: AtomicU8::new(0),
             pending: AtomicU8::new(0),
             dead: AtomicBool::new(false),
+            binding_word: AtomicU64::new(0),
         }
     }
 

@@ -53,6 +53,7 @@ pub mod control;
 mod ctx;
 mod deadline;
 pub mod env;
+mod fixed;
 mod fork;
 #[cfg(hushtrace_loom)]
 #[doc(hidden)]
@@ -246,6 +247,7 @@ pub mod __private {
     pub use crate::deadline::{
         begin_span, begin_timed, declare_span_deadline, end_span, span_has_deadline,
     };
+    pub use crate::fixed::{register_thread, with_thread, FastThread};
     pub use crate::late::declare_deadline;
     pub use crate::write::{emit, emit_values_timed, Payload};
     pub use core::sync::atomic::AtomicBool;

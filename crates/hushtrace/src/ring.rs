@@ -251,6 +251,13 @@ impl<'b> ProducerKey<'b> {
         self.ring.reserve_event(id, body, depth, now, on_commit)
     }
 
+    /// Reserves an event with a compact header in the open packet, or nothing (`None`: take
+    /// [`ProducerKey::reserve_event`]); see `Buffer::reserve_compact`.
+    #[inline(always)]
+    pub fn reserve_compact(&self, id: u16, body: usize, now: impl Fn() -> u64) -> Option<*mut u8> {
+        self.ring.reserve_compact(id, body, now)
+    }
+
     /// Counts one event dropped before reaching the ring (signal-safe).
     #[inline(always)]
     pub fn count_dropped(&self) {

@@ -92,6 +92,42 @@ impl Buffer {
         }
     }
 
+    /// [`Self::reserve_in_open_packet`] for a compact header only, with no call out of line:
+    /// `None`, with nothing reserved, when the event does not fit in the open packet or needs
+    /// an extended header (the caller then takes [`Self::reserve_event`]'s path). For a
+    /// specialised caller (`fixed.rs`) whose fast path stays free of calls.
+    #[inline(always)]
+    pub(super) fn reserve_compact(
+        &self,
+        id: u16,
+        body: usize,
+        now: impl Fn() -> u64,
+    ) -> Option<*mut u8> {
+        let p = &*self.producer;
+        let len = (COMPACT_HEADER_LEN + body) as u64;
+        loop {
+            let o = p.off.get();
+            if o + len > p.end.get() {
+                return None;
+            }
+            let ts = now();
+            if !compact_fits(id, ts, p.last_ts.get()) {
+                return None;
+            }
+            // SAFETY: producer side, single writer (`Producer` docs).
+            if unsafe { p.off.cas(o, o + len) } {
+                // SAFETY: `o + len <= end <= subbuf_size`: the `len` bytes at `o` are inside
+                // the open slot, and ours (the compare-and-swap reserved them); the header is
+                // the first COMPACT_HEADER_LEN of them.
+                unsafe {
+                    let dst = self.reserved(o, len, ts);
+                    put_u32(dst, 0, compact_word(id, ts));
+                    return Some(dst.add(COMPACT_HEADER_LEN));
+                }
+            }
+        }
+    }
+
     /// The extended-header branch of [`Self::reserve_in_open_packet`], for an event at `ts`
     /// whose reservation read `off == o` and `end`: rare (an event id from 255, or the first
     /// event after a pause of 2^24 cycles), so out of line.
