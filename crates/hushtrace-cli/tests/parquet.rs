@@ -388,3 +388,52 @@ fn walk(dir: &Path) -> Vec<PathBuf> {
     }
     out
 }
+
+#[test]
+fn the_queries_of_docs_sql_md_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = dir.path().join("synth");
+    write_workload(&trace, 50);
+    let py = dir.path().join("py");
+    write_python(&py);
+    let out = dir.path().join("fleet");
+    for host in ["a", "b"] {
+        convert_with(&trace, "parquet", &out, &["--host", host]);
+    }
+    convert_with(&py, "parquet", &out, &["--host", "a"]);
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/sql.md");
+    let r = python("parquet_docs.py", &[&out, &doc]);
+    let r = r.as_array().unwrap();
+    assert!(r.len() >= 9, "{r:?}");
+    for q in r {
+        assert!(!q["rows"].as_array().unwrap().is_empty(), "no rows: {q}");
+    }
+    let rows = |start: &str| {
+        r.iter()
+            .find(|q| q["query"].as_str().unwrap().starts_with(start))
+            .unwrap_or_else(|| panic!("no query starting {start}"))["rows"]
+            .clone()
+    };
+    // Python: Worker.work's self time (200 + 400 ns) is the largest.
+    let hot = rows("SELECT py_module");
+    assert_eq!(
+        hot[0],
+        serde_json::json!(["app", "Worker.work", "/src/app.py", 20, 2, 600, 700])
+    );
+    // Per host: both hosts for the four span names of the workload, host a for the three
+    // Python functions.
+    let per_host = rows("SELECT category || ':' || name AS span, host");
+    assert_eq!(per_host.as_array().unwrap().len(), 2 * 4 + 3, "{per_host}");
+    // Losses: thread 102's, once per host.
+    let losses = rows("SELECT host, session, stream,");
+    let total: u64 = losses
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[4].as_u64().unwrap() + r[5].as_u64().unwrap())
+        .sum();
+    assert_eq!(total, 2 * (5 + 2), "{losses}");
+    // The slowest jobs: ten of them, longest first.
+    let slow = rows("SELECT host, session, pid, tid, thread_name");
+    assert_eq!(slow.as_array().unwrap().len(), 10);
+}
