@@ -29,11 +29,12 @@
 //! Memory: rows go out in row groups of [`table::ROW_GROUP_ROWS`] rows; what is kept is the
 //! open spans and one entry per thread, as for the other converters.
 
-use hushtrace_ctf::reader::{Error as ReadError, Session, Warning};
+use hushtrace_ctf::reader::{Error as ReadError, Session};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 mod events;
+mod kernel;
 pub mod schema;
 pub mod table;
 
@@ -57,8 +58,8 @@ pub struct Summary {
     pub dir: PathBuf,
     /// Rows per table, in file order.
     pub rows: Vec<(&'static str, u64)>,
-    /// Warnings from the reader.
-    pub warnings: Vec<Warning>,
+    /// Warnings from the readers (and why a kernel trace that is there was not exported).
+    pub warnings: Vec<String>,
 }
 
 /// An export failure.
@@ -208,7 +209,7 @@ fn write_all(
     dir: &Path,
     tables: &mut Vec<(&'static str, Table)>,
     progress: &mut dyn FnMut(u64, u64),
-) -> Result<Vec<Warning>, ExportError> {
+) -> Result<Vec<String>, ExportError> {
     for (name, cols) in [
         ("slices", schema::SLICES),
         ("instants", schema::INSTANTS),
@@ -233,6 +234,27 @@ fn write_all(
     let (threads, warnings) = events::read(session, &mut t, progress)?;
     write_threads(session, &threads, th)?;
     write_processes(session, &threads, pr)?;
+    let mut warnings: Vec<String> = warnings.iter().map(|w| w.to_string()).collect();
+    match kernel::open(session) {
+        Ok(Some(k)) => {
+            tables.push(("sched", Table::create(dir, "sched", schema::SCHED)?));
+            if let Some((_, t)) = tables.last_mut() {
+                warnings.extend(kernel::write_sched(&k, t)?);
+            }
+            let ts = Table::create(dir, "thread_state", schema::THREAD_STATE)?;
+            tables.push(("thread_state", ts));
+            if let Some((_, t)) = tables.last_mut() {
+                kernel::write_thread_state(session, &k, &threads, t)?;
+            }
+        }
+        Ok(None) => {
+            // A trace exported again without its kernel part keeps no stale kernel tables.
+            for name in ["sched", "thread_state"] {
+                let _ = std::fs::remove_file(dir.join(format!("{name}.parquet")));
+            }
+        }
+        Err(why) => warnings.push(why),
+    }
     Ok(warnings)
 }
 

@@ -437,3 +437,75 @@ fn the_queries_of_docs_sql_md_run() {
     let slow = rows("SELECT host, session, pid, tid, thread_name");
     assert_eq!(slow.as_array().unwrap().len(), 10);
 }
+
+/// With a kernel trace (`record --kernel`: root and tracefs; fails, never skips, without them):
+/// `sched` holds the switches, and the `thread_state` intervals of the slowest preempted
+/// cycles, clipped to each cycle, are `report --slowest`'s.
+#[test]
+fn kernel_thread_state_equals_report_slowest() {
+    if let Err(e) = hushtrace_kernel::tracefs::find_or_mount() {
+        panic!("this test needs tracefs (run it as root): {e}");
+    }
+    let _l = hushtrace_testsupport::cross_process_lock("hushtrace-kernel-tests");
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("k");
+    let o = hushtrace(&[
+        "record",
+        "--kernel",
+        "sched",
+        "-o",
+        dir.to_str().unwrap(),
+        "--",
+        common::testbin("kernel_workload").to_str().unwrap(),
+        "preempt",
+        "100",
+    ]);
+    assert!(o.status.success(), "{}", stderr(&o));
+    let out = tmp.path().join("pq");
+    let s = check(&dir, &out, "k", tmp.path());
+    assert!(s["slices"].as_u64().unwrap() >= 100, "{s}");
+
+    let session = hushtrace_ctf::reader::Session::open(&dir).unwrap();
+    let k = hushtrace_cli::kernel_report::compute(&session, Some("rt:cycle"), 5).unwrap();
+    let mut preempted = 0;
+    for sp in &k.slowest {
+        let x = sp.why.as_ref().expect("explained");
+        preempted += u64::from(x.runnable_ns > 0);
+        let (a, b) = (sp.start_ns, sp.start_ns + sp.duration_ns);
+        let sql = format!(
+            "select state, greatest(start_ns, {a}), least(coalesce(end_ns, {max}), {b}), cpu \
+             from read_parquet('OUT/*/*/thread_state.parquet') \
+             where tid = {tid} and state <> 'running' and start_ns < {b} \
+             and coalesce(end_ns, {max}) > {a} order by start_ns, state desc",
+            max = i64::MAX,
+            tid = sp.tid
+        );
+        let got = python("parquet_query.py", &[&out, Path::new(&sql)]);
+        let want: Vec<J> = x
+            .intervals
+            .iter()
+            .map(|i| {
+                let state = if i.runnable { "runnable" } else { "blocked" };
+                serde_json::json!([state, i.start, i.end, i.cpu])
+            })
+            .collect();
+        assert_eq!(got, J::Array(want), "{}", k.slowest_text());
+    }
+    assert!(
+        preempted > 0,
+        "no slow cycle was preempted:\n{}",
+        k.slowest_text()
+    );
+    let sched = python(
+        "parquet_query.py",
+        &[
+            &out,
+            Path::new(
+                "select count(*) filter (where event = 'switch'), \
+                 count(*) filter (where event like 'wak%') \
+                 from read_parquet('OUT/*/*/sched.parquet')",
+            ),
+        ],
+    );
+    assert!(sched[0][0].as_u64().unwrap() >= 200, "{sched}");
+}

@@ -90,3 +90,34 @@ pub const LOSSES: &[Col] = &[
     req("discarded_events", Ty::I64),
     req("lost_packets", Ty::I64),
 ];
+
+/// `sched`: one row per scheduling event of the kernel trace (every CPU, every task).
+pub const SCHED: &[Col] = &[
+    req("ts_ns", Ty::I64),
+    req("cpu", Ty::I32),
+    req("event", Ty::Str),
+    req("tid", Ty::I64),
+    req("comm", Ty::Str),
+    opt("prio", Ty::I32),
+    opt("prev_state", Ty::I64),
+    opt("next_tid", Ty::I64),
+    opt("next_comm", Ty::Str),
+    opt("next_prio", Ty::I32),
+    opt("target_cpu", Ty::I32),
+    opt("orig_cpu", Ty::I32),
+];
+
+/// `thread_state`: the traced threads' running, runnable and blocked intervals.
+pub const THREAD_STATE: &[Col] = &[
+    req("pid", Ty::I64),
+    req("tid", Ty::I64),
+    req("state", Ty::Str),
+    req("start_ns", Ty::I64),
+    opt("end_ns", Ty::I64),
+    opt("dur_ns", Ty::I64),
+    req("cpu", Ty::I32),
+    opt("by_tid", Ty::I64),
+    opt("by_name", Ty::Str),
+    opt("by", Ty::Json),
+    opt("syscall", Ty::Str),
+];
