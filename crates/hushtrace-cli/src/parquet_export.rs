@@ -11,6 +11,8 @@
 //!                                   threads.parquet
 //!                                   processes.parquet
 //!                                   losses.parquet
+//!                                   sched.parquet          (with a kernel trace)
+//!                                   thread_state.parquet   (with a kernel trace)
 //! ```
 //!
 //! `HOST` is `--host`, else the host name the trace recorded (its CTF metadata's
@@ -27,7 +29,10 @@
 //! schema for every trace. The columns of every table are in [`schema`] and docs/sql.md.
 //!
 //! Memory: rows go out in row groups of [`table::ROW_GROUP_ROWS`] rows; what is kept is the
-//! open spans and one entry per thread, as for the other converters.
+//! open spans and one entry per thread, as for the other converters. `sched` streams too;
+//! `thread_state` comes from the kernel analysis of the traced threads
+//! ([`hushtrace_kernel::analysis::Timeline::build`] with the traced processes as roots), which
+//! holds their scheduling history: it grows with the traced program's scheduling activity.
 
 use hushtrace_ctf::reader::{Error as ReadError, Session};
 use std::collections::BTreeMap;

@@ -508,4 +508,29 @@ fn kernel_thread_state_equals_report_slowest() {
         ],
     );
     assert!(sched[0][0].as_u64().unwrap() >= 200, "{sched}");
+
+    // docs/sql.md's kernel queries: the slowest cycles' runnable and blocked time is the
+    // report's, and the hog ran instead.
+    let doc = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../docs/sql.md");
+    let r = python("parquet_docs.py", &[&out, &doc, Path::new("kernel")]);
+    let r = r.as_array().unwrap();
+    assert_eq!(r.len(), 2, "{r:?}");
+    let slow = r[0]["rows"].as_array().unwrap();
+    for sp in &k.slowest {
+        let x = sp.why.as_ref().unwrap();
+        let row = slow
+            .iter()
+            .find(|row| row[2] == sp.start_ns && row[1] == sp.tid)
+            .unwrap_or_else(|| panic!("{} not in {slow:?}", sp.start_ns));
+        assert_eq!(
+            (&row[3], &row[4], &row[5]),
+            (
+                &J::from(sp.duration_ns),
+                &J::from(x.runnable_ns),
+                &J::from(x.blocked_ns)
+            ),
+            "{row:?}"
+        );
+    }
+    assert!(!r[1]["rows"].as_array().unwrap().is_empty(), "{r:?}");
 }
