@@ -377,3 +377,78 @@ impl Row<'_> {
         self.t.end_row(cols)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use parquet::file::reader::{FileReader, SerializedFileReader};
+    use parquet::record::Field;
+
+    const COLS: &[Col] = &[
+        req("n", Ty::I64),
+        opt("half", Ty::I32),
+        opt("x", Ty::F64),
+        req("even", Ty::Bool),
+        opt("s", Ty::Str),
+    ];
+
+    #[test]
+    fn rows_go_out_in_row_groups_and_read_back() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Table::create(dir.path(), "t", COLS).unwrap();
+        let n = ROW_GROUP_ROWS * 2 + 5;
+        for i in 0..n as i64 {
+            let odd = i % 2 == 1;
+            t.row()
+                .i64(i)
+                .opt_i32((!odd).then_some((i / 2) as i32))
+                .opt_f64(odd.then_some(i as f64 * 0.5))
+                .bool(!odd)
+                .opt_str((i % 3 == 0).then_some("é\"x"))
+                .end()
+                .unwrap();
+        }
+        assert!(dir.path().join("t.parquet.partial").exists());
+        let path = t.path().to_owned();
+        assert_eq!(t.finish().unwrap(), n as u64);
+        assert!(!dir.path().join("t.parquet.partial").exists());
+        let r = SerializedFileReader::new(File::open(&path).unwrap()).unwrap();
+        assert_eq!(r.metadata().num_row_groups(), 3);
+        assert_eq!(r.metadata().file_metadata().num_rows(), n as i64);
+        for (i, row) in r.get_row_iter(None).unwrap().enumerate().step_by(997) {
+            let row = row.unwrap();
+            let f: Vec<&Field> = row.get_column_iter().map(|(_, f)| f).collect();
+            let i = i as i64;
+            assert_eq!(f[0], &Field::Long(i));
+            if i % 2 == 1 {
+                assert_eq!(f[1], &Field::Null);
+                assert_eq!(f[2], &Field::Double(i as f64 * 0.5));
+            } else {
+                assert_eq!(f[1], &Field::Int((i / 2) as i32));
+                assert_eq!(f[2], &Field::Null);
+            }
+            assert_eq!(f[3], &Field::Bool(i % 2 == 0));
+            match (i % 3 == 0, f[4]) {
+                (true, Field::Str(s)) => assert_eq!(s, "é\"x"),
+                (false, Field::Null) => {}
+                (_, other) => panic!("row {i}: {other:?}"),
+            }
+        }
+    }
+
+    #[test]
+    fn a_discarded_table_leaves_nothing() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut t = Table::create(dir.path(), "t", COLS).unwrap();
+        t.row()
+            .i64(1)
+            .opt_i32(None)
+            .opt_f64(None)
+            .bool(true)
+            .opt_str(None)
+            .end()
+            .unwrap();
+        t.discard();
+        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+    }
+}
