@@ -13,6 +13,7 @@ use crate::split_name;
 use hushtrace_ctf::reader::{MergedEvent, Session, Value};
 use hushtrace_ctf::Kind;
 use std::collections::{BTreeMap, HashMap};
+use std::rc::Rc;
 
 /// The tables written while reading.
 #[derive(Debug)]
@@ -53,8 +54,8 @@ struct Open {
     start_ns: i128,
     pid: u32,
     tid: u32,
-    thread_name: String,
-    process_name: String,
+    thread_name: Rc<str>,
+    process_name: Rc<str>,
     name: u32,
     kind: &'static str,
     args: Option<String>,
@@ -70,6 +71,8 @@ struct StreamAcc {
     thread: (u32, u32),
     last_ns: Option<i128>,
     open: Vec<Open>,
+    /// The thread's and its process's names as of the current packet (shared by its spans).
+    names: Option<(Rc<str>, Rc<str>)>,
 }
 
 /// What [`read`] keeps: the threads by (pid, tid), and the reader's warnings.
@@ -121,6 +124,12 @@ pub fn read(
         let sa = &mut streams[ev.stream];
         if sa.packet != Some(p.offset) {
             sa.packet = Some(p.offset);
+            let process_name = if ev.desc.vpid == p.vpid {
+                ev.desc.procname.as_str()
+            } else {
+                ""
+            };
+            sa.names = Some((p.procname.as_str().into(), process_name.into()));
             if th.name != p.procname {
                 th.name.clone_from(&p.procname);
             }
@@ -207,6 +216,7 @@ pub fn read(
                     let o = open(
                         &ev,
                         &names,
+                        sa.names.clone(),
                         name,
                         "span",
                         next_id,
@@ -247,6 +257,7 @@ pub fn read(
                     let o = open(
                         &ev,
                         &names,
+                        streams[ev.stream].names.clone(),
                         name,
                         kind,
                         next_id,
@@ -340,6 +351,7 @@ fn to_i64(v: u64) -> i64 {
 fn open(
     ev: &MergedEvent<'_>,
     names: &Names,
+    thread: Option<(Rc<str>, Rc<str>)>,
     name: u32,
     kind: &'static str,
     slice_id: i64,
@@ -348,6 +360,7 @@ fn open(
     text: &mut Vec<u8>,
 ) -> Open {
     let p = ev.event.packet;
+    let thread = thread.unwrap_or_else(|| (p.procname.as_str().into(), "".into()));
     let py = names
         .py()
         .resolve(ev)
@@ -360,12 +373,8 @@ fn open(
         start_ns: ev.time_ns,
         pid: p.vpid,
         tid: p.vtid,
-        thread_name: p.procname.clone(),
-        process_name: if ev.desc.vpid == p.vpid {
-            ev.desc.procname.clone()
-        } else {
-            String::new()
-        },
+        thread_name: thread.0,
+        process_name: thread.1,
         name,
         kind,
         args: args_json(ev, text).map(str::to_owned),

@@ -88,7 +88,12 @@ enum Values {
     I32(Vec<i32>),
     F64(Vec<f64>),
     Bool(Vec<bool>),
-    Bytes(Vec<ByteArray>),
+    /// Strings: their bytes one after the other, and each one's end in `data`; made into
+    /// `ByteArray`s sharing one buffer when the row group is written (no allocation per value).
+    Bytes {
+        data: Vec<u8>,
+        ends: Vec<usize>,
+    },
 }
 
 impl Values {
@@ -98,7 +103,10 @@ impl Values {
             Ty::I32 => Values::I32(Vec::new()),
             Ty::F64 => Values::F64(Vec::new()),
             Ty::Bool => Values::Bool(Vec::new()),
-            Ty::Str | Ty::Json => Values::Bytes(Vec::new()),
+            Ty::Str | Ty::Json => Values::Bytes {
+                data: Vec::new(),
+                ends: Vec::new(),
+            },
         }
     }
 
@@ -108,7 +116,10 @@ impl Values {
             Values::I32(v) => v.clear(),
             Values::F64(v) => v.clear(),
             Values::Bool(v) => v.clear(),
-            Values::Bytes(v) => v.clear(),
+            Values::Bytes { data, ends } => {
+                data.clear();
+                ends.clear();
+            }
         }
     }
 }
@@ -223,7 +234,7 @@ impl Table {
                 Values::I32(_) => Val::I32(0),
                 Values::F64(_) => Val::F64(0.0),
                 Values::Bool(_) => Val::Bool(false),
-                Values::Bytes(_) => Val::Bytes(b""),
+                Values::Bytes { .. } => Val::Bytes(b""),
             },
         };
         match (&mut buf.values, v) {
@@ -231,7 +242,10 @@ impl Table {
             (Values::I32(x), Val::I32(v)) => x.push(v),
             (Values::F64(x), Val::F64(v)) => x.push(v),
             (Values::Bool(x), Val::Bool(v)) => x.push(v),
-            (Values::Bytes(x), Val::Bytes(v)) => x.push(ByteArray::from(v.to_vec())),
+            (Values::Bytes { data, ends }, Val::Bytes(v)) => {
+                data.extend_from_slice(v);
+                ends.push(data.len());
+            }
             _ => debug_assert!(false, "{}.{}: wrong type", self.name, self.cols[col].name),
         }
     }
@@ -261,7 +275,7 @@ impl Table {
                 ExportError::Parquet(format!("{}: no column writer for {}", self.name, col.name))
             })?;
             let defs = buf.defs.as_deref();
-            match (cw.untyped(), &buf.values) {
+            match (cw.untyped(), &mut buf.values) {
                 (ColumnWriter::Int64ColumnWriter(w), Values::I64(v)) => {
                     w.write_batch(v, defs, None)
                 }
@@ -274,8 +288,18 @@ impl Table {
                 (ColumnWriter::BoolColumnWriter(w), Values::Bool(v)) => {
                     w.write_batch(v, defs, None)
                 }
-                (ColumnWriter::ByteArrayColumnWriter(w), Values::Bytes(v)) => {
-                    w.write_batch(v, defs, None)
+                (ColumnWriter::ByteArrayColumnWriter(w), Values::Bytes { data, ends }) => {
+                    let all = bytes::Bytes::from(std::mem::take(data));
+                    let mut start = 0;
+                    let v: Vec<ByteArray> = ends
+                        .iter()
+                        .map(|&end| {
+                            let b = ByteArray::from(all.slice(start..end));
+                            start = end;
+                            b
+                        })
+                        .collect();
+                    w.write_batch(&v, defs, None)
                 }
                 _ => {
                     return Err(ExportError::Parquet(format!(
