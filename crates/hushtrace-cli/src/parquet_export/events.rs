@@ -59,7 +59,8 @@ struct Open {
     name: u32,
     kind: &'static str,
     args: Option<String>,
-    py: Option<PyDef>,
+    /// A traced Python function's call: (process trace, function id).
+    py: Option<(usize, u32)>,
 }
 
 /// Per stream: the last packet seen, the losses accounted so far and the open thread spans.
@@ -228,14 +229,17 @@ pub fn read(
                     sa.open.push(o);
                 } else if let Some(c) = closed {
                     // Spans above the one that ended never ended (their ends were lost).
-                    let mut above = sa.open.split_off(depth.min(sa.open.len()));
-                    let rest = above.split_off(1.min(above.len()));
-                    if let Some(o) = above.pop() {
-                        let dur = ns(c.duration_ns);
-                        write_slice(tables.slices, &names, &o, Some(dur), Some(ns(c.self_ns)))?;
+                    while sa.open.len() > depth + 1 {
+                        if let Some(o) = sa.open.pop() {
+                            write_slice(tables.slices, &names, &o, None, None)?;
+                        }
                     }
-                    for o in rest {
-                        write_slice(tables.slices, &names, &o, None, None)?;
+                    if sa.open.len() == depth + 1 {
+                        if let Some(o) = sa.open.pop() {
+                            let dur = ns(c.duration_ns);
+                            let self_ns = Some(ns(c.self_ns));
+                            write_slice(tables.slices, &names, &o, Some(dur), self_ns)?;
+                        }
                     }
                 }
             }
@@ -361,11 +365,7 @@ fn open(
 ) -> Open {
     let p = ev.event.packet;
     let thread = thread.unwrap_or_else(|| (p.procname.as_str().into(), "".into()));
-    let py = names
-        .py()
-        .resolve(ev)
-        .and_then(|(f, _)| names.py().definition(ev.trace, f))
-        .cloned();
+    let py = names.py().resolve(ev).map(|(f, _)| (ev.trace, f));
     Open {
         slice_id,
         parent_id,
@@ -391,7 +391,7 @@ fn write_slice(
     self_ns: Option<i64>,
 ) -> Result<(), ExportError> {
     let (cat, n) = split_name(names.name(o.name));
-    let py = o.py.as_ref();
+    let py: Option<&PyDef> = o.py.and_then(|(trace, f)| names.py().definition(trace, f));
     t.row()
         .i64(o.pid.into())
         .i64(o.tid.into())

@@ -11,13 +11,13 @@ pub const SLICES: &[Col] = &[
     req("kind", Ty::Str),
     req("category", Ty::Str),
     req("name", Ty::Str),
-    req("start_ns", Ty::I64),
-    opt("dur_ns", Ty::I64),
+    req("start_ns", Ty::I64).distinct(),
+    opt("dur_ns", Ty::I64).distinct(),
     req("depth", Ty::I32),
-    req("slice_id", Ty::I64),
-    opt("parent_id", Ty::I64),
-    opt("self_ns", Ty::I64),
-    opt("args", Ty::Json),
+    req("slice_id", Ty::I64).distinct(),
+    opt("parent_id", Ty::I64).distinct(),
+    opt("self_ns", Ty::I64).distinct(),
+    opt("args", Ty::Json).distinct(),
     opt("py_module", Ty::Str),
     opt("py_qualname", Ty::Str),
     opt("py_file", Ty::Str),
@@ -32,8 +32,8 @@ pub const INSTANTS: &[Col] = &[
     req("process_name", Ty::Str),
     req("category", Ty::Str),
     req("name", Ty::Str),
-    req("ts_ns", Ty::I64),
-    opt("args", Ty::Json),
+    req("ts_ns", Ty::I64).distinct(),
+    opt("args", Ty::Json).distinct(),
 ];
 
 /// `counters`: one row per counter sample.
@@ -44,9 +44,9 @@ pub const COUNTERS: &[Col] = &[
     req("process_name", Ty::Str),
     req("category", Ty::Str),
     req("name", Ty::Str),
-    req("ts_ns", Ty::I64),
-    opt("value", Ty::F64),
-    opt("value_int", Ty::I64),
+    req("ts_ns", Ty::I64).distinct(),
+    opt("value", Ty::F64).distinct(),
+    opt("value_int", Ty::I64).distinct(),
 ];
 
 /// `threads`: one row per thread with events.
@@ -85,15 +85,15 @@ pub const LOSSES: &[Col] = &[
     req("tid", Ty::I64),
     req("thread_name", Ty::Str),
     req("stream", Ty::Str),
-    opt("after_ns", Ty::I64),
-    opt("before_ns", Ty::I64),
+    opt("after_ns", Ty::I64).distinct(),
+    opt("before_ns", Ty::I64).distinct(),
     req("discarded_events", Ty::I64),
     req("lost_packets", Ty::I64),
 ];
 
 /// `sched`: one row per scheduling event of the kernel trace (every CPU, every task).
 pub const SCHED: &[Col] = &[
-    req("ts_ns", Ty::I64),
+    req("ts_ns", Ty::I64).distinct(),
     req("cpu", Ty::I32),
     req("event", Ty::Str),
     req("tid", Ty::I64),
@@ -112,12 +112,12 @@ pub const THREAD_STATE: &[Col] = &[
     req("pid", Ty::I64),
     req("tid", Ty::I64),
     req("state", Ty::Str),
-    req("start_ns", Ty::I64),
-    opt("end_ns", Ty::I64),
-    opt("dur_ns", Ty::I64),
+    req("start_ns", Ty::I64).distinct(),
+    opt("end_ns", Ty::I64).distinct(),
+    opt("dur_ns", Ty::I64).distinct(),
     req("cpu", Ty::I32),
     opt("by_tid", Ty::I64),
     opt("by_name", Ty::Str),
-    opt("by", Ty::Json),
+    opt("by", Ty::Json).distinct(),
     opt("syscall", Ty::Str),
 ];
