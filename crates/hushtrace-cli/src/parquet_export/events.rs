@@ -98,6 +98,7 @@ pub fn read(
     streams.resize_with(merged.streams().len(), StreamAcc::default);
     let mut threads: BTreeMap<(u32, u32), ThreadAcc> = BTreeMap::new();
     let mut next_id = 1i64;
+    let mut split = SplitNames::default();
     let mut events = 0u64;
     let mut text = Vec::with_capacity(256);
 
@@ -167,7 +168,7 @@ pub fn read(
             // A Python function's definition names its calls; it is not an event to show.
             Kind::Instant if crate::pyfuncs::is_definition(&ev) => {}
             Kind::Instant => {
-                let (cat, n) = split_name(names.name(name));
+                let (cat, n) = split.get(&names, name);
                 let args = args_json(&ev, &mut text);
                 tables
                     .instants
@@ -183,7 +184,7 @@ pub fn read(
                     .end()?;
             }
             Kind::Counter => {
-                let (cat, n) = split_name(names.name(name));
+                let (cat, n) = split.get(&names, name);
                 let v = ev.event.field(0);
                 let int = v.and_then(|v| match v {
                     Value::F64(_) | Value::Bool(_) | Value::Str(_) => None,
@@ -211,7 +212,7 @@ pub fn read(
                     // The matching starts the thread's stack anew when its stream changes
                     // thread: what was open there stays unclosed.
                     for o in sa.open.drain(depth.saturating_sub(1)..) {
-                        write_slice(tables.slices, &names, &o, None, None)?;
+                        write_slice(tables.slices, &names, &mut split, &o, None, None)?;
                     }
                     let parent_id = sa.open.last().map(|o| o.slice_id);
                     let o = open(
@@ -231,14 +232,14 @@ pub fn read(
                     // Spans above the one that ended never ended (their ends were lost).
                     while sa.open.len() > depth + 1 {
                         if let Some(o) = sa.open.pop() {
-                            write_slice(tables.slices, &names, &o, None, None)?;
+                            write_slice(tables.slices, &names, &mut split, &o, None, None)?;
                         }
                     }
                     if sa.open.len() == depth + 1 {
                         if let Some(o) = sa.open.pop() {
                             let dur = ns(c.duration_ns);
                             let self_ns = Some(ns(c.self_ns));
-                            write_slice(tables.slices, &names, &o, Some(dur), self_ns)?;
+                            write_slice(tables.slices, &names, &mut split, &o, Some(dur), self_ns)?;
                         }
                     }
                 }
@@ -272,12 +273,19 @@ pub fn read(
                     next_id += 1;
                     if let Some(old) = asyncs.insert((pid, id), o) {
                         // Its id was reused before it ended.
-                        write_slice(tables.slices, &names, &old, None, None)?;
+                        write_slice(tables.slices, &names, &mut split, &old, None, None)?;
                     }
                 } else if let Some((c, _)) = closed {
                     if let Some(o) = asyncs.remove(&(pid, id)) {
                         let dur = ns(c.duration_ns);
-                        write_slice(tables.slices, &names, &o, Some(dur), Some(ns(c.self_ns)))?;
+                        write_slice(
+                            tables.slices,
+                            &names,
+                            &mut split,
+                            &o,
+                            Some(dur),
+                            Some(ns(c.self_ns)),
+                        )?;
                     }
                 }
             }
@@ -286,13 +294,13 @@ pub fn read(
     // What never ended: thread spans still open, async spans begun and not ended.
     for sa in &mut streams {
         for o in sa.open.drain(..) {
-            write_slice(tables.slices, &names, &o, None, None)?;
+            write_slice(tables.slices, &names, &mut split, &o, None, None)?;
         }
     }
     let mut rest: Vec<Open> = asyncs.into_values().collect();
     rest.sort_by_key(|o| o.slice_id);
     for o in rest {
-        write_slice(tables.slices, &names, &o, None, None)?;
+        write_slice(tables.slices, &names, &mut split, &o, None, None)?;
     }
     // Discards and lost packets of packets without events (not seen above), after the stream's
     // last event.
@@ -326,6 +334,33 @@ pub fn read(
     }
     progress(merged.bytes_read(), total);
     Ok((threads, merged.take_warnings()))
+}
+
+/// Where each interned name splits into category and name (`split_name` once per name, not
+/// once per event).
+#[derive(Debug, Default)]
+struct SplitNames {
+    /// By name id: the category's length + 1 (0: not computed yet), or 1 for no category.
+    at: Vec<usize>,
+}
+
+impl SplitNames {
+    fn get<'n>(&mut self, names: &'n Names, id: u32) -> (&'n str, &'n str) {
+        let full = names.name(id);
+        let i = id as usize;
+        if self.at.len() <= i {
+            self.at.resize(i + 1, 0);
+        }
+        if self.at[i] == 0 {
+            let (cat, _) = split_name(full);
+            self.at[i] = cat.len() + 1;
+        }
+        let cat = self.at[i] - 1;
+        match (full.get(..cat), full.get(cat + 1..)) {
+            (Some(c), Some(n)) if cat > 0 => (c, n),
+            _ => ("", full),
+        }
+    }
 }
 
 /// The stream file of stream `i`, relative to the session: `<process dir>/<file>`.
@@ -386,11 +421,12 @@ fn open(
 fn write_slice(
     t: &mut Table,
     names: &Names,
+    split: &mut SplitNames,
     o: &Open,
     dur: Option<i64>,
     self_ns: Option<i64>,
 ) -> Result<(), ExportError> {
-    let (cat, n) = split_name(names.name(o.name));
+    let (cat, n) = split.get(names, o.name);
     let py: Option<&PyDef> = o.py.and_then(|(trace, f)| names.py().definition(trace, f));
     t.row()
         .i64(o.pid.into())

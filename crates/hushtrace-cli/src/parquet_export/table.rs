@@ -319,7 +319,9 @@ impl Table {
                     w.write_batch(v, defs, None)
                 }
                 (ColumnWriter::ByteArrayColumnWriter(w), Values::Bytes { data, ends }) => {
-                    let all = bytes::Bytes::from(std::mem::take(data));
+                    // The next row group's strings get a buffer of this one's size at once.
+                    let next = Vec::with_capacity(data.len());
+                    let all = bytes::Bytes::from(std::mem::replace(data, next));
                     let mut start = 0;
                     let v: Vec<ByteArray> = ends
                         .iter()
