@@ -143,6 +143,18 @@ def main():
     rt = sum(len(p["threads"]) for p in report["processes"])
     if tn != rt:
         fail(f"threads {tn} != the report's {rt}")
+    te = one(f"select coalesce(sum(events), 0) from {table('threads')}")[0]
+    if te != report["events"]:
+        fail(f"threads' events {te} != the report's {report['events']}")
+    per = {
+        (p["pid"], t["tid"]): t["events"] for p in report["processes"] for t in p["threads"]
+    }
+    got_per = {
+        (r[0], r[1]): r[2]
+        for r in con.execute(f"select pid, tid, events from {table('threads')}").fetchall()
+    }
+    if got_per != per:
+        fail(f"events per thread {got_per} != the report's {per}")
     pn = one(f"select count(*) from {table('processes')}")[0]
     if pn != len(report["processes"]):
         fail(f"processes {pn} != the report's {len(report['processes'])}")

@@ -74,6 +74,22 @@ struct StreamAcc {
     open: Vec<Open>,
     /// The thread's and its process's names as of the current packet (shared by its spans).
     names: Option<(Rc<str>, Rc<str>)>,
+    /// Events of the current packet not yet counted into its thread's [`ThreadAcc`].
+    pending: u64,
+}
+
+impl StreamAcc {
+    /// Counts the current packet's events into its thread (`last_ns` is the stream's last).
+    fn flush(&mut self, threads: &mut BTreeMap<(u32, u32), ThreadAcc>) {
+        if self.pending == 0 {
+            return;
+        }
+        if let (Some(th), Some(last)) = (threads.get_mut(&self.thread), self.last_ns) {
+            th.events += self.pending;
+            th.last_ns = th.last_ns.max(last);
+        }
+        self.pending = 0;
+    }
 }
 
 /// What [`read`] keeps: the threads by (pid, tid), and the reader's warnings.
@@ -113,19 +129,20 @@ pub fn read(
         events += 1;
         let p = ev.event.packet;
         let key = (p.vpid, p.vtid);
-        let th = threads.entry(key).or_insert_with(|| ThreadAcc {
-            name: p.procname.clone(),
-            first_ns: ev.time_ns,
-            last_ns: ev.time_ns,
-            events: 0,
-            discarded: 0,
-            lost_packets: 0,
-        });
-        th.events += 1;
-        th.last_ns = ev.time_ns;
         let sa = &mut streams[ev.stream];
         if sa.packet != Some(p.offset) {
+            // A packet is one thread's: its events are counted into the thread's entry when
+            // the stream moves on (not one map lookup per event).
+            sa.flush(&mut threads);
             sa.packet = Some(p.offset);
+            let th = threads.entry(key).or_insert_with(|| ThreadAcc {
+                name: p.procname.clone(),
+                first_ns: ev.time_ns,
+                last_ns: ev.time_ns,
+                events: 0,
+                discarded: 0,
+                lost_packets: 0,
+            });
             let process_name = if ev.desc.vpid == p.vpid {
                 ev.desc.procname.as_str()
             } else {
@@ -157,6 +174,7 @@ pub fn read(
             }
         }
         sa.last_ns = Some(ev.time_ns);
+        sa.pending += 1;
         let process_name = if ev.desc.vpid == p.vpid {
             ev.desc.procname.as_str()
         } else {
@@ -290,6 +308,9 @@ pub fn read(
                 }
             }
         }
+    }
+    for sa in &mut streams {
+        sa.flush(&mut threads);
     }
     // What never ended: thread spans still open, async spans begun and not ended.
     for sa in &mut streams {
