@@ -146,7 +146,8 @@ fn write_workload(dir: &Path, n: u64) {
 
 /// A traced Python program (pid 30): `py:function` definitions (one after its calls, as in
 /// overwrite mode) and `py:call` spans: `app.main` [0, 1000] calls `app.work` twice, [100, 400]
-/// and [500, 900], which calls `lib.parse` [150, 250].
+/// and [500, 900], which calls `lib.parse` [150, 250]; an asyncio task of `Worker.work`
+/// (`py:task`) lives [50, 950].
 fn write_python(dir: &Path) {
     let mut t = SynthTrace::new(30, "python3");
     let def = t.instant(
@@ -171,17 +172,22 @@ fn write_python(dir: &Path) {
             .str(&format!("/src/{m}.py"))
             .u32(line)
     };
+    let task_fields: &[(&str, FieldType)] = &[("id", FieldType::U64), ("f", FieldType::U32)];
+    let tb = t.class("py:task", Kind::AsyncBegin, Some(task_fields));
+    let te = t.class("py:task", Kind::AsyncEnd, Some(task_fields));
     let call = |c: u16, f: u32, ts: u64| SynthEvent::new(c, ts).u32(f);
     t.thread(30, "MainThread")
         .event(d(1, "app", "main", 10, 0))
         .event(d(2, "app", "Worker.work", 20, 0))
         .event(call(cb, 1, 0))
+        .event(SynthEvent::new(tb, 50).u64(0xa).u32(2))
         .event(call(cb, 2, 100))
         .event(call(cb, 3, 150))
         .event(call(ce, 3, 250))
         .event(call(ce, 2, 400))
         .event(call(cb, 2, 500))
         .event(call(ce, 2, 900))
+        .event(SynthEvent::new(te, 950).u64(0xa).u32(2))
         .event(call(ce, 1, 1000))
         .event(d(3, "lib", "parse", 7, 1001));
     t.write_session(dir).unwrap();
@@ -226,7 +232,7 @@ fn python_calls_carry_their_function() {
     write_python(&trace);
     let out = dir.path().join("pq");
     let s = check(&trace, &out, "h", dir.path());
-    assert_eq!(s["slices"], 4, "{s}");
+    assert_eq!(s["slices"], 5, "{s}");
     let q = python(
         "parquet_query.py",
         &[
@@ -241,6 +247,16 @@ fn python_calls_carry_their_function() {
         q,
         serde_json::json!([
             ["main", "app", "main", "/src/app.py", 10, 0, 1000, 300],
+            [
+                "Worker.work",
+                "app",
+                "Worker.work",
+                "/src/app.py",
+                20,
+                0,
+                900,
+                900
+            ],
             [
                 "Worker.work",
                 "app",
