@@ -1,5 +1,6 @@
-//! Throughput of `hushtrace convert --to chrome` and `--to perfetto` (and their output sizes)
-//! against `babeltrace2` text output, on the same synthetic trace, in the same run.
+//! Throughput of `hushtrace convert --to chrome`, `--to perfetto` and `--to parquet` (and their
+//! output sizes) against `babeltrace2` text output, on the same synthetic trace, in the same
+//! run.
 //!
 //! ```text
 //! cargo bench -p hushtrace-cli --bench convert            # 512 MB of CTF
@@ -160,6 +161,36 @@ fn main() {
         ours / pf
     );
 
+    #[cfg(feature = "parquet")]
+    let pq = {
+        let out = base.join(format!("hushtrace-bench-{mb}mb-parquet"));
+        let _ = std::fs::remove_dir_all(&out);
+        let t = Instant::now();
+        let options = hushtrace_cli::parquet_export::Options::default();
+        let s = hushtrace_cli::parquet_export::export(&session, &out, &options, &mut |_, _| {})
+            .expect("parquet export");
+        let secs = t.elapsed().as_secs_f64();
+        let size: u64 = std::fs::read_dir(&s.dir)
+            .expect("read the export")
+            .flatten()
+            .filter_map(|e| e.metadata().ok())
+            .map(|m| m.len())
+            .sum();
+        let slices = s
+            .rows
+            .iter()
+            .find(|(n, _)| *n == "slices")
+            .map_or(0, |r| r.1);
+        println!(
+            "hushtrace convert --to parquet: {:>7.1} MB/s  ({slices} slices in {secs:.2} s, {:.0} MB of Parquet, 1/{:.1} of the CTF)",
+            mb_read / secs,
+            size as f64 / (1 << 20) as f64,
+            bytes as f64 / size.max(1) as f64
+        );
+        let _ = std::fs::remove_dir_all(&out);
+        secs
+    };
+
     let t = Instant::now();
     match Command::new("babeltrace2")
         .arg(&dir)
@@ -175,6 +206,11 @@ fn main() {
             println!(
                 "ratio: hushtrace convert is {:.1}x babeltrace2",
                 theirs / ours
+            );
+            #[cfg(feature = "parquet")]
+            println!(
+                "ratio: hushtrace convert --to parquet is {:.1}x babeltrace2",
+                theirs / pq
             );
         }
         Ok(st) => println!("babeltrace2 failed: {st}"),

@@ -434,7 +434,7 @@ fn write_us(line: &mut Vec<u8>, ns: i128) {
     ]);
 }
 
-fn json_value(line: &mut Vec<u8>, v: Value<'_>) {
+pub(crate) fn json_value(line: &mut Vec<u8>, v: Value<'_>) {
     let _ = match v {
         // JSON has no NaN or infinities: write them as strings.
         Value::F64(x) if !x.is_finite() => write!(line, "\"{x}\""),

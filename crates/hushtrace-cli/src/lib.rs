@@ -3,6 +3,7 @@
 //!
 //! * [`chrome`]: CTF → Chrome trace-event JSON (Perfetto UI, chrome://tracing), streaming.
 //! * [`perfetto`]: CTF → Perfetto's native protobuf trace (`TrackEvent`), streaming.
+//! * [`parquet_export`]: CTF → Parquet tables (feature `parquet`, on by default).
 //! * [`report`]: summary statistics (time range, per thread counts, span durations, counters).
 //! * [`flame`]: flame graph SVG of spans via `inferno`.
 //! * [`record`]: running a command with the `HUSHTRACE_*` environment.
@@ -49,6 +50,8 @@ pub mod kernel_convert;
 pub mod kernel_report;
 pub mod late_report;
 pub mod output;
+#[cfg(feature = "parquet")]
+pub mod parquet_export;
 pub mod perfetto;
 pub mod perfetto_proto;
 pub mod pyfuncs;

@@ -250,8 +250,17 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             output,
             quiet,
             relative_time,
+            host,
         } => {
             let session = open_session(&dir, true)?;
+            #[cfg(feature = "parquet")]
+            if matches!(to, Format::Parquet) {
+                convert_parquet(&session, &output, host, quiet)?;
+                return Ok(ExitCode::SUCCESS);
+            }
+            if host.is_some() {
+                anyhow::bail!("--host applies to --to parquet only");
+            }
             let options = chrome::Options {
                 relative: relative_time,
             };

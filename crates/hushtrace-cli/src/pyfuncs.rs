@@ -29,6 +29,21 @@ use std::collections::HashMap;
 pub struct PyFuncs {
     /// `by_trace[trace]`: function id → `"module:qualname"`.
     by_trace: Vec<HashMap<u32, String>>,
+    /// `defs[trace]`: function id → its whole definition (the Parquet export's columns).
+    defs: Vec<HashMap<u32, PyDef>>,
+}
+
+/// A traced Python function's definition (a `py:function` event's fields).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct PyDef {
+    /// `__module__`.
+    pub module: String,
+    /// `__qualname__`.
+    pub qualname: String,
+    /// The source file, if recorded.
+    pub file: Option<String>,
+    /// The first line, if recorded.
+    pub line: Option<u32>,
 }
 
 /// The `u32` value of field `name` of an event.
@@ -115,8 +130,23 @@ impl PyFuncs {
                 self.by_trace.resize_with(ev.trace + 1, HashMap::new);
             }
             self.by_trace[ev.trace].insert(f, format!("{module}:{qualname}"));
+            if self.defs.len() <= ev.trace {
+                self.defs.resize_with(ev.trace + 1, HashMap::new);
+            }
+            let def = PyDef {
+                module: module.to_owned(),
+                qualname: qualname.to_owned(),
+                file: field_str(ev, "file").map(str::to_owned),
+                line: field_u32(ev, "line"),
+            };
+            self.defs[ev.trace].insert(f, def);
         }
         true
+    }
+
+    /// The definition of function `f` of process trace `trace`, if seen.
+    pub fn definition(&self, trace: usize, f: u32) -> Option<&PyDef> {
+        self.defs.get(trace)?.get(&f)
     }
 
     /// For a `py:call` or `py:task` begin or end whose function was defined: the

@@ -441,11 +441,11 @@ pub fn compute(session: &Session) -> Result<Report, Error> {
     })
 }
 
-fn complete(t: &hushtrace_ctf::reader::ProcessTrace) -> bool {
+pub(crate) fn complete(t: &hushtrace_ctf::reader::ProcessTrace) -> bool {
     t.is_complete() || t.origin != Origin::Recorded
 }
 
-fn origin_name(o: Origin) -> &'static str {
+pub(crate) fn origin_name(o: Origin) -> &'static str {
     match o {
         Origin::Recorded => "recorded",
         Origin::RelayCopy => "relay copy",

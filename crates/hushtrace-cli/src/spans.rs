@@ -88,6 +88,11 @@ impl Names {
         id
     }
 
+    /// The Python function definitions of the session ([`Names::for_session`]).
+    pub fn py(&self) -> &PyFuncs {
+        &self.py
+    }
+
     /// The name of `id`.
     pub fn name(&self, id: u32) -> &str {
         self.names.get(id as usize).map_or("", |s| s.as_str())

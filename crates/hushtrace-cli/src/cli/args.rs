@@ -87,8 +87,9 @@ pub(super) enum Cmd {
         #[arg(last = true, required = true, value_name = "CMD")]
         command: Vec<OsString>,
     },
-    /// Convert a trace to Chrome trace-event JSON (Perfetto UI, chrome://tracing) or to
-    /// Perfetto's native protobuf trace (smaller, faster to load in the Perfetto UI).
+    /// Convert a trace to Chrome trace-event JSON (Perfetto UI, chrome://tracing), to
+    /// Perfetto's native protobuf trace (smaller, faster to load in the Perfetto UI) or to
+    /// Parquet tables for SQL engines (DuckDB, Spark: docs/sql.md).
     Convert {
         /// Session (or single process) trace directory.
         dir: PathBuf,
@@ -97,9 +98,13 @@ pub(super) enum Cmd {
         to: Format,
         /// Output file (`-` for stdout): `.json` or `.json.gz` (gzip) for chrome, e.g.
         /// `.perfetto-trace` (or `.gz`) for perfetto. A new file is created with mode 0600
-        /// (owner only), like the trace it comes from.
+        /// (owner only), like the trace it comes from. For parquet, a folder (created if
+        /// missing): OUT/host=HOST/session=SESSION/<table>.parquet.
         #[arg(short, long, value_name = "OUT")]
         output: PathBuf,
+        /// Parquet: the `host=` partition (default: the host name the trace recorded).
+        #[arg(long, value_name = "NAME")]
+        host: Option<String>,
         /// No progress bar.
         #[arg(short, long)]
         quiet: bool,
@@ -226,6 +231,9 @@ pub(super) enum Format {
     Chrome,
     /// Perfetto's protobuf trace (TracePacket/TrackEvent).
     Perfetto,
+    /// Parquet tables (slices, instants, counters, threads, processes, losses).
+    #[cfg(feature = "parquet")]
+    Parquet,
 }
 
 #[derive(Clone, Copy, Debug, ValueEnum)]

@@ -78,12 +78,18 @@ pub(super) fn convert(
         }
     };
     let mut summary = None;
+    #[cfg(feature = "parquet")]
+    if matches!(to, Format::Parquet) {
+        anyhow::bail!("--to parquet writes a folder: see convert_parquet");
+    }
     write_atomically(output, |w| {
         let s = if gz {
             let mut enc = flate2::write::GzEncoder::new(w, flate2::Compression::default());
             let s = match to {
                 Format::Chrome => chrome::convert_with(session, &mut enc, options, &mut progress)?,
                 Format::Perfetto => perfetto::convert(session, &mut enc, &mut progress)?,
+                #[cfg(feature = "parquet")]
+                Format::Parquet => unreachable!("handled above"),
             };
             enc.finish()?;
             s
@@ -91,6 +97,8 @@ pub(super) fn convert(
             match to {
                 Format::Chrome => chrome::convert_with(session, w, options, &mut progress)?,
                 Format::Perfetto => perfetto::convert(session, w, &mut progress)?,
+                #[cfg(feature = "parquet")]
+                Format::Parquet => unreachable!("handled above"),
             }
         };
         summary = Some(s);
@@ -121,6 +129,31 @@ pub(super) fn convert(
                 }
             );
         }
+    }
+    Ok(())
+}
+
+/// `convert --to parquet`: the tables into the folder `output` (see
+/// `hushtrace_cli::parquet_export`).
+#[cfg(feature = "parquet")]
+pub(super) fn convert_parquet(
+    session: &Session,
+    output: &Path,
+    host: Option<String>,
+    quiet: bool,
+) -> anyhow::Result<()> {
+    use hushtrace_cli::parquet_export;
+    if output.as_os_str() == "-" {
+        anyhow::bail!("--to parquet writes a folder of files, not stdout: give -o a folder");
+    }
+    let options = parquet_export::Options { host };
+    let s = parquet_export::export(session, output, &options, &mut |_, _| {})?;
+    for w in &s.warnings {
+        eprintln!("hushtrace: warning: {w}");
+    }
+    if !quiet {
+        let rows: Vec<String> = s.rows.iter().map(|(t, n)| format!("{t} {n}")).collect();
+        eprintln!("wrote {}: {}", s.dir.display(), rows.join(", "));
     }
     Ok(())
 }
