@@ -54,6 +54,7 @@ pub mod output;
 pub mod parquet_export;
 pub mod perfetto;
 pub mod perfetto_proto;
+pub mod progress;
 pub mod pyfuncs;
 pub mod record;
 pub mod recover;

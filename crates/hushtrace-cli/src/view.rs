@@ -106,23 +106,10 @@ pub fn convert_to_temp(session: &Session) -> anyhow::Result<(File, u64, Summary)
         .open(&tmp)
         .with_context(|| format!("cannot create the temporary file {}", tmp.display()))?;
     std::fs::remove_file(&tmp).with_context(|| format!("cannot unlink {}", tmp.display()))?;
-    let bar = std::io::stderr().is_terminal().then(|| {
-        let bar = indicatif::ProgressBar::new(session.stream_bytes());
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} converting [{bar:40}] {bytes}/{total_bytes} eta {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar
-    });
-    let mut progress = |done: u64, total: u64| {
-        if let Some(b) = &bar {
-            b.set_length(total);
-            b.set_position(done);
-        }
-    };
+    let bar = std::io::stderr()
+        .is_terminal()
+        .then(|| crate::progress::bar(session.stream_bytes(), false));
+    let mut progress = crate::progress::callback(&bar);
     let summary = crate::perfetto::convert(session, &file, &mut progress).with_context(|| {
         format!(
             "converting to Perfetto's format (in {})",

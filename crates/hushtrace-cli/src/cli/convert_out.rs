@@ -60,23 +60,9 @@ pub(super) fn convert(
     let gz = output.extension().is_some_and(|e| e == "gz");
     // A bar only for a person watching: stderr and stdout on a terminal, JSON not on stdout.
     let interactive = std::io::stderr().is_terminal() && std::io::stdout().is_terminal();
-    let bar = (!quiet && interactive && output.as_os_str() != "-").then(|| {
-        let bar = indicatif::ProgressBar::new(session.stream_bytes());
-        bar.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{spinner} converting [{bar:40}] {bytes}/{total_bytes} {bytes_per_sec} eta {eta}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
-            .progress_chars("=> "),
-        );
-        bar
-    });
-    let mut progress = |done: u64, total: u64| {
-        if let Some(b) = &bar {
-            b.set_length(total);
-            b.set_position(done);
-        }
-    };
+    let bar = (!quiet && interactive && output.as_os_str() != "-")
+        .then(|| hushtrace_cli::progress::bar(session.stream_bytes(), true));
+    let mut progress = hushtrace_cli::progress::callback(&bar);
     let mut summary = None;
     #[cfg(feature = "parquet")]
     if matches!(to, Format::Parquet) {
