@@ -10,6 +10,7 @@
 //! * [`kernel`], [`kernel_report`]: `record --kernel` and the off-CPU report.
 //! * [`late_report`]: `report --late`, the late-span captures (`record --on-late`) explained.
 //! * [`spans`]: matching span begin/end events per thread, shared by report and flame graph.
+//! * [`view`]: `hushtrace view`, the trace served to the Perfetto UI and the link that opens it.
 //! * [`interrupt`]: an output still being written is removed when Ctrl-C or SIGTERM ends the
 //!   command.
 //!
@@ -55,6 +56,7 @@ pub mod record;
 pub mod recover;
 pub mod report;
 pub mod spans;
+pub mod view;
 
 /// Creates the new file `path` for an output derived from a trace (Chrome JSON, flame graph)
 /// with mode 0600, owner only, like the trace's own files: a trace may hold private data, and

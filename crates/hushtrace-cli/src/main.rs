@@ -353,6 +353,19 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        Cmd::View {
+            dir,
+            port,
+            no_browser,
+        } => {
+            let session = open_session(&dir, true)?;
+            let opts = hushtrace_cli::view::Options {
+                port,
+                browser: !no_browser,
+            };
+            hushtrace_cli::view::run(&session, &dir, opts)?;
+            Ok(ExitCode::SUCCESS)
+        }
         Cmd::Demo { output } => {
             let out = hushtrace_cli::demo::run(&output)?;
             print!("{}", out.report.to_text());

@@ -51,17 +51,21 @@ pub enum Role {
     CreateTask = 1,
     /// The function of a task's coroutine: its final return or unwind may end a task.
     Coroutine = 2,
+    /// `asyncio.create_task`, `TaskGroup.create_task`: they call `BaseEventLoop.create_task`
+    /// and (before 3.13) name the task it returned afterwards; their return value is the new
+    /// task, named.
+    NamingCreateTask = 3,
 }
 
 /// The role of a function when it is interned.
 pub fn role_of(module: &str, qualname: &str) -> Role {
     // Before 3.11 code objects have no qualified name: `create_task` is unique in the module.
-    if module == "asyncio.base_events"
-        && (qualname == "BaseEventLoop.create_task" || qualname == "create_task")
-    {
-        Role::CreateTask
-    } else {
-        Role::None
+    match (module, qualname) {
+        ("asyncio.base_events", "BaseEventLoop.create_task" | "create_task") => Role::CreateTask,
+        ("asyncio.tasks", "create_task") | ("asyncio.taskgroups", "TaskGroup.create_task") => {
+            Role::NamingCreateTask
+        }
+        _ => Role::None,
     }
 }
 
@@ -97,7 +101,8 @@ pub struct Callsites {
     pub end: Registered,
     /// `py:function`: id → module, qualname, file, line.
     pub def: Registered,
-    /// `py:task` async begin: `id` (the task), `f` (its coroutine's function).
+    /// `py:task` async begin: `id` (the task), `f` (its coroutine's function), `name` (the
+    /// task's name, `Task.get_name()`, when it was created).
     pub task_begin: Registered,
     /// `py:task` async end: `id`, `f` (readers match async ends by name and id).
     pub task_end: Registered,
@@ -130,7 +135,7 @@ pub fn callsites() -> Result<&'static Callsites, hushtrace::Error> {
             "py",
             "task",
             Kind::AsyncBegin,
-            &[("id", FieldType::U64), f],
+            &[("id", FieldType::U64), f, ("name", FieldType::Str)],
         )?,
         task_end: hushtrace::register_callsite(
             "py",
@@ -201,13 +206,41 @@ fn define(f: &Func, epoch: u32) {
     }
 }
 
-/// Include and exclude globs, applied when a function is first seen.
+/// Include and exclude globs, applied when a function is first seen (once per code object or
+/// C function, never per call).
 #[derive(Debug, Default)]
 pub struct Filter {
     /// Trace only functions whose module or `module.qualname` matches one (none: all).
     pub include: Vec<String>,
     /// Never trace functions whose module or `module.qualname` matches one.
     pub exclude: Vec<String>,
+    /// Trace only Python functions whose file (`co_filename`) matches one (none: all).
+    pub include_files: Vec<String>,
+    /// Never trace Python functions whose file matches one.
+    pub exclude_files: Vec<String>,
+    /// Never trace Python functions of frozen modules (file `<frozen ...>`: the import
+    /// machinery, and the standard modules CPython 3.11+ freezes).
+    pub ignore_frozen: bool,
+}
+
+/// The file filters' verdict on a Python function of file `file` (`co_filename`): whether it
+/// is left out. A glob is matched against the file as the code object names it and, when that
+/// is a relative path, against its absolute form (from the working directory at the time).
+/// C functions have no file: only the module globs apply to them.
+fn file_excluded(filter: &Filter, file: &str) -> bool {
+    if filter.ignore_frozen && file.starts_with("<frozen ") {
+        return true;
+    }
+    if filter.include_files.is_empty() && filter.exclude_files.is_empty() {
+        return false;
+    }
+    let absolute = (!file.starts_with('<') && !file.starts_with('/'))
+        .then(|| std::env::current_dir().ok())
+        .flatten()
+        .map(|d| d.join(file).to_string_lossy().into_owned());
+    let hit = |g: &String| glob(g, file) || absolute.as_deref().is_some_and(|a| glob(g, a));
+    (!filter.include_files.is_empty() && !filter.include_files.iter().any(hit))
+        || filter.exclude_files.iter().any(hit)
 }
 
 struct Table {
@@ -255,12 +288,26 @@ fn excluded(filter: &Filter, module: &str, qualname: &str) -> bool {
         || filter.exclude.iter().any(hit)
 }
 
-fn new_func(module: String, qualname: String, file: String, line: u32) -> &'static Func {
+/// Interns a new function; `code`: a Python function (its file is `co_filename`, which the
+/// file filters see), not a C function.
+fn new_func(
+    module: String,
+    qualname: String,
+    file: String,
+    line: u32,
+    code: bool,
+) -> &'static Func {
     // SAFETY: called from the hooks or API functions, GIL held; the borrow ends here.
     let t = unsafe { table() };
     let id = t.next_id;
     t.next_id = t.next_id.wrapping_add(1);
-    let excluded = excluded(&t.filter, &module, &qualname);
+    // The program's main module body (`__main__:<module>`) is the frame the launcher waits
+    // for before recording anything (`crate::launch`): the filters never leave it out, or a
+    // filter that does not let the main script through (`--include lib`, `--include-files
+    // 'lib/*'`) would leave the whole trace empty. It is one slice, the root of the others.
+    let main = qualname == "<module>" && module == "__main__";
+    let excluded = !main
+        && (excluded(&t.filter, &module, &qualname) || (code && file_excluded(&t.filter, &file)));
     let f: &'static Func = Box::leak(Box::new(Func {
         id,
         excluded,

@@ -14,13 +14,17 @@ use std::sync::atomic::Ordering;
 /// options, and starts a new generation (depth counters restart, functions are described
 /// again).
 #[pyfunction]
-#[pyo3(signature = (c_calls = false, max_depth = None, include = Vec::new(), exclude = Vec::new()))]
+#[pyo3(signature = (c_calls = false, max_depth = None, include = Vec::new(), exclude = Vec::new(), include_files = Vec::new(), exclude_files = Vec::new(), ignore_frozen = false))]
+#[allow(clippy::too_many_arguments)]
 fn _prepare_functions(
     _py: Python<'_>,
     c_calls: bool,
     max_depth: Option<u32>,
     include: Vec<String>,
     exclude: Vec<String>,
+    include_files: Vec<String>,
+    exclude_files: Vec<String>,
+    ignore_frozen: bool,
 ) -> PyResult<()> {
     funcs::callsites().map_err(err)?;
     // SAFETY: GIL held (the `Python` token).
@@ -30,7 +34,15 @@ fn _prepare_functions(
         ));
     }
     // SAFETY: GIL held.
-    unsafe { funcs::set_filter(funcs::Filter { include, exclude }) };
+    unsafe {
+        funcs::set_filter(funcs::Filter {
+            include,
+            exclude,
+            include_files,
+            exclude_files,
+            ignore_frozen,
+        })
+    };
     hook::C_CALLS.store(c_calls, Ordering::Relaxed);
     hook::MAX_DEPTH.store(max_depth.unwrap_or(u32::MAX), Ordering::Relaxed);
     hook::GENERATION.fetch_add(1, Ordering::Relaxed);

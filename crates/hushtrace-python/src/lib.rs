@@ -6,7 +6,8 @@
 //! * thread and process names for the trace (`_set_thread_name`, `_set_process_name`);
 //! * whole-program function tracing: the hooks of [`hook`] over the interned functions of
 //!   [`funcs`], switched on and off by `hushtrace._functions` ([`functions`]); asyncio tasks
-//!   followed from those hooks ([`tasks`]); the launcher's frames left out ([`launch`]).
+//!   followed from those hooks ([`tasks`]); the launcher's frames left out ([`launch`]);
+//! * garbage collections as slices, from a `gc.callbacks` entry ([`gc`]).
 //!
 //! Everything runs with the GIL held; the per-call hooks do no Python-level work.
 
@@ -21,6 +22,7 @@ extern crate hushtrace_capi;
 mod deadline;
 mod funcs;
 mod functions;
+mod gc;
 mod gil;
 mod hook;
 mod inline;
@@ -242,5 +244,6 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     tracepoints::add(m)?;
     m.add_function(wrap_pyfunction!(_set_thread_name, m)?)?;
     m.add_function(wrap_pyfunction!(_set_process_name, m)?)?;
+    gc::add(m)?;
     functions::add(m)
 }

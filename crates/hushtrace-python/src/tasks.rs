@@ -1,7 +1,16 @@
 //! asyncio tasks as async slices (`py:task`, id: the task's address, `f`: its coroutine's
-//! function), followed from the per-call hooks alone: nothing in asyncio is patched, no
-//! callback is added to a task, nothing is scheduled on the event loop, so the program makes
-//! exactly the calls it makes untraced.
+//! function; on the begin, `name`: the task's name), followed from the per-call hooks alone:
+//! nothing in asyncio is patched, no callback is added to a task, nothing is scheduled on the
+//! event loop, so the program makes exactly the calls it makes untraced.
+//!
+//! * The task's **name** is `Task.get_name()` read when the task begins (the `name=` given to
+//!   `create_task`, else asyncio's `Task-N`), called from the hook that saw `create_task`
+//!   return: the call runs inside the hook, where the interpreter reports no events, so it
+//!   adds no slice and no call the program would see. `asyncio.create_task` and
+//!   `TaskGroup.create_task` name the task only after `BaseEventLoop.create_task` returned it
+//!   (before 3.13): a task created by them begins when they return instead. The name is on
+//!   the task's slice only (not on its coroutine's `py:call` slices: the per-call events
+//!   carry nothing but the function id). A name set later (`set_name`) is not seen.
 //!
 //! * A task **begins** when `asyncio.base_events.BaseEventLoop.create_task` returns it: the
 //!   hooks see that function's return value (`PY_RETURN`'s argument on 3.12+, the
@@ -87,7 +96,51 @@ unsafe fn attr(o: *mut ffi::PyObject, name: &std::ffi::CStr) -> *mut ffi::PyObje
     }
 }
 
-/// `BaseEventLoop.create_task` returned `task`: begins its slice and remembers its coroutine.
+/// Whether the running frame (`BaseEventLoop.create_task`'s, returning) was called by a
+/// function that names the task afterwards ([`Role::NamingCreateTask`]): its return begins
+/// the task then.
+///
+/// # Safety
+/// The GIL is held.
+unsafe fn called_by_namer() -> bool {
+    // SAFETY: GIL held (caller); borrowed running frame; new references released.
+    unsafe {
+        let frame = ffi::PyEval_GetFrame();
+        if frame.is_null() {
+            return false;
+        }
+        let back = ffi::PyFrame_GetBack(frame);
+        if back.is_null() {
+            return false;
+        }
+        let code = ffi::PyFrame_GetCode(back) as *mut ffi::PyObject;
+        ffi::Py_DECREF(back as *mut ffi::PyObject);
+        if code.is_null() {
+            return false;
+        }
+        let namer =
+            funcs::known(code).is_some_and(|f| f.task.get() == Role::NamingCreateTask as u8);
+        ffi::Py_DECREF(code);
+        namer
+    }
+}
+
+/// `BaseEventLoop.create_task` returned `task`: begins its slice, unless the function that
+/// called it names the task first and begins it when it returns.
+///
+/// # Safety
+/// The GIL is held; `task` is live.
+unsafe fn loop_created(task: *mut ffi::PyObject) {
+    // SAFETY: forwarded contract.
+    unsafe {
+        if !called_by_namer() {
+            created(task);
+        }
+    }
+}
+
+/// A function that creates tasks returned `task`: begins its slice and remembers its
+/// coroutine.
 ///
 /// # Safety
 /// The GIL is held; `task` is live.
@@ -161,7 +214,11 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
         };
         let id = task as usize as u64;
         funcs::ensure_defined(func);
-        if !cs.task_begin.record_typed((id, func.id)) {
+        let name = task_name(task);
+        if !cs
+            .task_begin
+            .record_typed((id, func.id, name.as_deref().unwrap_or("")))
+        {
             ffi::Py_DECREF(code);
             return; // not recording: nothing to end
         }
@@ -201,6 +258,29 @@ unsafe fn begin(task: *mut ffi::PyObject, coro: *mut ffi::PyObject) {
                 generation: GENERATION.load(Ordering::Relaxed),
             },
         );
+    }
+}
+
+/// `task.get_name()` as a string, or `None` (no such method, it raised, or not a str).
+///
+/// # Safety
+/// The GIL is held; `task` is live.
+unsafe fn task_name(task: *mut ffi::PyObject) -> Option<String> {
+    // SAFETY: GIL held (caller); owned references released; a failure's exception cleared.
+    unsafe {
+        let get = attr(task, c"get_name");
+        if get.is_null() {
+            return None;
+        }
+        let name = ffi::PyObject_CallNoArgs(get);
+        ffi::Py_DECREF(get);
+        if name.is_null() {
+            ffi::PyErr_Clear();
+            return None;
+        }
+        let s = funcs::str_of(name);
+        ffi::Py_DECREF(name);
+        s
     }
 }
 
@@ -378,6 +458,9 @@ pub unsafe fn on_return(f: &Func, args: *mut *mut ffi::PyObject, nargs: ffi::Py_
     unsafe {
         match f.task.get() {
             r if r == Role::CreateTask as u8 && nargs >= 3 => {
+                keeping_error(|| loop_created(*args.add(2)))
+            }
+            r if r == Role::NamingCreateTask as u8 && nargs >= 3 => {
                 keeping_error(|| created(*args.add(2)))
             }
             r if r == Role::Coroutine as u8 => current_finished(f),
@@ -426,7 +509,12 @@ pub unsafe fn profile_return(f: &Func, frame: *mut ffi::PyFrameObject, arg: *mut
     // SAFETY: forwarded contract.
     unsafe {
         match f.task.get() {
-            x if x == Role::CreateTask as u8 && !arg.is_null() => keeping_error(|| created(arg)),
+            x if x == Role::CreateTask as u8 && !arg.is_null() => {
+                keeping_error(|| loop_created(arg))
+            }
+            x if x == Role::NamingCreateTask as u8 && !arg.is_null() => {
+                keeping_error(|| created(arg))
+            }
             #[cfg(Py_3_11)]
             x if x == Role::Coroutine as u8 => {
                 let gen = ffi::PyFrame_GetGenerator(frame);

@@ -29,8 +29,9 @@ def clean_env(**extra):
     return env
 
 
-# The sleep system calls' numbers (`time.sleep` makes one of them), by machine.
-_SLEEP_CALLS = {"x86_64": {"35", "230"}, "aarch64": {"101", "115"}}
+# The sleep system calls' numbers (`time.sleep` makes one of them: clock_nanosleep or
+# nanosleep, pselect6 on 3.10), by machine.
+_SLEEP_CALLS = {"x86_64": {"35", "230", "270"}, "aarch64": {"101", "115", "72"}}
 
 
 def wait_sleeping(pid, tid=None, timeout=60):

@@ -1,7 +1,7 @@
 //! What the runtime's benches share (`crates/hushtrace/benches/tracepoint.rs`, `tail.rs`,
-//! `fork.rs` and `benches/tracy`): the floor every tracepoint is measured against, the
-//! interleaved batch timing, percentiles of sorted samples, whether this is a full run, and where
-//! temporary traces go. The timed loops are not here: each bench writes its own, so each has
+//! `fork.rs` and `benches/tracy`): the floor every tracepoint is measured against (and the
+//! two-timestamp floor of a span), the interleaved batch timing, percentiles of sorted
+//! samples, whether this is a full run, and where temporary traces go. The timed loops are not here: each bench writes its own, so each has
 //! one callsite of the code it measures, inlined as the bench wrote it.
 
 use std::cell::Cell;
@@ -36,6 +36,28 @@ pub fn floor_write(v: u64) {
         // SAFETY: the cell is this thread's, live for the call, and nothing else borrows it
         // (a `Cell` hands out no references); the pointer is aligned and valid for 16 bytes.
         unsafe { std::ptr::write_volatile(b[i].as_ptr(), [ts, v]) }
+    });
+    FLOOR_IDX.with(|c| c.set((i + 1) & (FLOOR_SLOTS - 1)));
+}
+
+/// The two-timestamp floor: [`floor_write`] with two reads of the cycle counter, both stored
+/// into one 16-byte slot (`[start, end]`; `v` stands in for the counter elsewhere than x86_64).
+/// The least any span that records its start and its end can cost, whatever its record
+/// layout: a span needs two clock reads. Same buffer as [`floor_write`] (call
+/// [`floor_pretouch`] once per thread).
+#[inline(always)]
+pub fn floor2_write(v: u64) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: rdtsc exists on every x86_64 CPU and only reads the time-stamp counter.
+    let (start, end) = unsafe { (core::arch::x86_64::_rdtsc(), core::arch::x86_64::_rdtsc()) };
+    #[cfg(not(target_arch = "x86_64"))]
+    let (start, end) = (v, v);
+    #[cfg(target_arch = "x86_64")]
+    let _ = v;
+    let i = FLOOR_IDX.with(|c| c.get());
+    FLOOR_BUF.with(|b| {
+        // SAFETY: as in `floor_write`: this thread's cell, aligned, valid for 16 bytes.
+        unsafe { std::ptr::write_volatile(b[i].as_ptr(), [start, end]) }
     });
     FLOOR_IDX.with(|c| c.set((i + 1) & (FLOOR_SLOTS - 1)));
 }

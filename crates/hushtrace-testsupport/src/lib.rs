@@ -3,13 +3,15 @@
 //! workspace's test programs beside a test ([`cargo_build`]); reading a child's output line by
 //! line ([`stdout_lines`], [`wait_line`]); counting babeltrace2's events per thread; the Python
 //! with Perfetto's modules ([`perfetto_python`]); and what the runtime's benches share
-//! ([`bench`]: the floor, the interleaved batch timing, percentiles).
+//! ([`bench`]: the floor, the interleaved batch timing, percentiles); the late-span index and
+//! statistics counters a session writes ([`late`]).
 //!
 //! One copy for the runtime's, the relay client's, the C API's and the CLI's tests, so that how
 //! these are done and diagnosed cannot drift between them.
 
 pub mod bench;
 mod build;
+pub mod late;
 mod lines;
 
 pub use build::{cargo_build, test_profile_dir, Artifact};

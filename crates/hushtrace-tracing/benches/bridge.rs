@@ -18,6 +18,8 @@
 //!   `tracing` itself costs (macro, dispatch, registry), the least any layer can reach.
 //! * `*_msg`: `tracing::info!(a, b, "a literal message")` through the no-op layer, the
 //!   hushtrace layer and tracing-chrome.
+//! * `bridge_span_deadline`: `bridge_span` with a deadline from the session's rules
+//!   (`dl:span>3600s`, never reached): what a span's deadline check costs through the bridge.
 //! * `*_child_span`: `info_span!("child", i).entered()` dropped inside an entered span (its
 //!   contextual parent, which the bridge records), through the no-op and the hushtrace layer.
 //! * `reads_*`: the same through `registry().with(ReadLayer)`, a layer that reads what any
@@ -140,6 +142,15 @@ fn bridge_span(iters: u64) -> Duration {
     })
 }
 
+/// `bridge_span` with a deadline from the session's rules (`dl:span>3600s`): punctual, so the
+/// close pays the check (the start kept and taken, one compare), never the late path.
+#[inline(never)]
+fn bridge_span_deadline(iters: u64) -> Duration {
+    timed(BRIDGE.get().unwrap(), iters, |i| {
+        let _s = tracing::info_span!(target: "dl", "span", i = black_box(i)).entered();
+    })
+}
+
 #[inline(never)]
 fn floor_event(iters: u64) -> Duration {
     timed(FLOOR.get().unwrap(), iters, |i| {
@@ -236,7 +247,7 @@ fn chrome_span(iters: u64) -> Duration {
     })
 }
 
-const BENCHES: [(&str, &str, BenchFn); 16] = [
+const BENCHES: [(&str, &str, BenchFn); 17] = [
     ("native_event", "hushtrace event!, 2 x u64", native_event),
     (
         "floor_event",
@@ -293,6 +304,11 @@ const BENCHES: [(&str, &str, BenchFn); 16] = [
         "bridge_span",
         "tracing info_span!(i) enter+exit -> hushtrace layer",
         bridge_span,
+    ),
+    (
+        "bridge_span_deadline",
+        "the same with a deadline (rules, punctual) -> hushtrace",
+        bridge_span_deadline,
     ),
     (
         "chrome_span",
@@ -367,6 +383,7 @@ fn print_table(batches: &[Vec<f64>]) {
         ("bridge_msg", "floor_msg"),
         ("chrome_span", "bridge_span"),
         ("bridge_span", "native_span"),
+        ("bridge_span_deadline", "bridge_span"),
         ("bridge_span", "native_async_span"),
         ("chrome_span", "floor_span"),
         ("bridge_span", "floor_span"),
@@ -400,6 +417,7 @@ fn main() {
         .mode(hushtrace::Mode::Overwrite)
         .subbuf_size(1 << 20)
         .num_subbufs(8)
+        .on_late("dl:span>3600s")
         .start()
         .expect("start hushtrace session");
     hushtrace::init_thread();

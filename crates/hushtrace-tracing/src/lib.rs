@@ -64,6 +64,25 @@
 //! category. Disabling a span's callsite while the span is open loses its end (the converter
 //! reports the slice as unclosed).
 //!
+//! # Deadlines
+//!
+//! The session's deadline rules (`HUSHTRACE_ON_LATE='rt:cycle>1500us'`,
+//! [`hushtrace::SessionBuilder::on_late`], `hushtrace record --on-late`) apply to `tracing`
+//! spans, matched on **`target:name`** like every glob here (a target with `::` needs a
+//! wildcard in the rule's category: `'my_app*:handle>2ms'`). A span's duration is what its
+//! slice shows: from its creation (the begin record) to its close (the end record, when its
+//! last handle drops), not the time it spent entered. When the span closes, its duration is
+//! compared with the deadline on the closing thread; a late span is what a late native span
+//! is: a `hushtrace:late` event in that thread's ring and a capture in `DIR/late/<n>/` (see
+//! hushtrace's README, "Catch the late cycle in production"). A span with a deadline keeps its
+//! begin's timestamp from creation to close in a fixed lock-free table (4096 slots keyed by
+//! its `tracing` id; no lock, allocation or system call): with thousands of such spans open
+//! at once, one that finds no slot is recorded but not checked. A span whose end has no
+//! deadline pays one load and a branch at its creation and at its close; one with a deadline
+//! about 25 ns more than without on the development machine (the bridge bench's
+//! `bridge_span_deadline`: a span of about 105 ns becomes about 130 ns; claiming the slot is a
+//! compare-and-swap).
+//!
 //! # Limits
 //!
 //! hushtrace's registry holds [`hushtrace_core::MAX_REGISTERED`] (32,768) callsites registered
@@ -98,6 +117,7 @@ mod capture;
 mod current;
 mod info;
 mod schema;
+mod starts;
 mod table;
 mod typed;
 
@@ -190,7 +210,12 @@ where
             &mut scratch,
         );
         attrs.record(&mut cap);
-        begin.record(&mut cap);
+        let start = begin.record(&mut cap);
+        // A deadline on the span's end (from the session's rules): keep the begin's timestamp
+        // for its close. Without one, this load and branch is all a deadline costs.
+        if start != 0 && hushtrace::__private::span_has_deadline(end.callsite()) {
+            starts::put(id.into_u64(), start);
+        }
     }
 
     fn on_record(&self, id: &Id, values: &Record<'_>, ctx: Context<'_, S>) {
@@ -224,8 +249,26 @@ where
             return;
         };
         if let Role::Span { end, .. } = &info.role {
-            end.record_typed((id.into_u64(),));
+            if hushtrace::__private::span_has_deadline(end.callsite()) {
+                close_timed(*end, id.into_u64());
+            } else {
+                end.record_typed((id.into_u64(),));
+            }
         }
+    }
+}
+
+/// Ends the span `id` at `end`, a span end with a deadline: takes the begin's timestamp kept
+/// by `on_new_span` (none: recorded, not checked) and writes the end with the runtime's check
+/// (`end_span`: one compare; a late span's `hushtrace:late` event and note for the consumer,
+/// stores into this thread's ring only).
+#[inline(never)]
+fn close_timed(end: Registered, id: u64) {
+    let start = starts::take(id);
+    let cs = end.callsite();
+    let interest = cs.state.interest();
+    if interest.is_enabled() {
+        hushtrace::__private::end_span(cs, interest, (id,), start);
     }
 }
 

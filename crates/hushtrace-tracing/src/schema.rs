@@ -35,13 +35,14 @@ struct Variant {
 }
 
 impl Variant {
-    /// Records `vals` if they have this variant's types; `None` if not.
+    /// Records `vals` if they have this variant's types: the record's timestamp (0 when not
+    /// written); `None` if not.
     #[inline(always)]
-    fn try_record(&self, vals: &[Value<'_>], sig: &mut Option<u64>) -> Option<bool> {
+    fn try_record(&self, vals: &[Value<'_>], sig: &mut Option<u64>) -> Option<u64> {
         match self.rec {
             Some(rec) => rec(self.reg, vals),
             None => (*sig.get_or_insert_with(|| signature(vals)) == self.sig)
-                .then(|| self.reg.record(vals)),
+                .then(|| record_values(self.reg, vals)),
         }
     }
 }
@@ -71,9 +72,10 @@ impl Schema {
 
     /// Records the captured values with the variant of their types: the variants registered
     /// so far in order (a typed recorder checks the types itself; the others compare the
-    /// values' signature, computed once), else a new one (cold).
+    /// values' signature, computed once), else a new one (cold). Returns the record's
+    /// timestamp in clock ticks (0 when it was not written or no clock could be read).
     #[inline]
-    pub(crate) fn record(&self, cap: &mut Capture<'_>) {
+    pub(crate) fn record(&self, cap: &mut Capture<'_>) -> u64 {
         let mut sig = None;
         for slot in &self.variants {
             let p = slot.load(Ordering::Acquire);
@@ -83,11 +85,11 @@ impl Schema {
             // SAFETY: non-null slots point to leaked `Variant`s, initialized before the Release
             // store that published them (paired with the Acquire load above).
             let v = unsafe { &*p };
-            if v.try_record(cap.values(), &mut sig).is_some() {
-                return;
+            if let Some(ts) = v.try_record(cap.values(), &mut sig) {
+                return ts;
             }
         }
-        self.record_new(cap);
+        self.record_new(cap)
     }
 
     /// Records values of types no published variant has: registers their variant (once per
@@ -95,21 +97,18 @@ impl Schema {
     /// string with the variant registered with the callsite.
     #[cold]
     #[inline(never)]
-    fn record_new(&self, cap: &mut Capture<'_>) {
+    fn record_new(&self, cap: &mut Capture<'_>) -> u64 {
         if hushtrace::thread_in_no_syscall() {
             cap.stringify_all();
-            self.fallback.record(cap.values());
-            return;
+            return record_values(self.fallback, cap.values());
         }
         let sig = signature(cap.values());
         match self.register(sig, cap) {
-            Some(v) => {
-                let _ = v.try_record(cap.values(), &mut Some(sig));
-            }
+            Some(v) => v.try_record(cap.values(), &mut Some(sig)).unwrap_or(0),
             // No room for the typed variant (the registry is full): every field as a string.
             None => {
                 cap.stringify_all();
-                self.fallback.record(cap.values());
+                record_values(self.fallback, cap.values())
             }
         }
     }
@@ -149,6 +148,12 @@ impl Schema {
         }
         Some(v)
     }
+}
+
+/// [`Registered::record`], returning the record's timestamp (0: not written, or no clock).
+#[inline(always)]
+fn record_values(reg: Registered, vals: &[Value<'_>]) -> u64 {
+    hushtrace::__private::emit_values_timed(reg.callsite(), vals).unwrap_or(0)
 }
 
 /// A hash of the values' types (distinct lists of types practically never collide; a

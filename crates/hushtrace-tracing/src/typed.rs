@@ -1,8 +1,10 @@
 //! Monomorphic recorders: for a small record shape (see [`recorder`]), a function made for
 //! exactly its types, chosen once when the shape's hushtrace callsite is registered. It
 //! checks the captured values' types with one match per value and records them as a tuple
-//! ([`Registered::record_typed`]: the native macros' write path), instead of the run-time
+//! (the native macros' write path, as [`Registered::record_typed`]), instead of the run-time
 //! typed [`Registered::record`] (a type check, a length and an encoding dispatch per value).
+//! The write hands back the record's timestamp: a span begin's is kept when the span's end
+//! checks a deadline (`starts.rs`).
 //!
 //! The prefix type is fixed per role (`&str` for an event's level, `u64` for a span's id), so
 //! each role instantiates `1 + 5 + 25` recorders (0 to 2 fields of 5 types), events 25 more
@@ -10,12 +12,32 @@
 //! parent and two fields: 112 in all, about 1 KiB of code each (the write path inlined).
 //! Longer shapes use [`Registered::record`].
 
+use hushtrace::__private::{begin_timed, Payload};
 use hushtrace::{FieldType, Registered, Value};
 use hushtrace_core::Field;
 
-/// Records `values` if they have the types the recorder was made for: `Some(written)`, or
-/// `None` when a value has another type (the caller then looks for another variant).
-pub(crate) type Recorder = fn(Registered, &[Value<'_>]) -> Option<bool>;
+/// Records `values` if they have the types the recorder was made for: `Some(timestamp)` (of
+/// the record in clock ticks, 0 when it was not written or no clock could be read), or `None`
+/// when a value has another type (the caller then looks for another variant).
+pub(crate) type Recorder = fn(Registered, &[Value<'_>]) -> Option<u64>;
+
+/// [`Registered::record_typed`], returning the record's timestamp (0: not written, or no
+/// clock): the same checks, then the same write (`begin_timed` is `emit` keeping the
+/// timestamp).
+#[inline(always)]
+fn write<P: Payload>(reg: Registered, payload: P) -> u64 {
+    let cs = reg.callsite();
+    let interest = cs.state.interest();
+    if !interest.is_enabled() {
+        return 0;
+    }
+    if !interest.has_signature(P::SIG) && P::TYPES.len() != cs.field_types.len() {
+        // Another length than the callsite's fields: `record_typed` drops and counts it.
+        reg.record_typed(payload);
+        return 0;
+    }
+    begin_timed(cs, interest, payload).unwrap_or(0)
+}
 
 /// A field type of the record shapes the bridge produces, as a Rust type.
 trait Ty {
@@ -45,23 +67,23 @@ ty!(F64T, f64, F64);
 ty!(BoolT, bool, Bool);
 ty!(StrT, &'a str, Str);
 
-fn rec1<A: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<bool> {
+fn rec1<A: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<u64> {
     match *v {
-        [a] => Some(reg.record_typed((A::pick(a)?,))),
+        [a] => Some(write(reg, (A::pick(a)?,))),
         _ => None,
     }
 }
 
-fn rec2<A: Ty, B: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<bool> {
+fn rec2<A: Ty, B: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<u64> {
     match *v {
-        [a, b] => Some(reg.record_typed((A::pick(a)?, B::pick(b)?))),
+        [a, b] => Some(write(reg, (A::pick(a)?, B::pick(b)?))),
         _ => None,
     }
 }
 
-fn rec3<A: Ty, B: Ty, C: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<bool> {
+fn rec3<A: Ty, B: Ty, C: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<u64> {
     match *v {
-        [a, b, c] => Some(reg.record_typed((A::pick(a)?, B::pick(b)?, C::pick(c)?))),
+        [a, b, c] => Some(write(reg, (A::pick(a)?, B::pick(b)?, C::pick(c)?))),
         _ => None,
     }
 }
@@ -102,11 +124,12 @@ fn sel3<A: Ty, B: Ty, C: Ty>(rest: &[FieldType]) -> Option<Recorder> {
     }
 }
 
-fn rec4<A: Ty, B: Ty, C: Ty, D: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<bool> {
+fn rec4<A: Ty, B: Ty, C: Ty, D: Ty>(reg: Registered, v: &[Value<'_>]) -> Option<u64> {
     match *v {
-        [a, b, c, d] => {
-            Some(reg.record_typed((A::pick(a)?, B::pick(b)?, C::pick(c)?, D::pick(d)?)))
-        }
+        [a, b, c, d] => Some(write(
+            reg,
+            (A::pick(a)?, B::pick(b)?, C::pick(c)?, D::pick(d)?),
+        )),
         _ => None,
     }
 }
@@ -177,7 +200,7 @@ mod tests {
         .unwrap();
         let rec = recorder(&[Str, U64]).unwrap();
         // No session: nothing is written, but the types are checked first.
-        assert_eq!(rec(reg, &[Value::Str("INFO"), Value::U64(1)]), Some(false));
+        assert_eq!(rec(reg, &[Value::Str("INFO"), Value::U64(1)]), Some(0));
         assert_eq!(rec(reg, &[Value::Str("INFO"), Value::I64(1)]), None);
         assert_eq!(rec(reg, &[Value::Str("INFO")]), None);
     }

@@ -10,6 +10,11 @@
 //! * `floor`: `rdtsc` plus a 16-byte store into a pre-touched thread-local buffer (index
 //!   advanced and wrapped): the least any "timestamp + copy the payload into a per-thread buffer"
 //!   tracer can do.
+//! * `floor2`: two `rdtsc` and one 16-byte store (start and end) into the same buffer: the least
+//!   any span that records its start and its end can cost, whatever its record layout (issue
+//!   31.6; `docs/BENCHMARKS.md` section 17).
+//! * `hushtrace_span*`: `span!` with one `u64` field, without and with a deadline (an hour:
+//!   punctual, so the check is the one compare and never the late path), and without fields.
 //! * `hushtrace_*`: a session in overwrite mode (1 MiB × 8 sub-buffers), so the hot path never
 //!   takes the drop path and the consumer never writes while the bench runs; sub-buffer switches
 //!   (one per ~40 000 events) are included, amortized. The no-syscall case runs on a dedicated
@@ -45,7 +50,8 @@ use fastrace::collector::{Config, Reporter, SpanContext, SpanRecord};
 use fastrace::local::LocalSpan;
 use fastrace::{Event, Span};
 use hushtrace_testsupport::bench::{
-    bench_dir, floor_pretouch, floor_write, full_run, interleaved, percentile, BenchFn,
+    bench_dir, floor2_write, floor_pretouch, floor_write, full_run, interleaved, percentile,
+    BenchFn,
 };
 use std::hint::black_box;
 use std::path::{Path, PathBuf};
@@ -60,12 +66,21 @@ const GROUP: &str = "tracepoint";
 /// Benches in table order: (criterion id, description).
 const BENCHES: &[(&str, &str)] = &[
     ("floor", "floor: rdtsc + 16-byte store to TLS buffer"),
+    ("floor2", "two-timestamp floor: 2 x rdtsc + 16-byte store"),
     ("hushtrace_event", "hushtrace event!, 2 x u64, enabled"),
     (
         "hushtrace_event_disabled",
         "hushtrace event!, 2 x u64, disabled",
     ),
     ("hushtrace_span", "hushtrace span! begin+end, 1 x u64"),
+    (
+        "hushtrace_span_deadline",
+        "hushtrace span!(deadline) begin+end, 1 x u64",
+    ),
+    (
+        "hushtrace_span_nofield",
+        "hushtrace span! begin+end, no field",
+    ),
     (
         "hushtrace_event_no_syscall",
         "hushtrace event!, 2 x u64, no-syscall thread",
@@ -156,16 +171,18 @@ fn print_table(since: SystemTime, batches: &[Vec<f64>]) {
         read_estimate(&dir.join(id).join("new/estimates.json"), since, which)
     };
     let floor_mean = est("floor", "mean");
-    let floor_p10 = percentile(&batches[0], 0.1);
+    // `floor` and `floor2` are the first two cases.
+    let (floor_p10, floor_min) = (percentile(&batches[0], 0.1), batches[0][0]);
+    let (floor2_p10, floor2_min) = (percentile(&batches[1], 0.1), batches[1][0]);
     println!();
     println!(
         "tracepoint cost, ns per iteration, this run. criterion: mean point estimate; batches: \
-         {} interleaved rounds, per-batch ns/iter at p50 and p10",
+         {} interleaved rounds, per-batch ns/iter at p50 and p10; x floor: one-timestamp floor, \
+         x floor2: two-timestamp floor",
         batches[0].len()
     );
-    let floor_min = batches[0][0];
     println!(
-        "{:<50} {:>9} {:>7} {:>9} {:>9} {:>9} {:>7} {:>7}",
+        "{:<50} {:>9} {:>7} {:>9} {:>9} {:>9} {:>7} {:>7} {:>7} {:>7}",
         "bench",
         "crit mean",
         "x floor",
@@ -173,11 +190,13 @@ fn print_table(since: SystemTime, batches: &[Vec<f64>]) {
         "batch p10",
         "batch min",
         "x floor",
-        "x floor"
+        "x floor",
+        "x floor2",
+        "x floor2"
     );
     println!(
-        "{:<50} {:>17} {:>29} {:>7} {:>7}",
-        "", "", "", "(p10)", "(min)"
+        "{:<50} {:>17} {:>29} {:>7} {:>7} {:>7} {:>7}",
+        "", "", "", "(p10)", "(min)", "(p10)", "(min)"
     );
     for ((id, what), b) in BENCHES.iter().zip(batches) {
         let crit = match est(id, "mean") {
@@ -189,11 +208,13 @@ fn print_table(since: SystemTime, batches: &[Vec<f64>]) {
         };
         let p10 = percentile(b, 0.1);
         println!(
-            "{what:<50} {crit} {:>9.2} {p10:>9.2} {:>9.2} {:>7.2} {:>7.2}",
+            "{what:<50} {crit} {:>9.2} {p10:>9.2} {:>9.2} {:>7.2} {:>7.2} {:>7.2} {:>7.2}",
             percentile(b, 0.5),
             b[0],
             p10 / floor_p10,
-            b[0] / floor_min
+            b[0] / floor_min,
+            p10 / floor2_p10,
+            b[0] / floor2_min
         );
     }
     println!("(criterion results under {})", dir.display());
@@ -204,6 +225,15 @@ fn run_floor(iters: u64) -> Duration {
     let t = Instant::now();
     for i in 0..iters {
         floor_write(black_box(i));
+    }
+    t.elapsed()
+}
+
+#[inline(never)]
+fn run_floor2(iters: u64) -> Duration {
+    let t = Instant::now();
+    for i in 0..iters {
+        floor2_write(black_box(i));
     }
     t.elapsed()
 }
@@ -233,6 +263,30 @@ fn run_hushtrace_span(iters: u64) -> Duration {
     let t = Instant::now();
     for i in 0..iters {
         let _g = hushtrace::span!("bench", "span", i = black_box(i));
+    }
+    t.elapsed()
+}
+
+/// A deadline far from reached: every span ends punctual (one compare, never the late path).
+#[inline(never)]
+fn run_hushtrace_span_deadline(iters: u64) -> Duration {
+    let t = Instant::now();
+    for i in 0..iters {
+        let _g = hushtrace::span!(
+            deadline = Duration::from_secs(3600),
+            "bench",
+            "span_deadline",
+            i = black_box(i)
+        );
+    }
+    t.elapsed()
+}
+
+#[inline(never)]
+fn run_hushtrace_span_nofield(iters: u64) -> Duration {
+    let t = Instant::now();
+    for _ in 0..iters {
+        let _g = hushtrace::span!("bench", "span_nofield");
     }
     t.elapsed()
 }
@@ -369,11 +423,14 @@ fn main() {
     floor_pretouch();
     let worker = no_syscall_worker();
 
-    let benches: [(&str, BenchFn); 10] = [
+    let benches: [(&str, BenchFn); 13] = [
         ("floor", run_floor),
+        ("floor2", run_floor2),
         ("hushtrace_event", run_hushtrace_event),
         ("hushtrace_event_disabled", run_hushtrace_event_disabled),
         ("hushtrace_span", run_hushtrace_span),
+        ("hushtrace_span_deadline", run_hushtrace_span_deadline),
+        ("hushtrace_span_nofield", run_hushtrace_span_nofield),
         ("hushtrace_event_no_syscall", run_hushtrace_event_no_syscall),
         ("fastrace_event", run_fastrace_event),
         ("fastrace_span", run_fastrace_span),

@@ -64,6 +64,14 @@ pub fn end_span<P: Payload>(end: &'static Callsite, interest: Interest, payload:
     }
 }
 
+/// Whether the spans ending at `end` have a deadline now (the rules' or a declared one; one
+/// relaxed load): for a caller that keeps a span's begin timestamp only when its end will
+/// check it (the `tracing` bridge). No lock, allocation or system call.
+#[inline(always)]
+pub fn span_has_deadline(end: &'static Callsite) -> bool {
+    late::deadline_ticks(end) != 0
+}
+
 /// Declares the deadline of the spans ending at `end` (a span end callsite; zero: nothing),
 /// for callers without a `span!` site: a C descriptor's or a Python span's deadline. The
 /// session's rules keep precedence. Call it once the session runs (the conversion to clock

@@ -244,7 +244,9 @@ impl Drop for SpanGuard {
 
 #[doc(hidden)]
 pub mod __private {
-    pub use crate::deadline::{begin_span, begin_timed, declare_span_deadline, end_span};
+    pub use crate::deadline::{
+        begin_span, begin_timed, declare_span_deadline, end_span, span_has_deadline,
+    };
     pub use crate::fixed::{register_thread, with_thread, FastThread};
     pub use crate::late::declare_deadline;
     pub use crate::write::{emit, emit_values_timed, Payload};

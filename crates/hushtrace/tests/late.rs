@@ -9,6 +9,7 @@ mod common;
 
 use common::{babeltrace, temp_dir, wait_until};
 use hushtrace::{verify, Mode, Session, SessionBuilder};
+use hushtrace_testsupport::late::{index_lines, num, parse_flat, stats};
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
@@ -30,45 +31,6 @@ const INDEX_KEYS: [&str; 8] = [
 fn gettid() -> u32 {
     // SAFETY: gettid has no arguments and cannot fail.
     unsafe { libc::syscall(libc::SYS_gettid) as u32 }
-}
-
-/// A flat JSON object (numbers and strings without commas) as key → value text.
-fn parse_flat(line: &str) -> BTreeMap<String, String> {
-    let body = line
-        .trim()
-        .strip_prefix('{')
-        .and_then(|b| b.strip_suffix('}'))
-        .unwrap_or_else(|| panic!("not an object: {line}"));
-    body.split(',')
-        .map(|kv| {
-            let (k, v) = kv
-                .split_once(':')
-                .unwrap_or_else(|| panic!("{kv} in {line}"));
-            (
-                k.trim_matches('"').to_string(),
-                v.trim_matches('"').to_string(),
-            )
-        })
-        .collect()
-}
-
-fn index_lines(root: &Path) -> Vec<BTreeMap<String, String>> {
-    std::fs::read_to_string(root.join("late/index.json"))
-        .unwrap_or_default()
-        .lines()
-        .map(parse_flat)
-        .collect()
-}
-
-fn num(m: &BTreeMap<String, String>, k: &str) -> u64 {
-    m[k].parse()
-        .unwrap_or_else(|_| panic!("{k} is not a number in {m:?}"))
-}
-
-/// The statistics file's counters (`<root>/<pid>.stats.json`).
-fn stats(root: &Path) -> BTreeMap<String, String> {
-    let name = format!("{}.stats.json", std::process::id());
-    parse_flat(&std::fs::read_to_string(root.join(name)).expect("stats file"))
 }
 
 fn builder(root: &Path, mode: Mode) -> SessionBuilder {

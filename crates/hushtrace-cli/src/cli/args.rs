@@ -7,7 +7,7 @@ use super::*;
 #[command(
     name = "hushtrace",
     version,
-    about = "The hushtrace command: record, convert, report, flamegraph, recover, ctl, demo.",
+    about = "The hushtrace command: record, convert, view, report, flamegraph, recover, ctl, demo.",
     propagate_version = true
 )]
 pub(super) struct Cli {
@@ -166,6 +166,22 @@ pub(super) enum Cmd {
         /// `list`, or TARGET followed by the request.
         #[arg(required = true, num_args = 1.., allow_hyphen_values = true)]
         args: Vec<String>,
+    },
+    /// Open a trace in the Perfetto UI: convert it to Perfetto's format (as `convert --to
+    /// perfetto`), serve it on 127.0.0.1 to https://ui.perfetto.dev and open (or print) the
+    /// link that loads it, like Perfetto's `open_trace_in_ui`. The link is printed on stdout;
+    /// the command ends once the UI has loaded the trace (one download), or on Ctrl-C.
+    View {
+        /// Session (or single process) trace directory.
+        dir: PathBuf,
+        /// The port on 127.0.0.1 to serve on. The Perfetto UI at ui.perfetto.dev fetches from
+        /// 9001 only; 0 takes any free port (for another client, or a UI that allows it).
+        #[arg(long, value_name = "N", default_value_t = hushtrace_cli::view::DEFAULT_PORT)]
+        port: u16,
+        /// Only print the link; do not start a browser (without this, `$BROWSER`, else
+        /// `xdg-open` when there is a display, is started; no browser is not an error).
+        #[arg(long)]
+        no_browser: bool,
     },
     /// Trace a built-in workload (threads with nested spans, a real-time thread in no-syscall
     /// mode, a forked worker process), then write trace.json and flame.svg and print the report.

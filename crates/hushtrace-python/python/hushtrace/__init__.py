@@ -31,7 +31,7 @@ try:
     from . import _hushtrace as _h
 finally:
     _sys.setdlopenflags(_flags)
-from . import _check, _functions, _names, _process
+from . import _check, _functions, _gc, _names, _process
 from ._hushtrace import counter, disable, enable, event, snapshot, span
 
 __all__ = [
@@ -58,11 +58,15 @@ def start(
     c_calls=False,
     include=(),
     exclude=(),
+    include_files=(),
+    exclude_files=(),
+    ignore_frozen=False,
     max_stack_depth=None,
     subbuf_size=None,
     num_subbufs=None,
     consumer_sched=None,
     consumer_cpus=None,
+    gc=False,
 ):
     """Starts a session writing to ``dir`` (this process's trace goes to ``dir/<pid>``).
 
@@ -75,7 +79,8 @@ def start(
 
     Every argument is checked before anything starts: ``dir`` is a ``str`` or
     ``os.PathLike`` (else ``TypeError``), not empty and not an existing file (else
-    ``ValueError``); ``include``/``exclude`` are a glob or a list of globs;
+    ``ValueError``); ``include``/``exclude``/``include_files``/``exclude_files`` are a glob
+    or a list of globs (see ``trace_functions``); ``ignore_frozen`` a bool;
     ``max_stack_depth``, ``subbuf_size`` and ``num_subbufs`` are positive ints. If function
     tracing cannot start, the session is stopped again and the error raised.
 
@@ -86,8 +91,12 @@ def start(
     _check.choice(mode, "mode", ("discard", "overwrite"))
     _check.flag(functions, "functions")
     _check.flag(c_calls, "c_calls")
+    _check.flag(gc, "gc")
     include = _check.globs(include, "include")
     exclude = _check.globs(exclude, "exclude")
+    include_files = _check.globs(include_files, "include_files")
+    exclude_files = _check.globs(exclude_files, "exclude_files")
+    _check.flag(ignore_frozen, "ignore_frozen")
     _check.count(max_stack_depth, "max_stack_depth")
     _check.count(subbuf_size, "subbuf_size")
     _check.count(num_subbufs, "num_subbufs")
@@ -97,9 +106,13 @@ def start(
     path = _h.start(dir, mode, subbuf_size, num_subbufs, consumer_sched, consumer_cpus)
     try:
         _process.install()
+        if gc:
+            _gc.install()
         if functions:
             trace_functions(
-                c_calls=c_calls, include=include, exclude=exclude, max_stack_depth=max_stack_depth
+                c_calls=c_calls, include=include, exclude=exclude,
+                max_stack_depth=max_stack_depth, include_files=include_files,
+                exclude_files=exclude_files, ignore_frozen=ignore_frozen,
             )
     except BaseException:
         stop()
@@ -113,6 +126,7 @@ def stop():
     if _functions.active():
         _h._close_open_frames()
     _functions.stop()
+    _gc.uninstall()
     return _h.stop()
 
 
@@ -121,18 +135,30 @@ def is_running():
     return _h.is_running()
 
 
-def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None):
+def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None,
+                    include_files=(), exclude_files=(), ignore_frozen=False):
     """Records every Python function call and return on every thread (also threads started
     before), as ``py:call`` spans named after the function. ``include``/``exclude``: globs on
-    the module or ``module.qualname`` (one str is one glob); ``c_calls``: builtin (C)
-    functions too; ``max_stack_depth``: record calls only up to this depth (an int, at least
-    1). The arguments are checked before anything changes."""
+    the module or ``module.qualname`` (one str is one glob); ``include_files``/
+    ``exclude_files``: globs on the function's file (its code object's ``co_filename``, and
+    its absolute form when that is relative; ``*`` also matches ``/``); ``ignore_frozen``:
+    leave out the functions of frozen modules (file ``<frozen ...>``: the import machinery,
+    and on 3.11+ the standard modules CPython freezes, such as ``os`` and ``posixpath``).
+    A function is traced when every filter lets it through; the verdict is reached once per
+    function, when it is first called. The file filters apply to Python functions only (C
+    functions have no file). ``c_calls``: builtin (C) functions too; ``max_stack_depth``:
+    record calls only up to this depth (an int, at least 1). The arguments are checked
+    before anything changes."""
     _check.flag(c_calls, "c_calls")
     include = _check.globs(include, "include")
     exclude = _check.globs(exclude, "exclude")
+    include_files = _check.globs(include_files, "include_files")
+    exclude_files = _check.globs(exclude_files, "exclude_files")
+    _check.flag(ignore_frozen, "ignore_frozen")
     _check.count(max_stack_depth, "max_stack_depth")
     _functions.start(
-        c_calls=c_calls, include=include, exclude=exclude, max_depth=max_stack_depth
+        c_calls=c_calls, include=include, exclude=exclude, max_depth=max_stack_depth,
+        include_files=include_files, exclude_files=exclude_files, ignore_frozen=ignore_frozen,
     )
 
 

@@ -4,7 +4,10 @@ program with every function call traced (like ``viztracer script.py``); its chil
 traced into the same session directory.
 
 As with ``python``, everything after the script or ``-m MODULE`` belongs to the program:
-``python -m hushtrace run -o t -m black -q -`` runs ``black -q -``."""
+``python -m hushtrace run -o t -m black -q -`` runs ``black -q -``.
+
+``python -m hushtrace view DIR [--port N] [--no-browser]`` opens a trace in the Perfetto UI:
+it runs the hushtrace command's ``view`` (``$HUSHTRACE_CLI``, else ``hushtrace`` on ``PATH``)."""
 
 import argparse
 import os
@@ -13,7 +16,9 @@ import sys
 
 USAGE = """python -m hushtrace run [-o DIR] [--force | --append] [--mode discard|overwrite]
                            [--c-calls] [--include GLOB]... [--exclude GLOB]...
-                           [--max-stack-depth N] [--no-children]
+                           [--include-files GLOB]... [--exclude-files GLOB]...
+                           [--ignore-frozen]
+                           [--max-stack-depth N] [--gc] [--no-children]
                            (script.py | -m module) [args...]"""
 
 DEFAULT_OUTPUT = "hushtrace-trace"
@@ -48,8 +53,22 @@ def _run_parser():
     r.add_argument("--exclude", action="append", default=[], metavar="GLOB",
                    help="do not trace functions whose module or module.qualname matches "
                    "(repeatable; default: none)")
+    r.add_argument("--include-files", action="append", default=[], metavar="GLOB",
+                   help="trace only Python functions whose file (co_filename, or its absolute "
+                   "path; * matches /) matches (repeatable; default: every file)")
+    r.add_argument("--exclude-files", action="append", default=[], metavar="GLOB",
+                   help="do not trace Python functions whose file matches (repeatable; "
+                   "default: none)")
+    r.add_argument("--ignore-frozen", action="store_true",
+                   help="do not trace functions of frozen modules (file <frozen ...>: the "
+                   "import machinery, and stdlib modules frozen by CPython 3.11+; default: "
+                   "traced)")
     r.add_argument("--max-stack-depth", type=int, default=None, metavar="N",
                    help="record calls only up to this depth (at least 1; default: no limit)")
+    r.add_argument("--gc", action="store_true",
+                   help="record each garbage collection as a py:gc slice on the thread that "
+                   "ran it, with its generation and the numbers collected and uncollectable "
+                   "(default: off)")
     r.add_argument("--no-children", action="store_true",
                    help="do not trace child processes started with exec (spawn, subprocess; "
                    "default: traced)")
@@ -61,7 +80,8 @@ def _run_parser():
 
 
 # The run options that take a value (the next argument, unless given as --opt=value).
-_VALUE_OPTIONS = {"-o", "--output", "--mode", "--include", "--exclude", "--max-stack-depth"}
+_VALUE_OPTIONS = {"-o", "--output", "--mode", "--include", "--exclude", "--include-files",
+                  "--exclude-files", "--max-stack-depth"}
 
 
 def split_run_args(argv):
@@ -135,15 +155,39 @@ def _usage_error(msg):
     return 2
 
 
+def _view(args):
+    """``view``: replaced by the hushtrace command's ``hushtrace view ARGS`` (it prints the link,
+    serves the trace and ends as that command does; Ctrl-C reaches it directly)."""
+    import shutil
+
+    cli = os.environ.get("HUSHTRACE_CLI") or shutil.which("hushtrace")
+    if not cli:
+        print("hushtrace: view needs the hushtrace command: install it (cargo install "
+              "hushtrace-cli) or name it in HUSHTRACE_CLI", file=sys.stderr)
+        return 2
+    sys.stdout.flush()
+    sys.stderr.flush()
+    try:
+        os.execv(cli, [cli, "view", *args])
+    except OSError as e:
+        print(f"hushtrace: cannot run {cli}: {e}", file=sys.stderr)
+        return 2
+
+
 def main(argv=None):
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help"):
-        print(f"usage: python -m hushtrace run [options] (script.py | -m module) [args...]\n\n"
+        print(f"usage: python -m hushtrace run [options] (script.py | -m module) [args...]\n"
+              f"       python -m hushtrace view DIR [--port N] [--no-browser]\n\n"
               f"commands:\n  run    run a Python program, tracing every call "
-              f"(python -m hushtrace run --help)", file=sys.stdout if argv else sys.stderr)
+              f"(python -m hushtrace run --help)\n"
+              f"  view   open a trace in the Perfetto UI (hushtrace view --help)",
+              file=sys.stdout if argv else sys.stderr)
         return 0 if argv else 2
+    if argv[0] == "view":
+        return _view(argv[1:])
     if argv[0] != "run":
-        return _usage_error(f"unknown command {argv[0]!r} (the command is 'run')")
+        return _usage_error(f"unknown command {argv[0]!r} (the commands are 'run' and 'view')")
     own, module, program = split_run_args(argv[1:])
     parser = _run_parser()
     args = parser.parse_args(own)
@@ -160,6 +204,10 @@ def main(argv=None):
     for g in args.include + args.exclude:
         if g == "" or "," in g:
             parser.error(f"--include/--exclude: {g!r} is not a glob (empty, or holds a comma)")
+    for g in args.include_files + args.exclude_files:
+        if g == "" or "," in g:
+            parser.error(f"--include-files/--exclude-files: {g!r} is not a glob (empty, or "
+                         f"holds a comma)")
     if args.output == "":
         parser.error("-o: the output directory is empty")
     out = os.path.abspath(args.output)
@@ -189,14 +237,18 @@ def main(argv=None):
         "HUSHTRACE_PY_C_CALLS": "1" if args.c_calls else "0",
         "HUSHTRACE_PY_INCLUDE": ",".join(args.include),
         "HUSHTRACE_PY_EXCLUDE": ",".join(args.exclude),
+        "HUSHTRACE_PY_INCLUDE_FILES": ",".join(args.include_files),
+        "HUSHTRACE_PY_EXCLUDE_FILES": ",".join(args.exclude_files),
+        "HUSHTRACE_PY_IGNORE_FROZEN": "1" if args.ignore_frozen else "0",
         "HUSHTRACE_PY_MAX_DEPTH": str(args.max_stack_depth or ""),
+        "HUSHTRACE_PY_GC": "1" if args.gc else "0",
         _names.PROCESS_VAR: process,
     }
     if args.mode:
         env["HUSHTRACE_MODE"] = args.mode
     os.environ.update(env)
 
-    from . import _functions, _process
+    from . import _functions, _gc, _process
     from . import _hushtrace as _h
 
     _names.install(process)
@@ -209,6 +261,8 @@ def main(argv=None):
     if args.no_children:
         os.environ["HUSHTRACE_PY"] = "0"
     _process.install(sigterm=True)
+    if args.gc:
+        _gc.install()
 
     if module is not None:
         sys.argv = [module] + program
@@ -225,6 +279,9 @@ def main(argv=None):
         include=args.include,
         exclude=args.exclude,
         max_depth=args.max_stack_depth,
+        include_files=args.include_files,
+        exclude_files=args.exclude_files,
+        ignore_frozen=args.ignore_frozen,
     )
     code = 0
     try:
@@ -236,6 +293,7 @@ def main(argv=None):
         code = e.code
     finally:
         _functions.stop()
+        _gc.uninstall()
         _h._await_main(False)
         stats = _h.stop()
         if stats is not None:

@@ -47,11 +47,13 @@ def _thread_bootstrap(frame, event, arg):
     return _h._profile_thread_bootstrap(frame, event, arg)
 
 
-def start(c_calls=False, include=(), exclude=(), max_depth=None):
+def start(c_calls=False, include=(), exclude=(), max_depth=None, include_files=(),
+          exclude_files=(), ignore_frozen=False):
     global _tool, _active, _prev_thread_profile
     if _active:
         stop()
-    _h._prepare_functions(c_calls, max_depth, list(include), list(exclude))
+    _h._prepare_functions(c_calls, max_depth, list(include), list(exclude),
+                          list(include_files), list(exclude_files), ignore_frozen)
     if _h.MONITORING:
         mon = sys.monitoring
         E = mon.events

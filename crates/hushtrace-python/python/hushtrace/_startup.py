@@ -1,7 +1,8 @@
 """Imported by ``hushtrace.pth`` at interpreter start-up when ``HUSHTRACE_OUTPUT`` is set
 (``hushtrace record -- python3 app.py``, ``python -m hushtrace run``'s children): starts the
 session from the ``HUSHTRACE_*`` environment and, unless ``HUSHTRACE_PY_FUNCTIONS=0``,
-whole-program function tracing with the options of ``HUSHTRACE_PY_*``.
+whole-program function tracing with the options of ``HUSHTRACE_PY_*``
+(``HUSHTRACE_PY_GC=1``: garbage collections too, see ``hushtrace._gc``).
 ``HUSHTRACE_PY=0`` turns this off."""
 
 import os
@@ -17,7 +18,7 @@ def autostart():
     if not env.get("HUSHTRACE_OUTPUT") or env.get("HUSHTRACE_PY") == "0":
         return
     try:
-        from . import _hushtrace as _h, _functions, _names, _process
+        from . import _hushtrace as _h, _functions, _gc, _names, _process
 
         if _h.is_running():
             return
@@ -25,6 +26,8 @@ def autostart():
         if not _h.start_from_env():
             return
         _process.install(sigterm=True)
+        if env.get("HUSHTRACE_PY_GC") == "1":
+            _gc.install()
         if env.get("HUSHTRACE_PY_FUNCTIONS", "1") != "0":
             depth = env.get("HUSHTRACE_PY_MAX_DEPTH")
             # Nothing before the main module is the program's (site's work, this import).
@@ -34,6 +37,9 @@ def autostart():
                 include=_globs("HUSHTRACE_PY_INCLUDE"),
                 exclude=_globs("HUSHTRACE_PY_EXCLUDE"),
                 max_depth=int(depth) if depth else None,
+                include_files=_globs("HUSHTRACE_PY_INCLUDE_FILES"),
+                exclude_files=_globs("HUSHTRACE_PY_EXCLUDE_FILES"),
+                ignore_frozen=env.get("HUSHTRACE_PY_IGNORE_FROZEN") == "1",
             )
     except Exception as e:  # never break the program being traced
         print(f"hushtrace: tracing not started: {e}", file=sys.stderr)

@@ -72,7 +72,7 @@ unsafe fn intern_c(callable: *mut ffi::PyObject, def: *mut ffi::PyMethodDef) -> 
                 CStr::from_ptr((*t).tp_name).to_string_lossy().into_owned()
             }
         };
-        new_func(owner, name, "<built-in>".into(), 0)
+        new_func(owner, name, "<built-in>".into(), 0, false)
     }
 }
 

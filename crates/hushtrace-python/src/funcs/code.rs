@@ -261,7 +261,7 @@ unsafe fn intern_code_inner(
         // hook sees it first), borrowed.
         None => unsafe { module_of_current_frame() },
     };
-    let f = new_func(module, qualname, file, line);
+    let f = new_func(module, qualname, file, line, true);
     // SAFETY: GIL held, live code object, reserved index; the pointer is to a leaked `Func`.
     if unsafe { code_set_extra(code, idx, f as *const Func as *mut c_void) } != 0 {
         // SAFETY: GIL held; a failed set leaves an exception to clear.

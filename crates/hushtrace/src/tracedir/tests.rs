@@ -5,7 +5,6 @@ use super::*;
 use hushtrace_ctf::layout::{
     read_u64, PacketHeader, OFF_CONTENT_SIZE, OFF_PACKET_SIZE, PACKET_HEADER_LEN,
 };
-use std::io;
 use std::path::{Path, PathBuf};
 
 /// A packet of `body_len` bytes of events as a ring slot holds it: the header at the start
@@ -189,7 +188,7 @@ fn direct_falls_back_where_the_file_system_refuses_it() {
     // mount is seen by nothing else and goes away with the thread.
     let mounted = std::thread::spawn(move || unsafe {
         if libc::unshare(libc::CLONE_NEWNS) != 0 {
-            return Err(format!("unshare: {}", io::Error::last_os_error()));
+            return Err(format!("unshare: {}", std::io::Error::last_os_error()));
         }
         let none = std::ptr::null();
         if libc::mount(
@@ -200,10 +199,13 @@ fn direct_falls_back_where_the_file_system_refuses_it() {
             none as _,
         ) != 0
         {
-            return Err(format!("make / private: {}", io::Error::last_os_error()));
+            return Err(format!(
+                "make / private: {}",
+                std::io::Error::last_os_error()
+            ));
         }
         if libc::mount(ramfs.as_ptr(), cmnt.as_ptr(), ramfs.as_ptr(), 0, none as _) != 0 {
-            return Err(format!("mount ramfs: {}", io::Error::last_os_error()));
+            return Err(format!("mount ramfs: {}", std::io::Error::last_os_error()));
         }
         let probe = std::path::Path::new(cmnt.to_str().unwrap()).join("t");
         Ok(write_three(&probe, StreamIo::TryDirect))
