@@ -21,6 +21,7 @@
 //! with no value) but not the exception (CPython takes it out of the thread state while the
 //! hook runs): the event is recorded with an empty `type` and `message`.
 
+use crate::gil::GilCell;
 use hushtrace::{FieldType, Kind, Registered};
 use pyo3::ffi;
 use pyo3::prelude::*;
@@ -157,6 +158,33 @@ unsafe fn with_message<R>(exc: *mut ffi::PyObject, record: impl FnOnce(&str) -> 
     }
 }
 
+/// The last exception class named: its address (a strong reference kept, so the address is
+/// not reused by another class while it is here) and its name. A program that raises keeps
+/// raising the same few classes: the name is built once per change of class.
+static LAST_TYPE: GilCell<(usize, String)> = GilCell::new((0, String::new()));
+
+/// Calls `use_name` with the qualified name of `exc`'s class, built once per change of class.
+///
+/// # Safety
+/// GIL held; `exc` is live; `use_name` does not call into Python.
+unsafe fn with_type_name<R>(exc: *mut ffi::PyObject, use_name: impl FnOnce(&str) -> R) -> R {
+    // SAFETY: GIL held (caller): the cell's borrow ends before anything can call into Python
+    // again (the name is built first; the old class is released after the borrow).
+    unsafe {
+        let tp = ffi::Py_TYPE(exc);
+        let last = LAST_TYPE.get();
+        if last.0 == tp as usize {
+            return use_name(&last.1);
+        }
+        let name = type_name(exc);
+        ffi::Py_INCREF(tp as *mut ffi::PyObject);
+        let old = std::mem::replace(last, (tp as usize, name)).0;
+        let r = use_name(&last.1);
+        ffi::Py_XDECREF(old as *mut ffi::PyObject);
+        r
+    }
+}
+
 /// Records the `py:exception` event of `exc` unwinding function `f` (NULL: not known).
 ///
 /// # Safety
@@ -174,8 +202,9 @@ pub unsafe fn record(f: u32, exc: *mut ffi::PyObject) {
     // SAFETY: forwarded contract; the exception pending (if any) is left as it was.
     unsafe {
         crate::funcs::keeping_error(|| {
-            let ty = type_name(exc);
-            with_message(exc, |m| cs.record_typed((f, ty.as_str(), m)));
+            with_message(exc, |m| {
+                with_type_name(exc, |ty| cs.record_typed((f, ty, m)))
+            });
         })
     }
 }
