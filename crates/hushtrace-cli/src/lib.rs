@@ -42,6 +42,7 @@ pub mod chrome;
 pub mod ctl;
 #[allow(unsafe_code)] // fork() and waitpid() for the forked worker process
 pub mod demo;
+pub mod exceptions_report;
 pub mod flame;
 #[allow(unsafe_code)] // signal masks and sigwait() for the interrupt watcher
 pub mod interrupt;

@@ -293,6 +293,7 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
             dir,
             format,
             late,
+            exceptions,
             slowest,
             n,
         } => {
@@ -300,6 +301,18 @@ fn run(cli: Cli) -> anyhow::Result<ExitCode> {
                 return report_late(&dir, format);
             }
             let session = open_session(&dir, false)?;
+            if exceptions {
+                let r = hushtrace_cli::exceptions_report::compute(&session)?;
+                let mut out = std::io::stdout().lock();
+                match format {
+                    ReportFormat::Text => out.write_all(r.to_text().as_bytes())?,
+                    ReportFormat::Json => {
+                        serde_json::to_writer_pretty(&mut out, &r)?;
+                        writeln!(out)?;
+                    }
+                }
+                return Ok(ExitCode::SUCCESS);
+            }
             if let Some(span) = slowest.as_deref() {
                 let k = hushtrace_cli::kernel_report::compute(&session, Some(span), n)?;
                 print!("{}", k.slowest_text());

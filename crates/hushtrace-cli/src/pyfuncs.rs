@@ -149,6 +149,11 @@ impl PyFuncs {
         self.defs.get(trace)?.get(&f)
     }
 
+    /// The `"module:qualname"` of function `f` of process trace `trace`, if defined.
+    pub fn function(&self, trace: usize, f: u32) -> Option<&str> {
+        self.by_trace.get(trace)?.get(&f).map(String::as_str)
+    }
+
     /// For a `py:call` or `py:task` begin or end whose function was defined: the
     /// function id and its `"module:qualname"`.
     pub fn resolve(&self, ev: &MergedEvent<'_>) -> Option<(u32, &str)> {

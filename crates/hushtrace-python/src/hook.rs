@@ -97,6 +97,28 @@ fn exit_on(t: &fast::FastThread<'_>, f: &Func, generation: u32) {
     }
 }
 
+/// A function is unwound by the exception `exc` (NULL: not known) on this thread: [`exit`],
+/// with a `py:exception` event recorded just before its end when `--exceptions` is on and the
+/// end is recorded ([`crate::exceptions`]).
+///
+/// # Safety
+/// The GIL is held; `exc` is a live exception object or NULL.
+#[inline(always)]
+pub unsafe fn unwind(f: &Func, exc: *mut ffi::PyObject) {
+    if crate::exceptions::ENABLED.load(Ordering::Relaxed) {
+        let generation = GENERATION.load(Ordering::Relaxed);
+        let ends = fast::with_thread(|t| {
+            let below = t.word().wrapping_sub(base(generation)).wrapping_sub(1);
+            below >> 32 == 0 && (below as u32) < MAX_DEPTH.load(Ordering::Relaxed)
+        });
+        if ends == Some(true) {
+            // SAFETY: forwarded contract.
+            unsafe { crate::exceptions::record(f.id, exc) };
+        }
+    }
+    exit(f);
+}
+
 /// Ends, on this thread, the recorded frames still open on its Python stack (innermost
 /// first): a session stopped from a signal handler or `os._exit()` in the middle of the
 /// program leaves no slice open in the trace. Frames that began before tracing started (or in

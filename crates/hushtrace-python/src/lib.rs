@@ -20,6 +20,7 @@
 extern crate hushtrace_capi;
 
 mod deadline;
+mod exceptions;
 mod funcs;
 mod functions;
 mod gc;
@@ -245,5 +246,6 @@ fn _hushtrace(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(_set_thread_name, m)?)?;
     m.add_function(wrap_pyfunction!(_set_process_name, m)?)?;
     gc::add(m)?;
+    exceptions::add(m)?;
     functions::add(m)
 }

@@ -124,6 +124,10 @@ pub(super) enum Cmd {
         /// against its deadline and, with kernel events, why it was late.
         #[arg(long, conflicts_with = "slowest")]
         late: bool,
+        /// List the Python exceptions (`py:exception`: `python -m hushtrace run
+        /// --exceptions`) by type and function: frames unwound, caught further up or not.
+        #[arg(long, conflicts_with_all = ["slowest", "late"])]
+        exceptions: bool,
         /// List the longest instances of this span (`rt:cycle`) with, when the trace has
         /// kernel events (`record --kernel`), their off-CPU stretches and what took the CPU.
         #[arg(long, value_name = "SPAN")]

@@ -67,6 +67,7 @@ def start(
     consumer_sched=None,
     consumer_cpus=None,
     gc=False,
+    exceptions=True,
 ):
     """Starts a session writing to ``dir`` (this process's trace goes to ``dir/<pid>``).
 
@@ -75,7 +76,9 @@ def start(
     Python function call (see ``trace_functions``). ``consumer_sched`` (``"fifo:1"``,
     ``"rr:N"``, ``"nice:N"``; default: as the calling thread) and ``consumer_cpus`` (a list of
     CPU numbers) place the tracer's consumer thread, as ``HUSHTRACE_CONSUMER_SCHED`` and
-    ``HUSHTRACE_CONSUMER_CPUS`` do. Returns this process's trace directory.
+    ``HUSHTRACE_CONSUMER_CPUS`` do. ``exceptions`` (default True; with ``functions``): a
+    ``py:exception`` event on the slice of each frame an exception unwinds (see
+    ``trace_functions``). Returns this process's trace directory.
 
     Every argument is checked before anything starts: ``dir`` is a ``str`` or
     ``os.PathLike`` (else ``TypeError``), not empty and not an existing file (else
@@ -92,6 +95,7 @@ def start(
     _check.flag(functions, "functions")
     _check.flag(c_calls, "c_calls")
     _check.flag(gc, "gc")
+    _check.flag(exceptions, "exceptions")
     include = _check.globs(include, "include")
     exclude = _check.globs(exclude, "exclude")
     include_files = _check.globs(include_files, "include_files")
@@ -113,6 +117,7 @@ def start(
                 c_calls=c_calls, include=include, exclude=exclude,
                 max_stack_depth=max_stack_depth, include_files=include_files,
                 exclude_files=exclude_files, ignore_frozen=ignore_frozen,
+                exceptions=exceptions,
             )
     except BaseException:
         stop()
@@ -136,7 +141,7 @@ def is_running():
 
 
 def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None,
-                    include_files=(), exclude_files=(), ignore_frozen=False):
+                    include_files=(), exclude_files=(), ignore_frozen=False, exceptions=True):
     """Records every Python function call and return on every thread (also threads started
     before), as ``py:call`` spans named after the function. ``include``/``exclude``: globs on
     the module or ``module.qualname`` (one str is one glob); ``include_files``/
@@ -147,9 +152,14 @@ def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None,
     A function is traced when every filter lets it through; the verdict is reached once per
     function, when it is first called. The file filters apply to Python functions only (C
     functions have no file). ``c_calls``: builtin (C) functions too; ``max_stack_depth``:
-    record calls only up to this depth (an int, at least 1). The arguments are checked
-    before anything changes."""
+    record calls only up to this depth (an int, at least 1). ``exceptions`` (default True):
+    each frame an exception unwinds gets a ``py:exception`` event (``type``: the class's
+    qualified name; ``message``: ``args[0]`` when it is a str, at most 255 bytes, else
+    empty; ``str()`` is never called) just before its slice ends; below Python 3.12 the
+    exception is not visible to the profile hook and ``type`` is empty. The arguments are
+    checked before anything changes."""
     _check.flag(c_calls, "c_calls")
+    _check.flag(exceptions, "exceptions")
     include = _check.globs(include, "include")
     exclude = _check.globs(exclude, "exclude")
     include_files = _check.globs(include_files, "include_files")
@@ -159,6 +169,7 @@ def trace_functions(c_calls=False, include=(), exclude=(), max_stack_depth=None,
     _functions.start(
         c_calls=c_calls, include=include, exclude=exclude, max_depth=max_stack_depth,
         include_files=include_files, exclude_files=exclude_files, ignore_frozen=ignore_frozen,
+        exceptions=exceptions,
     )
 
 

@@ -18,7 +18,7 @@ USAGE = """python -m hushtrace run [-o DIR] [--force | --append] [--mode discard
                            [--c-calls] [--include GLOB]... [--exclude GLOB]...
                            [--include-files GLOB]... [--exclude-files GLOB]...
                            [--ignore-frozen]
-                           [--max-stack-depth N] [--gc] [--no-children]
+                           [--max-stack-depth N] [--gc] [--no-exceptions] [--no-children]
                            (script.py | -m module) [args...]"""
 
 DEFAULT_OUTPUT = "hushtrace-trace"
@@ -69,6 +69,10 @@ def _run_parser():
                    help="record each garbage collection as a py:gc slice on the thread that "
                    "ran it, with its generation and the numbers collected and uncollectable "
                    "(default: off)")
+    r.add_argument("--exceptions", action=argparse.BooleanOptionalAction, default=True,
+                   help="record, on the slice of each frame an exception unwinds, a "
+                   "py:exception event with its type and message (args[0] when a str, at "
+                   "most 255 bytes; default: on)")
     r.add_argument("--no-children", action="store_true",
                    help="do not trace child processes started with exec (spawn, subprocess; "
                    "default: traced)")
@@ -242,6 +246,7 @@ def main(argv=None):
         "HUSHTRACE_PY_IGNORE_FROZEN": "1" if args.ignore_frozen else "0",
         "HUSHTRACE_PY_MAX_DEPTH": str(args.max_stack_depth or ""),
         "HUSHTRACE_PY_GC": "1" if args.gc else "0",
+        "HUSHTRACE_PY_EXCEPTIONS": "1" if args.exceptions else "0",
         _names.PROCESS_VAR: process,
     }
     if args.mode:
@@ -282,6 +287,7 @@ def main(argv=None):
         include_files=args.include_files,
         exclude_files=args.exclude_files,
         ignore_frozen=args.ignore_frozen,
+        exceptions=args.exceptions,
     )
     code = 0
     try:

@@ -48,12 +48,14 @@ def _thread_bootstrap(frame, event, arg):
 
 
 def start(c_calls=False, include=(), exclude=(), max_depth=None, include_files=(),
-          exclude_files=(), ignore_frozen=False):
+          exclude_files=(), ignore_frozen=False, exceptions=True):
     global _tool, _active, _prev_thread_profile
     if _active:
         stop()
     _h._prepare_functions(c_calls, max_depth, list(include), list(exclude),
                           list(include_files), list(exclude_files), ignore_frozen)
+    # py:exception events on the slices of the frames an exception unwinds.
+    _h._set_exceptions(exceptions)
     if _h.MONITORING:
         mon = sys.monitoring
         E = mon.events

@@ -40,6 +40,7 @@ def autostart():
                 include_files=_globs("HUSHTRACE_PY_INCLUDE_FILES"),
                 exclude_files=_globs("HUSHTRACE_PY_EXCLUDE_FILES"),
                 ignore_frozen=env.get("HUSHTRACE_PY_IGNORE_FROZEN") == "1",
+                exceptions=env.get("HUSHTRACE_PY_EXCEPTIONS", "1") != "0",
             )
     except Exception as e:  # never break the program being traced
         print(f"hushtrace: tracing not started: {e}", file=sys.stderr)

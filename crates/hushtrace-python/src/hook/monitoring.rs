@@ -185,7 +185,37 @@ code_callback!(py_resume, enter, true);
 code_callback!(py_throw, enter, false);
 code_callback!(py_return, exit, true, crate::tasks::on_return);
 code_callback!(py_yield, exit, true);
-code_callback!(py_unwind, exit, false, crate::tasks::on_unwind);
+
+/// `PY_UNWIND(code, offset, exception)`: [`unwind`], then the task follower. Never disabled
+/// (the event does not allow it).
+///
+/// # Safety
+/// Called by CPython with the GIL held and `nargsf` live positional arguments.
+pub unsafe extern "C" fn py_unwind(
+    _callable: *mut ffi::PyObject,
+    args: *const *mut ffi::PyObject,
+    nargsf: usize,
+    _kwnames: *mut ffi::PyObject,
+) -> *mut ffi::PyObject {
+    let nargs = nargs_of(nargsf);
+    // SAFETY: forwarded contract; the exception is the third argument.
+    unsafe {
+        if let Some(f) = code_func(args, nargs) {
+            if !f.excluded {
+                let exc = if nargs >= 3 {
+                    *args.add(2)
+                } else {
+                    std::ptr::null_mut()
+                };
+                unwind(f, exc);
+            }
+            if f.task.get() != 0 {
+                crate::tasks::on_unwind(f, args as *mut *mut ffi::PyObject, nargs);
+            }
+        }
+        none()
+    }
+}
 
 macro_rules! c_callback {
     ($name:ident, $act:ident) => {

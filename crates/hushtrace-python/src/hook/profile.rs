@@ -116,6 +116,9 @@ pub unsafe extern "C" fn hook(
                     if !f.excluded {
                         if what == PY_TRACE_CALL {
                             enter(f)
+                        } else if arg.is_null() {
+                            // Unwound by an exception, which CPython holds aside meanwhile.
+                            unwind(f, std::ptr::null_mut())
                         } else {
                             exit(f)
                         }
