@@ -8,8 +8,8 @@
 #
 #   bash ci/prefetch.sh rustup   # the MSRV toolchain, nightly's miri and rust-src, the cross targets
 #   bash ci/prefetch.sh apt      # the aarch64 cross compiler and libc, qemu-user, python3-venv;
-#                                # then the Perfetto protos venv (ci/perfetto-venv.sh), once
-#                                # cargo has made target/
+#                                # then the Perfetto protos and DuckDB venvs (ci/perfetto-venv.sh,
+#                                # ci/sql-venv.sh), once cargo has made target/
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -47,7 +47,10 @@ apt)
         [ -f target/CACHEDIR.TAG ] && break
         sleep 1
     done
-    if [ -f target/CACHEDIR.TAG ]; then bash ci/perfetto-venv.sh >/dev/null; fi
+    if [ -f target/CACHEDIR.TAG ]; then
+        bash ci/perfetto-venv.sh >/dev/null
+        bash ci/sql-venv.sh >/dev/null
+    fi
     ;;
 *)
     echo "usage: ci/prefetch.sh rustup|apt" >&2
