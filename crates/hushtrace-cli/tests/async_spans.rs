@@ -8,21 +8,9 @@ mod common;
 
 use common::{convert, hushtrace, stderr};
 use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
-use hushtrace_ctf::{FieldType, Kind};
 use serde_json::{json, Value as J};
 use std::path::Path;
 use std::process::Command;
-
-/// An async class pair (begin with `id`, `parent`; end with `id`).
-fn async_class(t: &mut SynthTrace, name: &str) -> (u16, u16) {
-    let b = t.class(
-        name,
-        Kind::AsyncBegin,
-        Some(&[("id", FieldType::U64), ("parent", FieldType::U64)]),
-    );
-    let e = t.class(name, Kind::AsyncEnd, Some(&[("id", FieldType::U64)]));
-    (b, e)
-}
 
 /// pid 10, begins on thread 11 and ends on thread 12 (times in ns from the trace's clock start):
 /// request 1 [100, 1000] with fetch 2 [200, 500] and fetch 3 [300, 800] (concurrent siblings);
@@ -30,8 +18,8 @@ fn async_class(t: &mut SynthTrace, name: &str) -> (u16, u16) {
 /// `async_span!(parent: ...)`).
 fn write_tree(dir: &Path) {
     let mut t = SynthTrace::new(10, "svc");
-    let (rb, re) = async_class(&mut t, "svc:request");
-    let (fb, fe) = async_class(&mut t, "net:fetch");
+    let (rb, re) = t.async_span("svc:request");
+    let (fb, fe) = t.async_span("net:fetch");
     let begin = |c: u16, ts: u64, id: u64, parent: u64| SynthEvent::new(c, ts).u64(id).u64(parent);
     t.thread(11, "worker-1")
         .event(begin(rb, 100, 1, 0))

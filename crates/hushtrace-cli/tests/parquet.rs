@@ -69,69 +69,15 @@ fn check(trace: &Path, out: &Path, host: &str, tmp: &Path) -> J {
     )
 }
 
-/// An async class pair (begin with `id`, `parent`; end with `id`).
-fn async_class(t: &mut SynthTrace, name: &str) -> (u16, u16) {
-    let b = t.class(
-        name,
-        Kind::AsyncBegin,
-        Some(&[("id", FieldType::U64), ("parent", FieldType::U64)]),
-    );
-    let e = t.class(name, Kind::AsyncEnd, Some(&[("id", FieldType::U64)]));
-    (b, e)
-}
-
-/// Two processes: pid 100 (threads 101 and 102) and 200 (thread 200); per thread and k,
-/// `work:job` [s, s+600] with `work:step` [s+100, s+300] inside (fields n, tag, load, delta),
-/// an instant `app:mark` at s+400, counters `net:errors` (u64) and `disk:errors` (f64); thread
-/// 102 begins with an end whose begin is missing and reports 5 discarded events and 2 lost
-/// packets. Pid 10: async spans across threads, a request with two fetches as children.
+/// The shared workload (`common::write_span_workload`: pids 100 and 200, spans, instants,
+/// counters; thread 102 begins with an end whose begin is missing and reports 5 discarded
+/// events and 2 lost packets), tags with quotes (`job "K"`), and pid 10: async spans across
+/// threads, a request with two fetches as children.
 fn write_workload(dir: &Path, n: u64) {
-    for (pid, tids) in [(100u32, vec![101u32, 102]), (200, vec![200])] {
-        let mut t = SynthTrace::new(pid, &format!("proc{pid}"));
-        t.packet_bytes = 400;
-        let (job_b, job_e) = t.span("work:job", &[]);
-        let (step_b, step_e) = t.span(
-            "work:step",
-            &[
-                ("n", FieldType::U64),
-                ("tag", FieldType::Str),
-                ("load", FieldType::F64),
-                ("delta", FieldType::I64),
-            ],
-        );
-        let mark = t.instant("app:mark", &[("ok", FieldType::Bool)]);
-        let net = t.counter("net:errors", FieldType::U64);
-        let disk = t.counter("disk:errors", FieldType::F64);
-        for (i, &tid) in tids.iter().enumerate() {
-            let th = t.thread(tid, &format!("t{tid}"));
-            let base = 1_000_000 + pid as u64 * 7 + i as u64 * 13;
-            if tid == 102 {
-                th.event(SynthEvent::new(job_e, base - 1));
-                th.discarded = 5;
-                th.lost_packets = 2;
-            }
-            for k in 0..n {
-                let s = base + 1000 * k;
-                th.event(SynthEvent::new(job_b, s));
-                th.event(
-                    SynthEvent::new(step_b, s + 100)
-                        .u64(k)
-                        .str(&format!("job \"{k}\""))
-                        .f64(k as f64 * 0.25)
-                        .i64(-(k as i64)),
-                );
-                th.event(SynthEvent::new(step_e, s + 300));
-                th.event(SynthEvent::new(mark, s + 400).bool(k % 2 == 0));
-                th.event(SynthEvent::new(net, s + 450).u64(k));
-                th.event(SynthEvent::new(disk, s + 500).f64(k as f64 * 1.5));
-                th.event(SynthEvent::new(job_e, s + 600));
-            }
-        }
-        t.write_session(dir).unwrap();
-    }
+    common::write_span_workload(dir, n, |k| format!("job \"{k}\""), true);
     let mut t = SynthTrace::new(10, "svc");
-    let (rb, re) = async_class(&mut t, "svc:request");
-    let (fb, fe) = async_class(&mut t, "net:fetch");
+    let (rb, re) = t.async_span("svc:request");
+    let (fb, fe) = t.async_span("net:fetch");
     let begin = |c: u16, ts: u64, id: u64, parent: u64| SynthEvent::new(c, ts).u64(id).u64(parent);
     t.thread(11, "worker-1")
         .event(begin(rb, 100, 1, 0))

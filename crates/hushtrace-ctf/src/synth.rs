@@ -353,6 +353,19 @@ impl SynthTrace {
         )
     }
 
+    /// Adds an async span's begin (fields `id` and `parent`, u64) and end (`id`) classes, as the
+    /// runtime's `async_span!` declares them; returns both ids.
+    pub fn async_span(&mut self, name: &str) -> (u16, u16) {
+        (
+            self.class(
+                name,
+                Kind::AsyncBegin,
+                Some(&[("id", FieldType::U64), ("parent", FieldType::U64)]),
+            ),
+            self.class(name, Kind::AsyncEnd, Some(&[("id", FieldType::U64)])),
+        )
+    }
+
     /// Adds a counter class with one field `value` of type `ty`; returns its id.
     pub fn counter(&mut self, name: &str, ty: FieldType) -> u16 {
         self.class(name, Kind::Counter, Some(&[("value", ty)]))

@@ -137,3 +137,60 @@ pub fn record_pingpong_overwrite(dir: &Path) -> (u32, Group) {
         .unwrap();
     (child.id(), Group(Some(child)))
 }
+
+/// The converters' shared synthetic workload. Two processes (pid 100 with threads 101 and 102,
+/// pid 200 with thread 200); per thread and k: `work:job` [s, s+600] with `work:step`
+/// [s+100, s+300] inside (fields n: u64, tag: str = `tag(k)`, load: f64, delta: i64), an
+/// instant `app:mark` (ok: bool) at s+400, counters `net:errors` (u64) at s+450 and
+/// `disk:errors` (f64) at s+500, where s = base + 1000k. Thread 102 also begins with the end of
+/// a span whose begin is missing; with `losses` it reports 5 discarded events and 2 lost
+/// packets.
+pub fn write_span_workload(dir: &Path, n: u64, tag: fn(u64) -> String, losses: bool) {
+    use hushtrace_ctf::synth::{SynthEvent, SynthTrace};
+    use hushtrace_ctf::FieldType;
+    for (pid, tids) in [(100u32, vec![101u32, 102]), (200, vec![200])] {
+        let mut t = SynthTrace::new(pid, &format!("proc{pid}"));
+        t.packet_bytes = 400;
+        let (job_b, job_e) = t.span("work:job", &[]);
+        let (step_b, step_e) = t.span(
+            "work:step",
+            &[
+                ("n", FieldType::U64),
+                ("tag", FieldType::Str),
+                ("load", FieldType::F64),
+                ("delta", FieldType::I64),
+            ],
+        );
+        let mark = t.instant("app:mark", &[("ok", FieldType::Bool)]);
+        let net = t.counter("net:errors", FieldType::U64);
+        let disk = t.counter("disk:errors", FieldType::F64);
+        for (i, &tid) in tids.iter().enumerate() {
+            let th = t.thread(tid, &format!("t{tid}"));
+            let base = 1_000_000 + pid as u64 * 7 + i as u64 * 13;
+            if tid == 102 {
+                th.event(SynthEvent::new(job_e, base - 1));
+                if losses {
+                    th.discarded = 5;
+                    th.lost_packets = 2;
+                }
+            }
+            for k in 0..n {
+                let s = base + 1000 * k;
+                th.event(SynthEvent::new(job_b, s));
+                th.event(
+                    SynthEvent::new(step_b, s + 100)
+                        .u64(k)
+                        .str(&tag(k))
+                        .f64(k as f64 * 0.25)
+                        .i64(-(k as i64)),
+                );
+                th.event(SynthEvent::new(step_e, s + 300));
+                th.event(SynthEvent::new(mark, s + 400).bool(k % 2 == 0));
+                th.event(SynthEvent::new(net, s + 450).u64(k));
+                th.event(SynthEvent::new(disk, s + 500).f64(k as f64 * 1.5));
+                th.event(SynthEvent::new(job_e, s + 600));
+            }
+        }
+        t.write_session(dir).unwrap();
+    }
+}
