@@ -13,12 +13,11 @@ the untraced program (CPU time: user + system of the child and all its threads).
 import argparse
 import os
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
 
-from percall import FIB, cpu, fib_calls
+from percall import FIB, added_per_call, fib_calls
 
 # Two Python calls per iteration, the inner one unwound by a ValueError caught by the outer.
 RAISES = """
@@ -112,24 +111,10 @@ def main():
     print(f"CPython {sys.version.split()[0]}: ns per call added (median of {args.runs} runs)")
     print("| workload | --no-exceptions | --exceptions |")
     print("|---|---|---|")
-    for name, (src, small, large, ncalls) in WORKLOADS.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            prog = os.path.join(tmp, "prog.py")
-            with open(prog, "w") as f:
-                f.write(src)
-            calls = ncalls(large) - ncalls(small)
-            per = {tool: [] for tool in commands(prog, 0, tmp)}
-            for _ in range(args.runs):
-                for tool in per:
-                    t = []
-                    for size in (small, large):
-                        shutil.rmtree(os.path.join(tmp, "ht"), ignore_errors=True)
-                        t.append(cpu(commands(prog, size, tmp)[tool], tmp))
-                    per[tool].append((t[1] - t[0]) / calls * 1e9)
-            base = statistics.median(per.pop("untraced"))
-            cost = {tool: statistics.median(v) - base for tool, v in per.items()}
-            print(f"| {name} ({calls} calls) | {cost['--no-exceptions']:.0f} | "
-                  f"{cost['--exceptions']:.0f} |", flush=True)
+    for name, workload in WORKLOADS.items():
+        calls, cost = added_per_call(name, workload, commands, args.runs)
+        print(f"| {name} ({calls} calls) | {cost['--no-exceptions']:.0f} | "
+              f"{cost['--exceptions']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":

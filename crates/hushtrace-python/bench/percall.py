@@ -80,6 +80,29 @@ def commands(prog, size, tmp):
     }
 
 
+def added_per_call(name, workload, commands, runs):
+    """Runs `workload` (source, small and large size, calls at a size) under every command of
+    `commands(prog, size, tmp)` at both sizes, `runs` times; returns the calls between the two
+    sizes and each tool's CPU ns per call added over "untraced" (medians), so start-up cancels
+    out."""
+    src, small, large, ncalls = workload
+    with tempfile.TemporaryDirectory() as tmp:
+        prog = os.path.join(tmp, f"{name}.py")
+        with open(prog, "w") as f:
+            f.write(src)
+        calls = ncalls(large) - ncalls(small)
+        per = {tool: [] for tool in commands(prog, 0, tmp)}
+        for _ in range(runs):
+            for tool in per:
+                t = []
+                for size in (small, large):
+                    shutil.rmtree(os.path.join(tmp, "ht"), ignore_errors=True)
+                    t.append(cpu(commands(prog, size, tmp)[tool], tmp))
+                per[tool].append((t[1] - t[0]) / calls * 1e9)
+        base = statistics.median(per.pop("untraced"))
+        return calls, {tool: statistics.median(v) - base for tool, v in per.items()}
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--runs", type=int, default=5)
@@ -90,24 +113,10 @@ def main():
           f"(median of {args.runs} runs)")
     print("| workload | hushtrace | cProfile | VizTracer |")
     print("|---|---|---|---|")
-    for name, (src, small, large, ncalls) in WORKLOADS.items():
-        with tempfile.TemporaryDirectory() as tmp:
-            prog = os.path.join(tmp, f"{name}.py")
-            with open(prog, "w") as f:
-                f.write(src)
-            calls = ncalls(large) - ncalls(small)
-            per = {tool: [] for tool in commands(prog, 0, tmp)}
-            for _ in range(args.runs):
-                for tool in per:
-                    t = []
-                    for size in (small, large):
-                        shutil.rmtree(os.path.join(tmp, "ht"), ignore_errors=True)
-                        t.append(cpu(commands(prog, size, tmp)[tool], tmp))
-                    per[tool].append((t[1] - t[0]) / calls * 1e9)
-            base = statistics.median(per.pop("untraced"))
-            cost = {tool: statistics.median(v) - base for tool, v in per.items()}
-            print(f"| {name} ({calls} calls) | {cost['hushtrace']:.0f} | "
-                  f"{cost['cProfile']:.0f} | {cost['viztracer']:.0f} |", flush=True)
+    for name, workload in WORKLOADS.items():
+        calls, cost = added_per_call(name, workload, commands, args.runs)
+        print(f"| {name} ({calls} calls) | {cost['hushtrace']:.0f} | "
+              f"{cost['cProfile']:.0f} | {cost['viztracer']:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
